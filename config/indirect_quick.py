@@ -1,0 +1,23 @@
+# Quick start: the indirect-indexing task with PoPE on a small model that trains on a laptop CPU
+# in under ~10 minutes, printing test accuracy as it learns. Not the paper's scale (that is
+# config/indirect_pope.py: 8 layers, 512 wide, 100k steps); chance is ~2%.
+out_dir = 'out-indirect-quick'
+dataset = 'indirect_indexing'
+pos_emb = 'pope'
+pope_delta_init = 'uniform'
+n_layer = 2
+n_head = 4
+n_embd = 128
+block_size = 48
+batch_size = 32
+learning_rate = 1e-3  # a small model takes a larger step
+min_lr = 1e-4
+warmup_iters = 200
+max_iters = 4000
+lr_decay_iters = 4000
+weight_decay = 0.01
+beta2 = 0.99
+grad_clip = 1.0
+eval_interval = 500  # val and test accuracy on all 10k examples
+log_interval = 100
+device = 'cpu'  # small enough for the CPU; --device=cuda runs it in seconds

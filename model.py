@@ -1,0 +1,348 @@
+"""
+One readable GPT with switchable position encodings, PoPE first.
+
+PoPE (Polar Coordinate Positional Embeddings, Gopalakrishnan et al. 2025) turns each real query
+and key of head dimension d into d complex numbers whose magnitude carries content ("what") and
+whose phase carries position ("where"):
+
+    mu_q = softplus(q_t),  phi_q = t * theta          mu_k = softplus(k_s),  phi_k = s * theta + delta
+    theta_c = base ** (-c / d),  c = 0..d-1
+    a_ts = Re(sum_c conj(q~_tc) k~_sc) = sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c)
+
+delta is a learnable phase bias per (layer, head, frequency), clamped to [-2pi, 0]; values are
+untouched and the logits keep the usual 1/sqrt(d) scale.
+
+Other encodings (baselines of the paper): rope, rope_half, alibi_half, learned, sinusoidal, none.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+POS_EMBS = ('pope', 'rope', 'rope_half', 'alibi_half', 'learned', 'sinusoidal', 'none')
+ATTN_IMPLS = ('auto', 'torch', 'sdpa', 'triton')
+
+# -----------------------------------------------------------------------------
+# PoPE attention: the plain reference and the SDPA form
+
+
+def causal_mask(Tq, Tk, q_offset, device):
+    """True where key s is visible to query i, which sits at absolute position q_offset + i."""
+    t = torch.arange(q_offset, q_offset + Tq, device=device)
+    s = torch.arange(Tk, device=device)
+    return s[None, :] <= t[:, None]
+
+
+def pope_cartesian(x, pos, base, delta=None):
+    """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
+    mu = softplus(x), phi = pos * theta (+ delta for keys). Phases are formed in float64, exact to
+    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
+    d = x.shape[-1]
+    dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
+    theta = base ** (-torch.arange(d, dtype=torch.float64, device=x.device) / d)
+    phi = pos.to(torch.float64)[:, None] * theta  # (T, d)
+    if delta is not None:
+        phi = phi + delta.to(torch.float64)[:, None, :]  # (H, T, d)
+    mu = F.softplus(x.to(dt))
+    return mu * phi.cos().to(dt), mu * phi.sin().to(dt)
+
+
+def pope_qk(q, k, delta, base, q_offset):
+    """Cartesian queries at positions q_offset.. and keys at positions 0.. (with delta)."""
+    t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
+    s = torch.arange(k.shape[-2], device=k.device)
+    return (*pope_cartesian(q, t, base), *pope_cartesian(k, s, base, delta))
+
+
+def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
+    """Plain PoPE attention with explicit scores: the ground truth for every faster path.
+    q (B, H, Tq, d), k and v (B, H, Tk, d), delta (H, d); returns (B, H, Tq, d) in v's dtype."""
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset)
+    att = (qx @ kx.transpose(-2, -1) + qy @ ky.transpose(-2, -1)) * sm_scale
+    if causal:
+        att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
+    att = F.softmax(att, dim=-1)
+    return (att @ v.to(att.dtype)).to(v.dtype)
+
+
+def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
+    """PoPE as ordinary attention on 2d-wide real queries and keys [mu cos phi, mu sin phi]."""
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
+    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset)
+    q2, k2 = torch.cat([qx, qy], -1).to(v.dtype), torch.cat([kx, ky], -1).to(v.dtype)
+    return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
+
+
+def sdpa(q, k, v, causal, q_offset, bias=None, scale=None):
+    """F.scaled_dot_product_attention with a causal mask that knows where the queries sit."""
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    if bias is None and (not causal or (Tq == Tk and q_offset == 0)):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    mask = bias.to(q.dtype) if bias is not None else torch.zeros(Tq, Tk, dtype=q.dtype, device=q.device)
+    if causal:
+        mask = mask.masked_fill(~causal_mask(Tq, Tk, q_offset, q.device), float('-inf'))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def plain_attention(q, k, v, causal, q_offset, bias=None, scale=None):
+    """Explicit-score attention for the non-PoPE encodings (attn_impl='torch')."""
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if bias is not None:
+        att = att + bias
+    if causal:
+        att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
+    return F.softmax(att, dim=-1).to(v.dtype) @ v  # (autocast runs softmax in float32)
+
+# -----------------------------------------------------------------------------
+# The other position encodings
+
+
+def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, beta=32.0):
+    """RoPE's n frequencies base^(-2i/2n), optionally stretched by YaRN (Peng et al. 2023):
+    a pair whose wavelength fits r = orig_ctx / wavelength times into the training context keeps
+    its frequency when r > beta, is divided by the scale s when r < alpha, and is ramped between."""
+    theta = base ** (-torch.arange(n, dtype=torch.float64) / n)
+    if yarn_scale == 1.0:
+        return theta
+    r = yarn_orig_ctx * theta / (2 * math.pi)
+    gamma = ((r - alpha) / (beta - alpha)).clamp(0, 1)
+    return (1 - gamma) * theta / yarn_scale + gamma * theta
+
+
+def rope_rotate(x, pos, theta):
+    """Rotate the pairs (x[i], x[i + n]) of the first 2n channels by pos * theta_i; n = len(theta)."""
+    n = theta.numel()
+    ang = pos.to(torch.float64)[:, None] * theta.to(x.device)[None, :]  # (T, n) exact angles
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2, rest = x[..., :n], x[..., n:2 * n], x[..., 2 * n:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+
+
+def alibi_slopes(n_head):
+    """ALiBi on the first half of the heads (geometric slopes 2^(-8i/(H/2))), none on the rest."""
+    h = n_head // 2
+    slopes = [2 ** (-8 * (i + 1) / h) for i in range(h)] + [0.0] * (n_head - h)
+    return torch.tensor(slopes)
+
+
+def sinusoidal_table(T, n_embd):
+    """Fixed absolute embeddings of Vaswani et al.: sin and cos of pos / 10000^(2i/n_embd)."""
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    inv = 10000 ** (-torch.arange(0, n_embd, 2, dtype=torch.float64) / n_embd)
+    table = torch.zeros(T, n_embd, dtype=torch.float64)
+    table[:, 0::2], table[:, 1::2] = (pos * inv).sin(), (pos * inv).cos()
+    return table.float()
+
+# -----------------------------------------------------------------------------
+# The GPT
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024  # training context (learned position embeddings stop here; others don't)
+    vocab_size: int = 50304  # GPT-2's 50257 padded to a multiple of 64
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0  # on embeddings and residual branches (attention weights are never dropped)
+    bias: bool = False  # biases in Linear layers
+    pos_emb: str = 'pope'  # one of POS_EMBS
+    pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
+    pope_delta_init: str = 'zero'  # 'zero' or 'uniform' in [-2pi, 0]
+    attn_impl: str = 'auto'  # 'auto': triton for PoPE on CUDA, else sdpa; or 'torch', 'sdpa', 'triton'
+    yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
+    yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
+
+
+class KVCache:
+    """Keys and values of the positions seen so far, one (k, v) pair per layer."""
+
+    def __init__(self, n_layer):
+        self.kv = [None] * n_layer
+
+    def __len__(self):
+        return 0 if self.kv[0] is None else self.kv[0][0].shape[2]
+
+    def update(self, layer, k, v):
+        if self.kv[layer] is not None:
+            k, v = torch.cat([self.kv[layer][0], k], 2), torch.cat([self.kv[layer][1], v], 2)
+        self.kv[layer] = (k, v)
+        return k, v
+
+
+class CausalSelfAttention(nn.Module):
+
+    def __init__(self, config, layer):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.layer, self.n_head, self.hd = layer, config.n_head, config.n_embd // config.n_head
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.pos_emb, self.base, self.impl = config.pos_emb, config.pos_base, config.attn_impl
+        if self.pos_emb == 'pope':
+            self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
+            if config.pope_delta_init == 'uniform':
+                nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
+        if self.pos_emb in ('rope', 'rope_half'):
+            n = self.hd // 2 if self.pos_emb == 'rope' else self.hd // 4  # rope_half rotates hd/2 channels
+            # YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 multiplies q and k alike
+            self.register_buffer('theta', rope_frequencies(n, self.base, config.yarn_scale, config.yarn_orig_ctx), persistent=False)
+            self.yarn_mscale = 0.1 * math.log(config.yarn_scale) + 1.0 if config.yarn_scale > 1 else 1.0
+        if self.pos_emb == 'alibi_half':
+            self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
+
+    def forward(self, x, cache=None, t0=0):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, self.hd).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
+        impl = self.impl
+        if impl == 'auto':
+            impl = 'triton' if self.pos_emb == 'pope' and x.is_cuda else 'sdpa'
+        if self.pos_emb in ('rope', 'rope_half'):
+            pos = torch.arange(t0, t0 + T, device=x.device)
+            q, k = rope_rotate(q, pos, self.theta) * self.yarn_mscale, rope_rotate(k, pos, self.theta) * self.yarn_mscale
+        if cache is not None:
+            k, v = cache.update(self.layer, k, v)
+        if self.pos_emb == 'pope':
+            delta = self.delta.clamp(-2 * math.pi, 0.0)
+            if impl == 'triton':
+                from pope_kernel import pope_attention as attend
+            else:
+                attend = pope_attention if impl == 'torch' else pope_attention_sdpa
+            y = attend(q, k, v, delta, causal=True, base=self.base, q_offset=t0)
+        else:
+            bias = None
+            if self.pos_emb == 'alibi_half':  # -m * (t - s), per head
+                dist = torch.arange(t0, t0 + T, device=x.device)[:, None] - torch.arange(k.shape[2], device=x.device)[None, :]
+                bias = -self.slopes[:, None, None] * dist
+            y = (plain_attention if impl == 'torch' else sdpa)(q, k, v, True, t0, bias)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+
+    def __init__(self, config, layer):
+        super().__init__()
+        self.ln_1 = nn.RMSNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config, layer)
+        self.ln_2 = nn.RMSNorm(config.n_embd)
+        self.mlp = MLP(config)
+
+    def forward(self, x, cache=None, t0=0):  # t0: absolute position of x's first token
+        x = x + self.attn(self.ln_1(x), cache, t0)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config):
+        super().__init__()
+        if config.pos_emb not in POS_EMBS:
+            raise ValueError(f"pos_emb={config.pos_emb!r}; choose one of {POS_EMBS}")
+        if config.attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl={config.attn_impl!r}; choose one of {ATTN_IMPLS}")
+        if config.pope_delta_init not in ('zero', 'uniform'):
+            raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
+        if config.pos_emb == 'sinusoidal':
+            self.register_buffer('sin_table', sinusoidal_table(config.block_size, config.n_embd), persistent=False)
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
+        self.ln_f = nn.RMSNorm(config.n_embd)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.wte.weight = self.lm_head.weight  # weight tying
+        self.apply(self._init_weights)
+        for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
+            if pn.endswith('c_proj.weight'):
+                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    def _init_weights(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            torch.nn.init.zeros_(module.bias)
+
+    def get_num_params(self, non_embedding=True):
+        """Parameters, the tied token embedding counted once; learned positions left out by default."""
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
+
+    def forward(self, idx, targets=None, cache=None):
+        """Logits at every position when targets are given (loss ignores targets == -1),
+        else at the last position only. With a KVCache, idx continues the cached sequence."""
+        B, T = idx.size()
+        t0 = len(cache) if cache is not None else 0
+        x = self.wte(idx)
+        if self.wpe is not None or self.config.pos_emb == 'sinusoidal':
+            if t0 + T > self.config.block_size:
+                raise ValueError(f"{self.config.pos_emb} position embeddings stop at block_size={self.config.block_size}, got {t0 + T} positions")
+            x = x + (self.wpe.weight if self.wpe is not None else self.sin_table)[t0:t0 + T]
+        x = self.drop(x)
+        for block in self.h:
+            x = block(x, cache, t0)
+        x = self.ln_f(x)
+        if targets is None:
+            return self.lm_head(x[:, [-1], :]), None
+        logits = self.lm_head(x)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False):
+        # decay only the matrices of Linear layers: not norms, biases, embeddings, nor PoPE's delta
+        decay = [p for n, p in self.named_parameters() if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
+        ids = {id(p) for p in decay}
+        no_decay = [p for p in self.parameters() if id(p) not in ids]
+        groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
+        if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU
+            learning_rate = torch.tensor(learning_rate, device=self.lm_head.weight.device)
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda', capturable=capturable)
+
+    def flops_per_token(self, T):
+        """6N for the matrices plus attention: 12 * L * d_model * T for fwd+bwd of q k^T and att v;
+        PoPE's q k^T is twice as wide (2d real numbers), so its attention costs 1.5x (18 instead of 12)."""
+        cfg = self.config
+        attn = (18 if cfg.pos_emb == 'pope' else 12) * cfg.n_layer * cfg.n_embd * T
+        return 6 * self.get_num_params() + attn
+
+    def estimate_mfu(self, tokens_per_iter, dt, peak_flops=989e12):
+        """Model FLOPs utilisation against bf16 peak (H100/H200 dense bf16: 989 TFLOP/s)."""
+        return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        """Sample max_new_tokens after idx (B, T) with a KV cache: positions keep counting
+        past the prompt; only learned/sinusoidal absolute positions are cut at block_size."""
+        absolute = self.config.pos_emb in ('learned', 'sinusoidal')
+        cache, fed = KVCache(self.config.n_layer), idx
+        for _ in range(max_new_tokens):
+            if absolute and len(cache) + fed.size(1) > self.config.block_size:
+                cache, fed = KVCache(self.config.n_layer), idx[:, -(self.config.block_size - 1):]  # re-encode
+            logits, _ = self(fed, cache=cache)
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float('Inf')
+            idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+            idx = torch.cat((idx, idx_next), dim=1)
+            fed = idx_next
+        return idx

@@ -1,0 +1,201 @@
+"""The model: PoPE against its formula, the fast forms against the reference, every encoding."""
+
+import math
+
+import pytest
+import torch
+
+from model import (GPT, POS_EMBS, GPTConfig, KVCache, alibi_slopes, pope_attention, pope_attention_sdpa,
+                   pope_cartesian, rope_frequencies, rope_rotate)
+
+F64 = torch.float64
+
+
+def rand_qkvd(B=2, H=3, Tq=7, Tk=7, d=8, dtype=F64, seed=None):
+    g = torch.Generator().manual_seed(seed if seed is not None else torch.seed() % 2**31)
+    q, k, v = (torch.randn(B, H, T, d, generator=g, dtype=dtype) for T in (Tq, Tk, Tk))
+    delta = -2 * math.pi * torch.rand(H, d, generator=g, dtype=dtype)
+    return q, k, v, delta
+
+
+def naive_pope(q, k, v, delta, causal, base, q_offset):
+    """The paper's formula, one score at a time."""
+    B, H, Tq, d = q.shape
+    Tk = k.shape[2]
+    out = torch.zeros(B, H, Tq, d, dtype=F64)
+    sp = lambda x: math.log1p(math.exp(x))
+    for b in range(B):
+        for h in range(H):
+            for i in range(Tq):
+                t = q_offset + i
+                scores = []
+                for s in range(Tk):
+                    a = sum(sp(q[b, h, i, c].item()) * sp(k[b, h, s, c].item())
+                            * math.cos((s - t) * base ** (-c / d) + delta[h, c].item()) for c in range(d))
+                    scores.append(a / math.sqrt(d) if not causal or s <= t else -math.inf)
+                p = torch.softmax(torch.tensor(scores, dtype=F64), 0)
+                out[b, h, i] = p @ v[b, h].to(F64)
+    return out
+
+
+@pytest.mark.parametrize("causal,Tq,Tk,q_offset", [(True, 5, 5, 0), (False, 4, 6, 0), (True, 2, 6, 4), (True, 3, 9, 2)])
+def test_reference_equals_naive_formula(causal, Tq, Tk, q_offset):
+    q, k, v, delta = rand_qkvd(B=1, H=2, Tq=Tq, Tk=Tk, d=6)
+    base = 100.0  # a small base makes every frequency turn visibly
+    ref = pope_attention(q, k, v, delta, causal=causal, base=base, q_offset=q_offset)
+    torch.testing.assert_close(ref, naive_pope(q, k, v, delta, causal, base, q_offset), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("causal,Tq,Tk,q_offset", [(True, 9, 9, 0), (False, 9, 9, 0), (True, 3, 11, 8), (True, 1, 11, 10), (True, 4, 11, 5)])
+def test_sdpa_form_equals_reference_values_and_grads(causal, Tq, Tk, q_offset):
+    q, k, v, delta = (t.requires_grad_() for t in rand_qkvd(Tq=Tq, Tk=Tk, d=16))
+    outs, grads = [], []
+    for fn in (pope_attention, pope_attention_sdpa):
+        o = fn(q, k, v, delta, causal=causal, q_offset=q_offset)
+        do = torch.randn_like(o, generator=torch.Generator().manual_seed(1))
+        outs.append(o)
+        grads.append(torch.autograd.grad(o, (q, k, v, delta), do))
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-9, atol=1e-9)
+    for g_sdpa, g_ref in zip(grads[1], grads[0]):
+        torch.testing.assert_close(g_sdpa, g_ref, rtol=1e-8, atol=1e-9)
+        assert g_ref.abs().sum() > 0
+
+
+def test_reference_in_float32_close_to_float64():
+    q, k, v, delta = rand_qkvd(Tq=20, Tk=20, d=16)
+    ref = pope_attention(q, k, v, delta)
+    out = pope_attention(q.float(), k.float(), v.float(), delta.float())
+    assert out.dtype == torch.float32
+    assert ((out.double() - ref).norm() / ref.norm()) < 1e-5
+
+
+def scores_pope(q, k, delta, tq, tk):
+    qx, qy = pope_cartesian(q, tq, 10000.0)
+    kx, ky = pope_cartesian(k, tk, 10000.0, delta)
+    return qx @ kx.transpose(-2, -1) + qy @ ky.transpose(-2, -1)
+
+
+def scores_rope(q, k, tq, tk):
+    theta = rope_frequencies(q.shape[-1] // 2, 10000.0)
+    return rope_rotate(q, tq, theta) @ rope_rotate(k, tk, theta).transpose(-2, -1)
+
+
+@pytest.mark.parametrize("shift", [1, 37, 100_000])
+def test_shifting_all_positions_leaves_scores_unchanged(shift):
+    q, k, _, delta = rand_qkvd(Tq=6, Tk=6, d=16)
+    tq, tk = torch.tensor([0, 1, 2, 5, 9, 20]), torch.arange(6)
+    torch.testing.assert_close(scores_pope(q, k, delta, tq + shift, tk + shift), scores_pope(q, k, delta, tq, tk), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(scores_rope(q, k, tq + shift, tk + shift), scores_rope(q, k, tq, tk), rtol=1e-9, atol=1e-9)
+    # and the scores do depend on relative position (so the test can fail)
+    assert not torch.allclose(scores_pope(q, k, delta, tq + shift, tk), scores_pope(q, k, delta, tq, tk))
+
+
+def test_pope_phase_exact_at_large_positions():
+    """float32 inputs, positions near 1e5: the phase is formed in float64, so cos(phi) is exact."""
+    x = torch.ones(1, 1, 1, 4)
+    for p in (10, 100_003):
+        re, im = pope_cartesian(x, torch.tensor([p]), 10000.0)
+        phi = p * (10000.0 ** (-torch.arange(4, dtype=F64) / 4))
+        mu = math.log1p(math.e)
+        torch.testing.assert_close(re[0, 0, 0].double(), mu * phi.cos(), rtol=0, atol=1e-6)
+        torch.testing.assert_close(im[0, 0, 0].double(), mu * phi.sin(), rtol=0, atol=1e-6)
+
+
+def tiny(pos_emb, impl='sdpa', **kw):
+    torch.manual_seed(0)
+    cfg = dict(block_size=32, vocab_size=17, n_layer=2, n_head=2, n_embd=32, pos_emb=pos_emb, attn_impl=impl, pope_delta_init='uniform')
+    cfg.update(kw)
+    return GPT(GPTConfig(**cfg))
+
+
+def test_delta_is_clamped():
+    m = tiny('pope').eval()
+    idx = torch.randint(0, 17, (2, 10))
+    attn = m.h[0].attn
+    with torch.no_grad():
+        attn.delta.uniform_(-2 * math.pi, 0)
+        attn.delta[0, :4] = torch.tensor([0.7, -7.0, 3.0, -20.0])
+        out_raw = m(idx, idx)[0]
+        attn.delta.clamp_(-2 * math.pi, 0)
+        out_clamped = m(idx, idx)[0]
+        attn.delta[0, 1] = -1.0  # a value inside the range matters
+        out_changed = m(idx, idx)[0]
+    torch.testing.assert_close(out_raw, out_clamped, rtol=0, atol=0)
+    assert not torch.allclose(out_changed, out_clamped)
+
+
+@pytest.mark.parametrize("pos_emb", POS_EMBS)
+def test_torch_and_sdpa_paths_agree_in_the_model(pos_emb):
+    idx = torch.randint(0, 17, (2, 12))
+    a, b = tiny(pos_emb, 'torch').double(), tiny(pos_emb, 'sdpa').double()
+    la, lb = a(idx, idx)[1], b(idx, idx)[1]
+    torch.testing.assert_close(la, lb, rtol=1e-9, atol=1e-9)
+    la.backward(), lb.backward()
+    for (n, pa), pb in zip(a.named_parameters(), b.parameters()):
+        torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-7, atol=1e-9, msg=n)
+
+
+@pytest.mark.parametrize("pos_emb", POS_EMBS)
+def test_every_encoding_trains(pos_emb):
+    m = tiny(pos_emb)
+    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    x = torch.randint(0, 17, (4, 16), generator=torch.Generator().manual_seed(0))
+    losses = []
+    for _ in range(25):
+        _, loss = m(x[:, :-1], x[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.85 * losses[0], losses
+
+
+@pytest.mark.parametrize("pos_emb", POS_EMBS)
+def test_kv_cache_decoding_equals_full_forward(pos_emb):
+    m = tiny(pos_emb).double().eval()
+    T = 40 if pos_emb not in ('learned', 'sinusoidal') else 32  # relative encodings run past block_size
+    idx = torch.randint(0, 17, (2, T))
+    full, _ = m(idx, torch.zeros_like(idx))  # logits at every position
+    cache = KVCache(m.config.n_layer)
+    logits, _ = m(idx[:, :7], cache=cache)  # prefill, then one token at a time
+    torch.testing.assert_close(logits[:, -1], full[:, 6], rtol=1e-9, atol=1e-9)
+    for t in range(7, T):
+        logits, _ = m(idx[:, t:t + 1], cache=cache)
+        torch.testing.assert_close(logits[:, -1], full[:, t], rtol=1e-9, atol=1e-9)
+    assert len(cache) == T
+
+
+@pytest.mark.parametrize("pos_emb", ['pope', 'learned'])
+def test_generate_greedy_equals_recomputation(pos_emb):
+    m = tiny(pos_emb, block_size=16).double().eval()
+    prompt = torch.randint(0, 17, (1, 5))
+    out = m.generate(prompt, 20, top_k=1)  # learned positions re-encode past block_size
+    idx = prompt
+    for _ in range(20):
+        logits, _ = m(idx[:, -16:] if pos_emb == 'learned' else idx)
+        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(out, idx)
+
+
+def test_alibi_half_and_yarn_details():
+    s = alibi_slopes(8)
+    assert torch.all(s[4:] == 0) and torch.allclose(s[:4], torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]))
+    assert torch.equal(rope_frequencies(16, 10000.0, yarn_scale=1.0), rope_frequencies(16, 10000.0))
+    th, th4 = rope_frequencies(32, 10000.0), rope_frequencies(32, 10000.0, yarn_scale=4.0, yarn_orig_ctx=1024)
+    assert th4[0] == th[0] and torch.isclose(th4[-1], th[-1] / 4)  # high frequencies kept, low ones scaled
+
+
+def test_flops_count_pope_attention_at_1_5x():
+    a, b = tiny('pope'), tiny('rope')
+    attn_a = a.flops_per_token(1024) - 6 * a.get_num_params()
+    attn_b = b.flops_per_token(1024) - 6 * b.get_num_params()
+    assert attn_a == 1.5 * attn_b
+
+
+def test_bad_config_raises():
+    with pytest.raises(ValueError, match="pos_emb"):
+        GPT(GPTConfig(pos_emb='xpos'))
+    with pytest.raises(ValueError, match="attn_impl"):
+        GPT(GPTConfig(attn_impl='flash'))
+    with pytest.raises(ValueError, match="block_size"):
+        tiny('learned')(torch.zeros(1, 40, dtype=torch.long))

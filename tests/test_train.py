@@ -1,0 +1,103 @@
+"""train.py, sample.py and the indirect-indexing data, run as a user runs them."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from prepare.indirect_indexing import ITOS, LETTERS, PAD, ROW_LEN, decode, make_example, make_split, prepare
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POPE = os.path.join(ROOT, 'config', 'indirect_pope.py')
+TINY = ['--n_layer=1', '--n_head=2', '--n_embd=32', '--batch_size=8', '--eval_iters=2', '--log_interval=1',
+        '--warmup_iters=2', '--learning_rate=0.003', '--device=cpu', '--compile=False']
+
+
+def run(cwd, *args, check=True):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, args[0]), *args[1:]], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(p.stdout + p.stderr)
+    return p
+
+
+@pytest.fixture(scope='module')
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp('run')
+    prepare(str(d / 'data' / 'indirect_indexing'), seed=0, sizes={'train': 2000, 'val': 300, 'test': 300})
+    return d
+
+
+def test_examples_are_correct():
+    rng = random.Random(0)
+    for _ in range(2000):
+        text, src, shift = make_example(rng)
+        string, source, shift_text, target = text.split(',')
+        assert 20 <= len(string) <= 40 and len(set(string)) == len(string) and set(string) <= set(LETTERS)
+        assert string[src] == source and int(shift_text) == shift and shift != 0 and abs(shift) <= 15
+        assert string.index(source) + shift == string.index(target)  # the target really is shift away
+        assert shift_text[0] in '+-'
+
+
+def test_splits_are_deterministic_padded_and_decodable():
+    a, b, c = make_split(300, 5), make_split(300, 5), make_split(300, 6)
+    assert a.shape == (300, ROW_LEN) and np.array_equal(a, b) and not np.array_equal(a, c)
+    for row in a[:50]:
+        n = int((row != PAD).sum())
+        assert (row[n:] == PAD).all() and (row[:n] != PAD).all()  # right-padded
+        s, src, shift, tgt = decode(row).split(',')
+        assert s[s.index(src) + int(shift)] == tgt
+    assert len(ITOS) == 66
+
+
+def test_train_evaluates_and_resume_continues_the_same_run(workdir):
+    common = [POPE, *TINY, '--eval_interval=4']
+    run(workdir, 'train.py', *common, '--max_iters=8', '--out_dir=straight')
+    run(workdir, 'train.py', *common, '--max_iters=4', '--out_dir=split')
+    p = run(workdir, 'train.py', *common, '--max_iters=8', '--out_dir=split', '--init_from=resume')
+    a = torch.load(workdir / 'straight' / 'ckpt.pt', weights_only=False)
+    b = torch.load(workdir / 'split' / 'ckpt.pt', weights_only=False)
+    assert a['iter_num'] == b['iter_num'] == 8
+    for k in a['model']:
+        assert torch.equal(a['model'][k], b['model'][k]), k
+    final = json.load(open(workdir / 'straight' / 'final.json'))
+    assert 0 <= final['test_acc'] <= 1 and final['test_loss'] > 0
+    log = [json.loads(line) for line in open(workdir / 'straight' / 'eval_log.jsonl')]
+    assert [r['iter'] for r in log] == [0, 4, 8] and 'test_acc' in log[-1]
+    assert 'tok/s' in p.stdout and 'eta' in p.stdout
+
+
+def test_sample_answers_an_indirect_indexing_prompt(workdir):
+    if not (workdir / 'straight' / 'ckpt.pt').exists():
+        run(workdir, 'train.py', POPE, *TINY, '--max_iters=2', '--out_dir=straight')
+    p = run(workdir, 'sample.py', '--out_dir=straight', '--start=NZTUIGWkXFrhCJDzscat, N, +4,', '--device=cpu')
+    answer = p.stdout.splitlines()[0]
+    assert answer.startswith('NZTUIGWkXFrhCJDzscat,N,+4,') and len(answer) == len('NZTUIGWkXFrhCJDzscat,N,+4,') + 1
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--bogus=1'], "unknown config key 'bogus'"),
+    (['--n_layer=2.5'], "'n_layer' wants a int"),
+    (['--pos_emb=xpos'], "pos_emb='xpos'"),
+    (['--dataset=nowhere'], 'python -m prepare.nowhere'),
+    (['--init_from=resume', '--out_dir=empty'], 'no checkpoint'),
+    (['config/missing.py'], 'config file config/missing.py not found'),
+])
+def test_bad_configuration_exits_with_a_clear_message(workdir, args, message):
+    p = run(workdir, 'train.py', *TINY, '--max_iters=1', *args, check=False)
+    assert p.returncode != 0 and message in p.stderr, p.stderr[-2000:]
+    if 'bogus' in message:
+        assert 'valid keys' in p.stderr and 'learning_rate' in p.stderr
+
+
+def test_nan_loss_stops_without_saving(workdir):
+    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=6', '--eval_interval=100',
+            '--learning_rate=1e30', '--warmup_iters=0', '--out_dir=nan', check=False)
+    assert p.returncode != 0 and 'stopping without saving' in p.stderr, p.stdout[-1000:] + p.stderr[-1000:]
+    assert not (workdir / 'nan' / 'ckpt.pt').exists()
