@@ -133,9 +133,9 @@ if master_process:
 # -----------------------------------------------------------------------------
 # data
 data_dir = os.path.join('data', dataset)
-if dataset == 'indirect_indexing' and not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process:
+if dataset.startswith('indirect_indexing') and not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process:
     from prepare.indirect_indexing import prepare
-    prepare(data_dir)  # generated in seconds, deterministic: no download
+    prepare(data_dir, variant=dataset)  # generated in seconds, deterministic: no download
 if ddp:
     torch.distributed.barrier()
 if not os.path.exists(os.path.join(data_dir, 'meta.json')):
