@@ -1,0 +1,204 @@
+"""Tests of the fused Triton PoPE kernel (pope_kernel.py) on the CPU through TRITON_INTERPRET=1.
+
+Ground truth: model.pope_attention (the plain explicit-score reference) on float64 inputs when it can be
+imported, else the float64 reference below; plus a tiny naive loop over t, s, c that shares no code with either.
+"""
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (tests/conftest.py does it too)
+
+import math
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytest.importorskip("triton")
+import pope_kernel  # noqa: E402
+
+if not pope_kernel.INTERPRET and not torch.cuda.is_available():
+    pytest.skip("pope_kernel was imported without TRITON_INTERPRET=1 and there is no GPU: set "
+                "TRITON_INTERPRET=1 before anything imports triton (tests/conftest.py does)", allow_module_level=True)
+DEVICE = "cpu" if pope_kernel.INTERPRET else "cuda"
+
+try:
+    from model import pope_attention as model_pope_attention
+except Exception:  # model.py absent or broken: fall back to the reference below
+    model_pope_attention = None
+
+
+def reference_pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
+    """Float64 PoPE attention with explicit scores."""
+    q, k, v, delta = (x.double() for x in (q, k, v, delta))
+    Tq, Tk, d = q.shape[2], k.shape[2], q.shape[3]
+    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
+    t = torch.arange(q_offset, q_offset + Tq, dtype=torch.float64)
+    s = torch.arange(Tk, dtype=torch.float64)
+    phi_q = t[:, None] * theta                                  # (Tq, d)
+    phi_k = s[:, None] * theta + delta[:, None, :]              # (H, Tk, d)
+    mu_q, mu_k = torch.nn.functional.softplus(q), torch.nn.functional.softplus(k)
+    score = sm_scale * ((mu_q * phi_q.cos()) @ (mu_k * phi_k.cos()).transpose(-1, -2)
+                        + (mu_q * phi_q.sin()) @ (mu_k * phi_k.sin()).transpose(-1, -2))
+    if causal:
+        score = score.masked_fill(s[None, :] > t[:, None], float("-inf"))
+    return torch.softmax(score, -1) @ v
+
+
+def ground_truth(*args, **kw):
+    fn = model_pope_attention or reference_pope_attention
+    return fn(*args, **kw)
+
+
+def make_inputs(B, H, Tq, Tk, d, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, H, T, d, generator=g).to(dtype) for T in (Tq, Tk, Tk))
+    delta = torch.rand(H, d, generator=g) * -2 * math.pi  # Uniform(-2pi, 0), as clamped by the model
+    return [x.to(DEVICE) for x in (q, k, v, delta)]
+
+
+def rel_err(x, ref):
+    x, ref = x.detach().double().cpu(), ref.detach().double().cpu()
+    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def check(B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol, reference=ground_truth):
+    q, k, v, delta = make_inputs(B, H, Tq, Tk, d, dtype, seed=Tq * 1000 + Tk + d)
+    inputs = [x.clone().requires_grad_() for x in (q, k, v, delta)]
+    out = pope_kernel.pope_attention(*inputs, causal=causal, q_offset=q_offset)
+    assert out.shape == (B, H, Tq, d) and out.dtype == v.dtype
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
+    out.backward(dout)
+
+    ref_inputs = [x.detach().cpu().double().requires_grad_() for x in (q, k, v, delta)]
+    ref = reference(*ref_inputs, causal=causal, q_offset=q_offset)
+    ref.backward(dout.cpu().double())
+    assert rel_err(out, ref) < tol, f"out rel err {rel_err(out, ref):.2e}"
+    for name, x, r in zip("q k v delta".split(), inputs, ref_inputs):
+        assert torch.isfinite(x.grad).all(), name
+        if r.grad.norm() < 1e-9:  # e.g. one visible key: softmax is constant, the q/k/delta grads are 0
+            assert x.grad.double().cpu().abs().max() < 1e-3, name
+        else:
+            assert rel_err(x.grad, r.grad) < grad_tol, f"d{name} rel err {rel_err(x.grad, r.grad):.2e}"
+
+
+# (B, H, Tq, Tk, d, causal, q_offset): odd lengths, every head dim, Tq < Tk with q_offset, one decode step
+SHAPES = [
+    (1, 2, 17, 17, 32, True, 0),
+    (2, 1, 100, 100, 64, True, 0),
+    (1, 2, 100, 100, 128, False, 0),
+    (1, 1, 1, 1, 64, True, 0),
+    (1, 2, 17, 100, 64, True, 83),
+    (1, 1, 1, 100, 32, True, 99),
+    (1, 2, 33, 50, 32, False, 10),
+    (1, 1, 40, 70, 128, True, 5),  # queries not at the end of the keys
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "B{}H{}Tq{}Tk{}d{}{}off{}".format(
+    *s[:5], "causal" if s[5] else "full", s[6]))
+def test_fp32_matches_reference(shape):
+    check(*shape, torch.float32, tol=1e-5, grad_tol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 100, 100, 64, True, 0), (1, 1, 17, 40, 128, True, 23),
+                                   (1, 2, 30, 30, 32, False, 0)], ids=["d64", "d128-offset", "d32-full"])
+def test_bf16_matches_reference(shape):
+    check(*shape, torch.bfloat16, tol=2e-2, grad_tol=3e-2)
+
+
+def test_fp16_matches_reference():
+    check(1, 2, 50, 50, 64, True, 0, torch.float16, tol=5e-3, grad_tol=1e-2)
+
+
+def test_reference_agrees_with_model():
+    if model_pope_attention is None:
+        pytest.skip("model.pope_attention not available")
+    q, k, v, delta = (x.cpu().double() for x in make_inputs(2, 2, 9, 13, 32, torch.float64))
+    for causal in (True, False):
+        a = model_pope_attention(q, k, v, delta, causal=causal, q_offset=4)
+        b = reference_pope_attention(q, k, v, delta, causal=causal, q_offset=4)
+        assert rel_err(a, b) < 1e-12
+
+
+def test_naive_loop():
+    """score[t, s] = sm_scale * sum_c softplus(q) softplus(k) cos((s - t) theta_c + delta_c), by hand."""
+    B, H, Tq, Tk, d, q_offset, base = 1, 1, 3, 5, 32, 2, 10000.0
+    q, k, v, delta = make_inputs(B, H, Tq, Tk, d, torch.float32, seed=7)
+    out = pope_kernel.pope_attention(q, k, v, delta, causal=True, q_offset=q_offset, base=base).cpu()
+    sp = lambda x: math.log1p(math.exp(x))
+    q, k, v, delta = (x.cpu().double().tolist() for x in (q, k, v, delta))
+    for t in range(Tq):
+        pos = q_offset + t
+        scores = []
+        for s in range(pos + 1):
+            a = sum(sp(q[0][0][t][c]) * sp(k[0][0][s][c]) * math.cos((s - pos) * base ** (-c / d) + delta[0][c])
+                    for c in range(d))
+            scores.append(a / math.sqrt(d))
+        m = max(scores)
+        w = [math.exp(x - m) for x in scores]
+        o = [sum(w[s] * v[0][0][s][c] for s in range(len(w))) / sum(w) for c in range(d)]
+        assert max(abs(o[c] - out[0, 0, t, c].item()) for c in range(d)) < 1e-5
+
+
+def test_large_positions_end_to_end():
+    """Queries at positions ~1e5 attending to keys at 0..23: relative phases of ~1e5 rad must stay exact."""
+    check(1, 2, 4, 24, 64, True, 100000, torch.float32, tol=1e-5, grad_tol=1e-4,
+          reference=reference_pope_attention)
+
+
+def test_phase_table_precision():
+    """The position table at p ~ 1e5 (and ~131072) is as accurate as at p ~ 10."""
+    d, base = 64, 10000.0
+    cos, sin = pope_kernel._phase_table(d, base, 131100, "cpu")
+    theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
+    for p0 in (10, 100000, 131000):
+        p = torch.arange(p0, p0 + 16, dtype=torch.float64)[:, None]
+        err = max((cos[p0:p0 + 16].double() - (p * theta).cos()).abs().max().item(),
+                  (sin[p0:p0 + 16].double() - (p * theta).sin()).abs().max().item())
+        assert err < 1e-7, (p0, err)  # fp32 rounding of the value; a float32 angle would be off by ~4e-3
+    # what the table avoids: the float32 angle itself at p = 1e5
+    naive = (torch.tensor(100000.0) * theta.float()).cos().double()
+    assert (naive - (100000.0 * theta).cos()).abs().max() > 1e-4
+
+
+def test_noncontiguous_inputs():
+    """(B, T, H, d) storage viewed as (B, H, T, d), as model.py passes it."""
+    q, k, v, delta = make_inputs(1, 2, 20, 20, 32, torch.float32, seed=3)
+    qt, kt, vt = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v))
+    assert not qt.is_contiguous()
+    a = pope_kernel.pope_attention(qt, kt, vt, delta)
+    b = pope_kernel.pope_attention(q, k, v, delta)
+    assert torch.allclose(a, b)
+
+
+@pytest.mark.parametrize("case", ["head_dim", "dtype_mismatch", "ndim", "kv_shape", "tq_gt_tk", "delta_shape",
+                                  "q_offset", "int_dtype"])
+def test_rejects_unsupported_input(case):
+    q, k, v, delta = make_inputs(1, 2, 8, 8, 32, torch.float32)
+    if case == "head_dim":
+        q, k, v, delta = make_inputs(1, 2, 8, 8, 48, torch.float32)
+    elif case == "dtype_mismatch":
+        k = k.half()
+    elif case == "ndim":
+        q = q[0]
+    elif case == "kv_shape":
+        v = v[:, :, :5]
+    elif case == "tq_gt_tk":
+        q = torch.cat([q, q], 2)
+    elif case == "delta_shape":
+        delta = delta[0]
+    elif case == "int_dtype":
+        q, k, v = (x.long() for x in (q, k, v))
+    kw = dict(q_offset=-1) if case == "q_offset" else {}
+    with pytest.raises(ValueError, match="pope_attention"):
+        pope_kernel.pope_attention(q, k, v, delta, **kw)
+
+
+@pytest.mark.skipif(not pope_kernel.INTERPRET, reason="only meaningful on the CPU interpreter")
+def test_rejects_cpu_tensor_without_interpreter(monkeypatch):
+    monkeypatch.setattr(pope_kernel, "INTERPRET", False)
+    q, k, v, delta = make_inputs(1, 1, 4, 4, 32, torch.float32)
+    with pytest.raises(ValueError, match="CUDA"):
+        pope_kernel.pope_attention(q, k, v, delta)
