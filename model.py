@@ -287,9 +287,8 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
 
-    def forward(self, idx, targets=None, cache=None):
-        """Logits at every position when targets are given (loss ignores targets == -1),
-        else at the last position only. With a KVCache, idx continues the cached sequence."""
+    def hidden_states(self, idx, cache=None):
+        """The final normed hidden states (B, T, n_embd); with a KVCache, idx continues the cached sequence."""
         B, T = idx.size()
         t0 = len(cache) if cache is not None else 0
         x = self.wte(idx)
@@ -300,7 +299,12 @@ class GPT(nn.Module):
         x = self.drop(x)
         for block in self.h:
             x = block(x, cache, t0)
-        x = self.ln_f(x)
+        return self.ln_f(x)
+
+    def forward(self, idx, targets=None, cache=None):
+        """Logits at every position when targets are given (loss ignores targets == -1),
+        else at the last position only."""
+        x = self.hidden_states(idx, cache)
         if targets is None:
             return self.lm_head(x[:, [-1], :]), None
         logits = self.lm_head(x)

@@ -1,0 +1,100 @@
+"""
+Evaluation of trained checkpoints: the paper's three analyses, each one command.
+
+    python -m eval.extrapolation   perplexity vs context length (PG-19 test by default), RoPE+YaRN too
+    python -m eval.zero_shot       LAMBADA, BLiMP, CBT, HellaSwag, PIQA, ARC-Easy through lm-eval
+    python -m eval.frequency_usage query/key magnitude per frequency and layer, PoPE's learned delta
+
+This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer,
+reading a prepared token file, and the loss without materialising all the logits at once.
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
+
+
+def load_checkpoint(path, device='cpu', **overrides):
+    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...)."""
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
+    from model import GPT, GPTConfig
+
+    ckpt = torch.load(path, map_location='cpu', weights_only=False)
+    args = dict(ckpt['model_args'])
+    args.update({k: v for k, v in overrides.items() if v is not None})
+    args['dropout'] = 0.0
+    model = GPT(GPTConfig(**args))
+    model.load_state_dict(ckpt['model'])
+    ckpt['model_args'] = args
+    return model.eval().to(device), ckpt
+
+
+def autocast(device, dtype):
+    """bf16/fp16 autocast on a GPU, nothing on the CPU (as in train.py)."""
+    device_type = 'cuda' if 'cuda' in str(device) else 'cpu'
+    if device_type == 'cpu' or dtype == 'float32':
+        from contextlib import nullcontext
+        return nullcontext()
+    return torch.autocast(device_type=device_type, dtype=getattr(torch, dtype))
+
+
+def default_dtype(device):
+    return 'bfloat16' if 'cuda' in str(device) and torch.cuda.is_bf16_supported() else 'float32'
+
+
+def tokenizer(meta):
+    """(encode, decode) of a data set's meta.json: GPT-2 BPE or a token list (itos)."""
+    if meta['tokenizer'] == 'gpt2':
+        from prepare.common import gpt2_encoding
+        enc = gpt2_encoding()
+        return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode
+    itos, sep = meta['itos'], meta.get('sep', '')
+    stoi = {s: i for i, s in enumerate(itos)}
+    return (lambda s: [stoi[t] for t in (s.split(sep) if sep else list(s))]), (lambda ids: sep.join(itos[i] for i in ids))
+
+
+def read_tokens(path):
+    """A prepared .bin as a memmap, its dtype from the meta.json beside it (uint16 if there is none)."""
+    meta_path = os.path.join(os.path.dirname(os.path.abspath(path)), 'meta.json')
+    dtype = 'uint16'
+    if os.path.exists(meta_path):
+        with open(meta_path) as f:
+            dtype = json.load(f).get('dtype', dtype)
+    return np.memmap(path, dtype=dtype, mode='r')
+
+
+def log_probs(model, h, weight=None):
+    """log_softmax(lm_head(h)) in float32, autocast or not (bf16 logits would cost ~1e-2 nats)."""
+    w = model.lm_head.weight.float() if weight is None else weight
+    with torch.autocast(h.device.type, enabled=False):
+        return F.log_softmax(F.linear(h.float(), w), dim=-1)
+
+
+def chunked_log_probs(model, h, chunk=1024):
+    """log_probs over time chunks of h (B, T, C): yields (t0, log-probs (B, t, V))."""
+    w = model.lm_head.weight.float()
+    for t0 in range(0, h.size(1), chunk):
+        yield t0, log_probs(model, h[:, t0:t0 + chunk], w)
+
+
+@torch.no_grad()
+def sequence_nll(model, idx, targets, chunk=1024):
+    """Summed negative log-likelihood of targets (B, T) given idx (B, T), per sequence (B,) in float64;
+    the logits exist only chunk positions at a time."""
+    h = model.hidden_states(idx)
+    nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
+    for t0, lp in chunked_log_probs(model, h, chunk):
+        tg = targets[:, t0:t0 + lp.size(1)]
+        nll -= lp.gather(-1, tg.unsqueeze(-1)).squeeze(-1).double().sum(1)
+    return nll
+
+
+def ppl(mean_nll):
+    return math.exp(mean_nll) if mean_nll < 700 else float('inf')

