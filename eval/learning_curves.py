@@ -1,0 +1,56 @@
+"""
+Learning curves from the eval_log.jsonl files that train.py writes: one line per run.
+
+    python -m eval.learning_curves out-indirect-pope/eval_log.jsonl out-indirect-rope/eval_log.jsonl \
+        --metric test_acc --out results/indirect_indexing/curves.png
+    python -m eval.learning_curves LOG1 LOG2 --label PoPE --label RoPE --metric val_loss --logy
+"""
+
+import argparse
+import json
+import os
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def plot(paths, labels, metric, out, logy=False, title=None):
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for path, label in zip(paths, labels):
+        rows = [r for r in read_log(path) if metric in r]
+        ax.plot([r['iter'] for r in rows], [r[metric] for r in rows], marker='.', label=label)
+    ax.set_xlabel('iteration')
+    ax.set_ylabel(metric)
+    if logy:
+        ax.set_yscale('log')
+    ax.grid(alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == '__main__':
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('logs', nargs='+', help='eval_log.jsonl files')
+    p.add_argument('--label', action='append', help='one per log (default: the folder name)')
+    p.add_argument('--metric', default='val_loss', help='a key of the log records: val_loss, test_acc, ...')
+    p.add_argument('--out', default='results/curves.png')
+    p.add_argument('--logy', action='store_true')
+    p.add_argument('--title', default=None)
+    args = p.parse_args()
+    labels = args.label or [os.path.basename(os.path.dirname(os.path.abspath(x))) for x in args.logs]
+    if len(labels) != len(args.logs):
+        raise SystemExit(f"{len(labels)} --label for {len(args.logs)} logs: give one per log or none")
+    plot(args.logs, labels, args.metric, args.out, args.logy, args.title)
+    print(f"wrote {args.out}")
