@@ -125,6 +125,8 @@ torch.manual_seed(seed)
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 device_type = 'cuda' if 'cuda' in device else 'cpu'
+if dtype not in ('float32', 'bfloat16', 'float16'):
+    sys.exit(f"dtype={dtype!r}: choose 'float32', 'bfloat16' or 'float16'")
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=ptdtype)
 if master_process:
@@ -134,8 +136,9 @@ if master_process:
 # data
 data_dir = os.path.join('data', dataset)
 if dataset.startswith('indirect_indexing') and not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process:
-    from prepare.indirect_indexing import prepare
-    prepare(data_dir, variant=dataset)  # generated in seconds, deterministic: no download
+    from prepare.indirect_indexing import VARIANTS, prepare
+    if dataset in VARIANTS:
+        prepare(data_dir, variant=dataset)  # generated in seconds, deterministic: no download
 if ddp:
     torch.distributed.barrier()
 if not os.path.exists(os.path.join(data_dir, 'meta.json')):

@@ -86,6 +86,7 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--n_layer=2.5'], "'n_layer' wants a int"),
     (['--pos_emb=xpos'], "pos_emb='xpos'"),
     (['--dataset=nowhere'], 'python -m prepare.nowhere'),
+    (['--dtype=fp8'], "dtype='fp8'"),
     (['--init_from=resume', '--out_dir=empty'], 'no checkpoint'),
     (['config/missing.py'], 'config file config/missing.py not found'),
 ])
