@@ -153,7 +153,7 @@ class GPTConfig:
     pos_emb: str = 'pope'  # one of POS_EMBS
     pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
     pope_delta_init: str = 'zero'  # 'zero' or 'uniform' in [-2pi, 0]
-    attn_impl: str = 'auto'  # 'auto': triton for PoPE on CUDA, else sdpa; or 'torch', 'sdpa', 'triton'
+    attn_impl: str = 'auto'  # 'auto': triton for PoPE on CUDA (head dim 32/64/128), else sdpa; or 'torch', 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
 
@@ -202,7 +202,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, self.hd).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
         impl = self.impl
         if impl == 'auto':
-            impl = 'triton' if self.pos_emb == 'pope' and x.is_cuda else 'sdpa'
+            impl = 'triton' if self.pos_emb == 'pope' and x.is_cuda and self.hd in (32, 64, 128) else 'sdpa'  # the kernel's head dims
         if self.pos_emb in ('rope', 'rope_half'):
             pos = torch.arange(t0, t0 + T, device=x.device)
             q, k = rope_rotate(q, pos, self.theta) * self.yarn_mscale, rope_rotate(k, pos, self.theta) * self.yarn_mscale

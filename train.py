@@ -51,7 +51,7 @@ bias = False  # biases in Linear layers
 pos_emb = 'pope'  # pope, rope, rope_half, alibi_half, learned, sinusoidal, none
 pos_base = 10000.0  # frequency base of pope / rope
 pope_delta_init = 'uniform'  # 'zero' or 'uniform' in [-2pi, 0]
-attn_impl = 'auto'  # auto (triton for PoPE on CUDA, else sdpa), torch, sdpa, triton
+attn_impl = 'auto'  # auto (triton for PoPE on CUDA at head dim 32/64/128, else sdpa), torch, sdpa, triton
 yarn_scale = 1.0  # YaRN scale s for RoPE models (1.0 = off)
 yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
 # AdamW

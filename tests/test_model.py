@@ -199,3 +199,15 @@ def test_bad_config_raises():
         GPT(GPTConfig(attn_impl='flash'))
     with pytest.raises(ValueError, match="block_size"):
         tiny('learned')(torch.zeros(1, 40, dtype=torch.long))
+
+
+def test_triton_path_agrees_in_the_model():
+    """The fused kernel (CPU interpreter here) inside the model: same loss and gradients as sdpa."""
+    pytest.importorskip('triton')
+    idx = torch.randint(0, 17, (2, 12))
+    a, b = tiny('pope', 'triton', n_embd=64), tiny('pope', 'sdpa', n_embd=64)  # head dim 32
+    la, lb = a(idx, idx)[1], b(idx, idx)[1]
+    torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
+    la.backward(), lb.backward()
+    for (n, pa), pb in zip(a.named_parameters(), b.parameters()):
+        torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-3, atol=1e-5, msg=n)
