@@ -6,12 +6,11 @@ Sample from a trained model, decoding with the data set's own tokenizer:
 """
 
 import argparse
-import json
 import os
 
 import torch
 
-from model import GPT, GPTConfig
+from eval import load_checkpoint, tokenizer
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
@@ -28,30 +27,9 @@ torch.manual_seed(args.seed)
 ckpt_path = os.path.join(args.out_dir, 'ckpt.pt')
 if not os.path.exists(ckpt_path):
     raise SystemExit(f"no checkpoint at {ckpt_path}: train one first (python train.py config/...)")
-ckpt = torch.load(ckpt_path, map_location=args.device, weights_only=False)
-model = GPT(GPTConfig(**ckpt['model_args']))
-model.load_state_dict(ckpt['model'])
-model.eval().to(args.device)
+model, ckpt = load_checkpoint(ckpt_path, args.device)
 meta = ckpt['meta']
-
-if meta['tokenizer'] == 'gpt2':
-    from prepare.common import gpt2_encoding
-    enc = gpt2_encoding()
-    encode, decode = (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode
-else:  # a token list: characters (indirect indexing), music events, 6-mers
-    itos = meta['itos']
-    stoi = {s: i for i, s in enumerate(itos)}
-    sep = meta.get('sep', '')
-
-    def encode(s):
-        parts = s.split(sep) if sep else list(s)
-        unknown = [t for t in parts if t not in stoi]
-        if unknown:
-            raise SystemExit(f"tokens {unknown[:5]} are not in this data set's vocabulary ({len(itos)} tokens)")
-        return [stoi[t] for t in parts]
-
-    def decode(ids):
-        return sep.join(itos[i] for i in ids)
+encode, decode = tokenizer(meta)  # the data set's own: GPT-2 BPE, or its token list
 
 start = args.start
 if start.startswith('FILE:'):
@@ -60,7 +38,10 @@ if start.startswith('FILE:'):
 if meta['kind'] == 'examples':
     start = start.replace(' ', '')  # the task has no space token: "abc, a, +1," reads as "abc,a,+1,"
     args.max_new_tokens, args.top_k = 1, 1  # the answer is one token: the most likely one
-x = torch.tensor(encode(start), dtype=torch.long, device=args.device)[None, ...]
+try:
+    x = torch.tensor(encode(start), dtype=torch.long, device=args.device)[None, ...]
+except ValueError as err:
+    raise SystemExit(f"--start: {err}")
 with torch.no_grad():
     for _ in range(args.num_samples):
         y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k)

@@ -55,9 +55,17 @@ def tokenizer(meta):
         from prepare.common import gpt2_encoding
         enc = gpt2_encoding()
         return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode
-    itos, sep = meta['itos'], meta.get('sep', '')
+    itos, sep = meta['itos'], meta.get('sep', '')  # a token list: characters, music events, 6-mers
     stoi = {s: i for i, s in enumerate(itos)}
-    return (lambda s: [stoi[t] for t in (s.split(sep) if sep else list(s))]), (lambda ids: sep.join(itos[i] for i in ids))
+
+    def encode(s):
+        parts = s.split(sep) if sep else list(s)
+        unknown = [t for t in parts if t not in stoi]
+        if unknown:
+            raise ValueError(f"tokens {unknown[:5]} are not in this data set's vocabulary ({len(itos)} tokens)")
+        return [stoi[t] for t in parts]
+
+    return encode, (lambda ids: sep.join(itos[i] for i in ids))
 
 
 def read_tokens(path):
