@@ -9,11 +9,9 @@ This file holds what they share: loading a ckpt.pt written by train.py, the chec
 reading a prepared token file, and the loss without materialising all the logits at once.
 """
 
-import json
 import math
 import os
 
-import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -69,13 +67,13 @@ def tokenizer(meta):
 
 
 def read_tokens(path):
-    """A prepared .bin as a memmap, its dtype from the meta.json beside it (uint16 if there is none)."""
-    meta_path = os.path.join(os.path.dirname(os.path.abspath(path)), 'meta.json')
-    dtype = 'uint16'
-    if os.path.exists(meta_path):
-        with open(meta_path) as f:
-            dtype = json.load(f).get('dtype', dtype)
-    return np.memmap(path, dtype=dtype, mode='r')
+    """A prepared .bin as a memmap, in the dtype that the meta.json beside it names."""
+    from prepare.common import read_meta
+    from prepare.common import read_tokens as read_bin
+    data_dir = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(os.path.join(data_dir, 'meta.json')):
+        raise SystemExit(f"{path}: no meta.json beside it; make the data with `python -m prepare.<name>`")
+    return read_bin(path, read_meta(data_dir)['dtype'])
 
 
 def log_probs(model, h, weight=None):
