@@ -29,6 +29,7 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import pope_kernel
+from model import pope_attention
 
 LINES = []
 
@@ -42,25 +43,6 @@ def log(*args):
             f.write(line + "\n")
 
 
-def reference(q, k, v, delta, causal, q_offset, base=10000.0):
-    """float64 explicit-score PoPE (model.pope_attention when present)."""
-    try:
-        from model import pope_attention
-        return pope_attention(q, k, v, delta, causal=causal, q_offset=q_offset, base=base)
-    except ImportError:
-        d, Tq, Tk = q.shape[-1], q.shape[-2], k.shape[-2]
-        f64 = dict(dtype=torch.float64, device=q.device)
-        theta = base ** (-torch.arange(d, **f64) / d)
-        t, s = torch.arange(q_offset, q_offset + Tq, **f64), torch.arange(Tk, **f64)
-        phi_q, phi_k = t[:, None] * theta, s[:, None] * theta + delta[:, None, :]
-        mq, mk = F.softplus(q), F.softplus(k)
-        att = (mq * phi_q.cos()) @ (mk * phi_k.cos()).mT + (mq * phi_q.sin()) @ (mk * phi_k.sin()).mT
-        att = att / math.sqrt(d)
-        if causal:
-            att = att.masked_fill(s[None, :] > t[:, None], float("-inf"))
-        return att.softmax(-1) @ v
-
-
 def check(B, H, Tq, Tk, d, causal, q_offset, dtype):
     gen = torch.Generator(device="cuda").manual_seed(Tq + Tk + d)
     q, k, v = (torch.randn(B, H, T, d, device="cuda", generator=gen).to(dtype) for T in (Tq, Tk, Tk))
@@ -70,7 +52,7 @@ def check(B, H, Tq, Tk, d, causal, q_offset, dtype):
     dout = torch.randn(out.shape, device="cuda", generator=gen).to(dtype)
     out.backward(dout)
     rs = [x.detach().double().requires_grad_() for x in (q, k, v, delta)]
-    ref = reference(*rs, causal, q_offset)
+    ref = pope_attention(*rs, causal=causal, q_offset=q_offset)  # model.py's float64 reference
     ref.backward(dout.double())
     rel = lambda a, b: ((a.double() - b).norm() / b.norm()).item()
     errs = [rel(out, ref)] + [rel(x.grad, r.grad) for x, r in zip(xs, rs)]
