@@ -259,13 +259,12 @@ if init_from == 'resume':
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'])
 checkpoint = None  # free memory
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
-raw_model = model
+raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it below)
 if compile:
     print("compiling the model... (takes a minute)")
     model = torch.compile(model)
 if ddp:
     model = DDP(model, device_ids=[ddp_local_rank])
-raw_model = model.module if ddp else raw_model
 
 
 def save_checkpoint():
