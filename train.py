@@ -9,7 +9,7 @@ Train a GPT with PoPE (or another position encoding). nanoGPT conventions:
 
 Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: token streams
 (kind 'stream', random windows of block_size + 1) or fixed examples (kind 'examples', the
-indirect-indexing task, loss and accuracy on the target token only).
+indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
 """
 
 import json
@@ -26,6 +26,7 @@ from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import GPT, GPTConfig
+from prepare.common import example_batch
 
 # -----------------------------------------------------------------------------
 # default config: the paper's indirect-indexing run with PoPE (a config file, then --key=value, override it)
@@ -42,6 +43,7 @@ dataset = 'indirect_indexing'  # folder under data/
 gradient_accumulation_steps = 1  # micro-steps per optimizer step, summed over all GPUs
 batch_size = 64  # sequences per micro-step and GPU
 block_size = 48  # context length in tokens
+loss_on = 'target'  # examples: train on the 'target' token alone (the paper), or on 'all' next tokens (val/test: target)
 # model
 n_layer = 8
 n_head = 8
@@ -146,6 +148,8 @@ if not os.path.exists(os.path.join(data_dir, 'meta.json')):
 with open(os.path.join(data_dir, 'meta.json')) as f:
     meta = json.load(f)
 examples = meta['kind'] == 'examples'
+if loss_on not in ('target', 'all'):
+    sys.exit(f"loss_on={loss_on!r}: choose 'target' or 'all'")
 SPLITS = ('train', 'val', 'test')
 
 
@@ -156,9 +160,8 @@ def load_split(split):
     data = np.memmap(path, dtype=meta['dtype'], mode='r')
     if not examples:
         return data
-    # one example a row, right-padded; the target is the row's last real token
-    rows = torch.from_numpy(np.array(data, dtype=np.int64).reshape(-1, meta['row_len'])).to(device)
-    return rows, (rows != meta['pad_id']).sum(1) - 1
+    # one example a row, right-padded; the target is the row's last real token; kept on the GPU
+    return torch.from_numpy(np.array(data, dtype=np.int64).reshape(-1, meta['row_len'])).to(device)
 
 
 data = {s: load_split(s) for s in SPLITS}
@@ -166,14 +169,11 @@ if examples and block_size < meta['row_len'] - 1:
     sys.exit(f"block_size={block_size} is shorter than the examples of {dataset} ({meta['row_len'] - 1} tokens)")
 
 
-def batch_from(split, ix):
-    """Inputs and targets for the sequences (or windows) at ix; targets -1 are ignored."""
+def batch_from(split, ix, all_tokens=False):
+    """Inputs and targets for the sequences (or windows) at ix; targets -1 are ignored.
+    Examples are scored on their target token, or with all_tokens on every next token but the padding."""
     if examples:
-        rows, tgt = data[split][0][ix], data[split][1][ix]
-        x, y = rows[:, :-1], torch.full_like(rows[:, 1:], -1)
-        ar = torch.arange(len(ix), device=rows.device)
-        y[ar, tgt - 1] = rows[ar, tgt]
-        return x, y
+        return example_batch(data[split][ix], meta['pad_id'], all_tokens)
     d = data[split]
     x = torch.stack([torch.from_numpy(d[i:i + block_size].astype(np.int64)) for i in ix])
     y = torch.stack([torch.from_numpy(d[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
@@ -185,7 +185,7 @@ def batch_from(split, ix):
 def sample_ix(split, step, purpose=0):
     """Random batch positions that depend only on (seed, rank, split, purpose, step): resuming replays them."""
     rng = np.random.default_rng((seed, ddp_rank, SPLITS.index(split), purpose, step))
-    n = len(data[split][0]) if examples else len(data[split]) - block_size
+    n = len(data[split]) if examples else len(data[split]) - block_size
     ix = rng.integers(0, n, batch_size)
     return torch.from_numpy(ix).to(device, non_blocking=True) if examples else ix  # (a pageable copy: no sync)
 
@@ -194,9 +194,9 @@ def sample_ix(split, step, purpose=0):
 def evaluate(split, whole=False):
     """Mean loss per target token (and target accuracy for examples) on eval_iters fixed random
     batches, or on the whole split (every example, or non-overlapping windows of a stream)."""
-    model.eval()
+    eval_model.eval()
     if whole:
-        n = len(data[split][0]) if examples else (len(data[split]) - 1) // block_size
+        n = len(data[split]) if examples else (len(data[split]) - 1) // block_size
         starts = np.arange(n) if examples else np.arange(n) * block_size
         bs = 16 * batch_size if examples else batch_size  # examples are short: big batches
         batches = (torch.from_numpy(ix).to(device) if examples else ix for ix in np.array_split(starts, max(1, math.ceil(n / bs))))
@@ -206,10 +206,10 @@ def evaluate(split, whole=False):
     for ix in batches:
         x, y = batch_from(split, ix)
         with ctx:
-            logits, loss = model(x, y)
+            logits, loss = eval_model(x, y)
         n_tok = (y != -1).sum()
         loss_sum, correct, count = loss_sum + loss.float() * n_tok, correct + (logits.argmax(-1) == y).sum(), count + n_tok
-    model.train()
+    eval_model.train()
     out = {'loss': (loss_sum / count).item()}  # one host sync per evaluation
     if examples:
         out['acc'] = (correct / count).item()
@@ -265,6 +265,9 @@ if compile:
     model = torch.compile(model)
 if ddp:
     model = DDP(model, device_ids=[ddp_local_rank])
+# evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
+# eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
+eval_model = model.module if ddp else model
 
 
 def save_checkpoint():
@@ -287,7 +290,7 @@ def train_step(ixs):
     """One optimizer step over the micro-batches at ixs: forward, backward, clip, AdamW.
     Nothing in it waits for the GPU, so it can be captured once as a CUDA graph and replayed."""
     for micro_step, ix in enumerate(ixs):
-        x, y = batch_from('train', ix)
+        x, y = batch_from('train', ix, all_tokens=loss_on == 'all')
         if ddp:  # sync gradients on the last micro-step only
             model.require_backward_grad_sync = micro_step == len(ixs) - 1
         with ctx:
@@ -359,14 +362,20 @@ while True:
         now = time.time()
         dt = (now - t_last) / (iter_num - it_last)
         t_last, it_last = now, iter_num
-        mfu = raw_model.estimate_mfu(tokens_per_iter, dt) if device_type == 'cuda' else 0.0
+        mfu = raw_model.estimate_mfu(tokens_per_iter / ddp_world_size, dt) if device_type == 'cuda' else 0.0  # per GPU
         eta = dt * (max_iters - iter_num)
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms/it, "
               f"{tokens_per_iter / dt:,.0f} tok/s, mfu {mfu * 100:.1f}%, eta {eta // 60:.0f}m{eta % 60:02.0f}s")
 
 if master_process and not eval_only:
-    # final numbers: the paper reports test accuracy (indirect indexing) or test NLL per token
-    final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': (time.time() - t_start) / 60}
+    # final numbers: the paper reports test accuracy (indirect indexing) or the best test NLL per token,
+    # so a run that keeps only its best checkpoint is scored with that checkpoint's weights
+    final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': (time.time() - t_start) / 60, 'weights_of_iter': iter_num}
+    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+    if not always_save_checkpoint and os.path.exists(ckpt_path):
+        best = torch.load(ckpt_path, map_location=device, weights_only=False)
+        raw_model.load_state_dict(best['model'])
+        final['weights_of_iter'] = best['iter_num']
     for split in ('val', 'test'):
         if data[split] is not None:
             final.update({f'{split}_{k}': v for k, v in evaluate(split, whole=True).items()})

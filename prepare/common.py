@@ -115,6 +115,17 @@ def read_tokens(path, dtype):
     return np.memmap(path, dtype=dtype, mode='r')
 
 
+def example_batch(rows, pad_id, all_tokens=False):
+    """Inputs and next-token targets of right-padded example rows (kind 'examples', a (B, row_len)
+    tensor): the target is each row's last real token and every other target is -1 (ignored), or
+    with all_tokens every next token but the padding is a target."""
+    x, nxt = rows[:, :-1], rows[:, 1:]
+    if all_tokens:
+        return x, nxt.masked_fill(nxt == pad_id, -1)
+    last = (rows != pad_id).sum(1, keepdim=True) - 1  # where the target is
+    return x, nxt.new_full(nxt.shape, -1).scatter_(1, last - 1, rows.gather(1, last))
+
+
 def write_json_atomic(path, obj):
     tmp = str(path) + '.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:

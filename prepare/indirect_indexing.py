@@ -15,6 +15,10 @@ Choices where the paper is silent (README, "Indirect indexing", says the same):
 - Examples are 27 to 48 tokens; rows are right-padded to 48, so the model's context is 47 (block 48);
   the paper's table says "sequence length 40", which is shorter than its own longest example.
 
+The other readings are variants (`--variant`, or `--dataset=<variant>` in train.py, which generates it):
+indirect_indexing_spaces (the printed format ", " with a space token, rows of 51), indirect_indexing_len40
+(strings of 20-32 letters, so every example fits 40 tokens) and indirect_indexing_shift0 (shifts of 0 allowed).
+
     python -m prepare.indirect_indexing            # data/indirect_indexing/{train,val,test}.bin, seconds
 """
 
@@ -29,22 +33,30 @@ from prepare.common import start_dataset, write_meta, write_tokens
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
-STOI = {c: i for i, c in enumerate(ITOS)}
+SPACE_ITOS = ITOS + [' ']  # the spaces variant adds a space token after the others
+STOI = {c: i for i, c in enumerate(SPACE_ITOS)}
 PAD = STOI['<pad>']
 SPLITS = {'train': (1_000_000, 0), 'val': (10_000, 1), 'test': (10_000, 2)}  # size, seed offset
-# data set name -> (string lengths, largest shift); the paper's task, and a short one for a quick CPU run
-VARIANTS = {'indirect_indexing': ((20, 40), 15), 'indirect_indexing_short': ((6, 10), 3)}
+# data set name -> how its examples differ from the paper's task as we read it (make_example's arguments)
+VARIANTS = {
+    'indirect_indexing': {},                                   # our reading (module docstring)
+    'indirect_indexing_short': {'lengths': (6, 10), 'max_shift': 3},  # a quick CPU run
+    'indirect_indexing_spaces': {'sep': ', '},                 # the paper's printed format, space token
+    'indirect_indexing_len40': {'lengths': (20, 32)},          # every example within "sequence length 40"
+    'indirect_indexing_shift0': {'zero_shift': True},          # shifts of 0 too (target = source)
+}
 ROW_LEN = 48  # the paper's longest example: 40 letters + ',' + source + ',' + '+15' + ',' + target
 
 
-def make_example(rng, lengths=(20, 40), max_shift=15):
+def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False):
     """One example as (text, source index, shift); text ends with the target character."""
     letters = rng.sample(LETTERS, rng.randint(*lengths))  # without replacement
+    shifts = [s for s in range(-max_shift, max_shift + 1) if s != 0 or zero_shift]
     while True:
-        src, shift = rng.randrange(len(letters)), rng.choice([s for s in range(-max_shift, max_shift + 1) if s != 0])
+        src, shift = rng.randrange(len(letters)), rng.choice(shifts)
         if 0 <= src + shift < len(letters):
             break
-    text = f"{''.join(letters)},{letters[src]},{shift:+d},{letters[src + shift]}"
+    text = sep.join([''.join(letters), letters[src], f'{shift:+d}', letters[src + shift]])
     return text, src, shift
 
 
@@ -53,39 +65,45 @@ def encode(text):
 
 
 def decode(ids):
-    return ''.join(ITOS[i] for i in ids if i != PAD)
+    return ''.join(SPACE_ITOS[i] for i in ids if i != PAD)
 
 
-def make_split(n, seed, lengths=(20, 40), max_shift=15, row_len=ROW_LEN):
+def row_length(*, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False):
+    """Tokens of the longest example: letters, 3 separators, source, sign, shift digits, target."""
+    return lengths[1] + 3 * len(sep) + 3 + len(str(max_shift))
+
+
+def make_split(n, seed, row_len=ROW_LEN, **variant):
     """n examples as an (n, row_len) uint8 array, right-padded with PAD; deterministic in seed."""
     rng = random.Random(seed)
     rows = np.full((n, row_len), PAD, dtype=np.uint8)
     for i in range(n):
-        ids = encode(make_example(rng, lengths, max_shift)[0])
+        ids = encode(make_example(rng, **variant)[0])
         rows[i, :len(ids)] = ids
     return rows
 
 
 def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indirect_indexing'):
-    lengths, max_shift = VARIANTS[variant]
-    row_len = lengths[1] + 6 + len(str(max_shift))  # letters, 3 commas, source, sign, digits, target
+    options = VARIANTS[variant]
+    row_len = row_length(**options)
+    itos = SPACE_ITOS if ' ' in options.get('sep', ',') else ITOS
     start_dataset(out_dir)
     counts = {}
     for split, (n, offset) in SPLITS.items():
         n = (sizes or {}).get(split, n)
         print(f"indirect indexing: {n:,} {split} examples")
         counts[split] = write_tokens(os.path.join(out_dir, f'{split}.bin'),
-                                     make_split(n, seed * 1000 + offset, lengths, max_shift, row_len), len(ITOS))
+                                     make_split(n, seed * 1000 + offset, row_len, **options), len(itos))
     # kind 'examples': one example a row of row_len tokens, right-padded with pad_id
-    write_meta(out_dir, vocab_size=len(ITOS), tokenizer='itos', itos=ITOS, sep='', tokens=counts, kind='examples',
-               row_len=row_len, pad_id=PAD, seed=seed, lengths=lengths, max_shift=max_shift,
+    write_meta(out_dir, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts, kind='examples',
+               row_len=row_len, pad_id=PAD, seed=seed, variant=variant, task={**make_example.__kwdefaults__, **options},
                source=f'generated by prepare/indirect_indexing.py --variant={variant} (PoPE paper, appendix A.1)')
 
 
 if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--variant', default='indirect_indexing', choices=list(VARIANTS),
-                   help="the paper's task, or a short one (strings of 6-10, shifts up to 3) for quick runs")
+                   help="the paper's task as we read it, a short one for quick runs, or another reading (see above)")
     p.add_argument('--out_dir', default=None, help='default: data/<variant>')
     p.add_argument('--seed', type=int, default=0, help='data seed (the splits use seed*1000 + 0, 1, 2)')
     p.add_argument('--train_size', type=int, default=SPLITS['train'][0])

@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -10,7 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from prepare.indirect_indexing import ITOS, LETTERS, PAD, ROW_LEN, decode, make_example, make_split, prepare
+from model import GPT, GPTConfig
+from prepare.common import example_batch
+from prepare.indirect_indexing import (ITOS, LETTERS, PAD, ROW_LEN, VARIANTS, decode, make_example, make_split,
+                                       prepare, row_length)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POPE = os.path.join(ROOT, 'config', 'indirect_pope.py')
@@ -45,6 +49,33 @@ def test_examples_are_correct():
         assert shift_text[0] in '+-'
 
 
+@pytest.mark.parametrize('variant', ['indirect_indexing_spaces', 'indirect_indexing_len40', 'indirect_indexing_shift0'])
+def test_other_readings_of_the_task(variant):
+    options, rng = VARIANTS[variant], random.Random(1)
+    texts = [make_example(rng, **options) for _ in range(3000)]
+    sep = ', ' if variant.endswith('spaces') else ','
+    assert max(len(t) for t, _, _ in texts) == row_length(**options)  # rows fit the longest example exactly
+    for text, src, shift in texts:
+        string, source, shift_text, target = text.split(sep)
+        assert string[src] == source and string.index(source) + shift == string.index(target)
+        assert len(string) <= (32 if variant.endswith('len40') else 40)
+    assert (row_length(**options), any(s == 0 for _, _, s in texts)) == {
+        'indirect_indexing_spaces': (51, False), 'indirect_indexing_len40': (40, False),
+        'indirect_indexing_shift0': (48, True)}[variant]
+    rows = make_split(5, 0, row_length(**options), **options)
+    assert sep in decode(rows[0]) and len(decode(rows[0]).split(sep)) == 4
+
+
+def test_example_batch_targets():
+    pad = PAD
+    rows = torch.tensor([[5, 6, 7, 8, pad, pad], [1, 2, 3, 4, 9, 0]])
+    x, y = example_batch(rows, pad)
+    assert x.tolist() == [[5, 6, 7, 8, pad], [1, 2, 3, 4, 9]]
+    assert y.tolist() == [[-1, -1, 8, -1, -1], [-1, -1, -1, -1, 0]]  # the last real token alone
+    x, y = example_batch(rows, pad, all_tokens=True)
+    assert y.tolist() == [[6, 7, 8, -1, -1], [2, 3, 4, 9, 0]]  # every next token but the padding
+
+
 def test_splits_are_deterministic_padded_and_decodable():
     a, b, c = make_split(300, 5), make_split(300, 5), make_split(300, 6)
     assert a.shape == (300, ROW_LEN) and np.array_equal(a, b) and not np.array_equal(a, c)
@@ -71,6 +102,23 @@ def test_train_evaluates_and_resume_continues_the_same_run(workdir):
     log = [json.loads(line) for line in open(workdir / 'straight' / 'eval_log.jsonl')]
     assert [r['iter'] for r in log] == [0, 4, 8] and 'test_acc' in log[-1]
     assert 'tok/s' in p.stdout and 'eta' in p.stdout
+
+
+def test_loss_on_all_tokens_is_the_loss_that_trains(workdir):
+    # at lr 0 the step-1 training loss is the initial model's loss on the step-0 batch: recompute it here
+    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--learning_rate=0.0', '--loss_on=all', '--out_dir=all_tok')
+    printed = float(re.search(r'iter 1: loss ([0-9.]+)', p.stdout).group(1))
+    ckpt = torch.load(workdir / 'all_tok' / 'ckpt.pt', weights_only=False)
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model'])
+    tokens = np.fromfile(workdir / 'data' / 'indirect_indexing' / 'train.bin', dtype=np.uint8)
+    rows = torch.from_numpy(tokens.astype(np.int64).reshape(-1, ROW_LEN))
+    ix = np.random.default_rng((1337, 0, 0, 0, 0)).integers(0, len(rows), 8)  # train.py's sample_ix, step 0
+    with torch.no_grad():
+        loss = {a: model(*example_batch(rows[ix], PAD, all_tokens=a))[1].item() for a in (True, False)}
+    assert printed == pytest.approx(loss[True], abs=2e-4) and abs(loss[True] - loss[False]) > 1e-3
+    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--loss_on=some', check=False)
+    assert p.returncode != 0 and "loss_on='some'" in p.stderr
 
 
 def test_sample_answers_an_indirect_indexing_prompt(workdir):
