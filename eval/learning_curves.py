@@ -22,16 +22,22 @@ def read_log(path):
 
 
 def plot(paths, labels, metric, out, logy=False, title=None):
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    """Runs whose labels differ only in their last word ('PoPE seed 2', 'PoPE seed 3') share a colour."""
+    many = len(paths) > 6  # then the legend goes beside the axes
+    fig, ax = plt.subplots(figsize=(9.0 if many else 6.4, 4.2))
+    groups, styles = {}, ['-', '--', ':', '-.']
     for path, label in zip(paths, labels):
         rows = [r for r in read_log(path) if metric in r]
-        ax.plot([r['iter'] for r in rows], [r[metric] for r in rows], marker='.', label=label)
+        group = groups.setdefault(label.rsplit(' ', 1)[0], [])
+        group.append(label)
+        ax.plot([r['iter'] for r in rows], [r[metric] for r in rows], marker='.', label=label,
+                color=f'C{list(groups).index(label.rsplit(" ", 1)[0]) % 10}', linestyle=styles[(len(group) - 1) % 4])
     ax.set_xlabel('iteration')
     ax.set_ylabel(metric)
     if logy:
         ax.set_yscale('log')
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(**dict(fontsize='small', loc='center left', bbox_to_anchor=(1.01, 0.5)) if many else {})
     if title:
         ax.set_title(title)
     fig.tight_layout()
@@ -48,7 +54,7 @@ if __name__ == '__main__':
     p.add_argument('--out', default='results/curves.png')
     p.add_argument('--logy', action='store_true')
     p.add_argument('--title', default=None)
-    args = p.parse_args()
+    args = p.parse_intermixed_args()  # logs and --label may alternate
     labels = args.label or [os.path.basename(os.path.dirname(os.path.abspath(x))) for x in args.logs]
     if len(labels) != len(args.logs):
         raise SystemExit(f"{len(labels)} --label for {len(args.logs)} logs: give one per log or none")
