@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Every GPU run behind the pages in results/, as stages:
+#   prepare   data for all stages (the offline sources of README "Experiments"; skipped where data/ has it)
+#   speed     124M (12 x 768, T 1024, batch 32, compile, bf16) tokens/s and MFU: RoPE, PoPE torch/sdpa/triton,
+#             then DDP on 2 GPUs (torchrun)                        -> results/speed.md
+#   lm        Shakespeare LM, RoPE vs PoPE (context 256), 4x fine-tunes (RoPE+YaRN, PoPE), extrapolation
+#             to 10x and frequency usage                         -> results/shakespeare_lm.md
+#   music     JSB chorales (paper scale), MAESTRO and E. coli genome (reduced), RoPE vs PoPE -> results/music_genome.md
+#   indirect  indirect indexing, 6 encodings x 3 seeds, the paper's schedule -> results/indirect_indexing.md
+#   readings  indirect indexing, other readings of the task, PoPE and RoPE -> results/indirect_indexing.md
+#
+#   bash results/run_all.sh                                  # all stages, one GPU, one run at a time
+#   GPUS=2 PER_GPU=8 bash results/run_all.sh lm music indirect   # 8 runs at a time on each of 2 GPUs
+#   DRY=1 bash results/run_all.sh indirect                    # print the commands only
+#
+# Runs on one GPU overlap only under NVIDIA MPS (without it the GPU time-slices between processes); start it
+# first: `nvidia-cuda-mps-control -d`. Even then CUDA-graph runs gained only 1.1-1.7x (results/indirect_indexing.md).
+# Logs: $LOGS/<run>.log (default out-logs/), run folders out-<run>/, analyses out-lm-eval/.
+# EXTRA="--key=value ..." is appended to every train.py command (e.g. a smoke test with --max_iters=2).
+# SKIP=regex skips runs whose name matches (e.g. runs already made).
+#
+# Time on the 2 x H200 machine (torch 2.11; queue log of that session: results/run_all_queue.log):
+#   prepare 21 s; speed 4.8 min (GPUs to itself);
+#   then under MPS with 8 runs per GPU at once: lm 7.0 min, each music run 2.4-4.1 min;
+#   indirect: one 100k-step run alone takes 5.7 (RoPE) / 8.1 (PoPE) min, 20-22 min when sharing a GPU with
+#   7 others for its first half; all 18 need ~40 min of 2 GPUs; readings (10 runs) not run yet.
+set -u
+GPUS=${GPUS:-1}; PER_GPU=${PER_GPU:-1}; LOGS=${LOGS:-out-logs}; EXTRA=${EXTRA:-}; SKIP=${SKIP:-^$}
+export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+mkdir -p "$LOGS"
+started=0
+
+job() {  # name, command...: start it when one of GPUS*PER_GPU slots is free; GPUs taken in turn
+  local name=$1; shift
+  if [[ $name =~ $SKIP ]]; then echo "skip $name"; return; fi
+  if [[ -n ${DRY:-} ]]; then echo "$name: $*"; return; fi
+  while (( $(jobs -rp | wc -l) >= GPUS * PER_GPU )); do wait -n; done
+  local gpu=$(( started % GPUS )); started=$(( started + 1 ))
+  echo "$(date +%T) start $name on GPU $gpu"
+  ( CUDA_VISIBLE_DEVICES=$gpu "$@" > "$LOGS/$name.log" 2>&1; echo "$(date +%T) end $name, exit $?" ) &
+}
+
+prepare() {
+  for v in indirect_indexing indirect_indexing_spaces indirect_indexing_len40 indirect_indexing_shift0; do
+    [ -f data/$v/meta.json ] || python -m prepare.indirect_indexing --variant $v > /dev/null &
+  done
+  wait
+  [ -f data/shakespeare/meta.json ] || python -m prepare.shakespeare
+  [ -f data/jsb_chorales/meta.json ] || python -m prepare.jsb_chorales
+  [ -f data/maestro/meta.json ] || echo "data/maestro missing: see python -m prepare.maestro --help (offline: miditok's files)"
+  [ -f data/genome/meta.json ] || python -m prepare.genome --source ecoli
+}
+
+speed() {  # one run per GPU at a time, nothing else on the GPUs
+  local common="--dataset=shakespeare --batch_size=32 --compile=True --max_iters=40 --log_interval=10
+                --eval_interval=100000 --eval_iters=1 --always_save_checkpoint=False $EXTRA"
+  # shellcheck disable=SC2086
+  run1() { CUDA_VISIBLE_DEVICES=$1 python train.py config/owt_$2.py --gradient_accumulation_steps=1 $common ${@:4} --out_dir=out-speed-$3 > "$LOGS/speed_$3.log" 2>&1; }
+  local runs=("rope rope" "pope pope_triton --attn_impl=triton" "pope pope_sdpa --attn_impl=sdpa" "pope pope_torch --attn_impl=torch")
+  for i in "${!runs[@]}"; do  # GPUS runs at a time, one per GPU
+    run1 $(( i % GPUS )) ${runs[i]} &
+    (( (i + 1) % GPUS )) || wait
+  done
+  wait
+  if (( GPUS >= 2 )); then
+    for pe in rope pope; do  # 32 sequences per GPU a step, as above
+      torchrun --standalone --nproc_per_node=2 train.py config/owt_$pe.py --gradient_accumulation_steps=2 $common \
+        --out_dir=out-speed-ddp-$pe > "$LOGS/speed_ddp_$pe.log" 2>&1
+    done
+  fi
+  for f in "$LOGS"/speed_*.log; do  # median of the last 3 log intervals (the first holds the compile)
+    echo "$(basename "$f" .log): $(grep 'ms/it' "$f" | tail -3 | sort -t, -k3 -n | sed -n 2p)"
+  done | tee "$LOGS/speed_summary.txt"
+}
+
+lm() {  # one job: the two trainings side by side, then the fine-tunes, then the analyses
+  local ev=out-lm-eval
+  job lm bash -c "
+    python train.py config/shakespeare_rope.py --compile=True --out_dir=out-lm-rope $EXTRA > $LOGS/lm_rope.log 2>&1 &
+    python train.py config/shakespeare_pope.py --compile=True --out_dir=out-lm-pope $EXTRA > $LOGS/lm_pope.log 2>&1 &
+    wait
+    ft='--dataset=shakespeare --block_size=1024 --yarn_orig_ctx=256 --batch_size=16 --gradient_accumulation_steps=1 --max_iters=200 --eval_interval=50'
+    python train.py config/owt_rope_yarn_ft.py \$ft --init_from=out-lm-rope/ckpt.pt --out_dir=out-lm-rope-yarn-ft $EXTRA > $LOGS/lm_rope_yarn_ft.log 2>&1 &
+    python train.py config/owt_pope_ft.py \$ft --init_from=out-lm-pope/ckpt.pt --out_dir=out-lm-pope-ft $EXTRA > $LOGS/lm_pope_ft.log 2>&1 &
+    wait
+    mkdir -p $ev
+    python -m eval.extrapolation --data data/shakespeare/test.bin --lengths 256,512,768,1024,1280,1536,1792,2048,2304,2560 \
+      --tokens 61440 --out $ev/extrapolation \
+      --ckpt out-lm-rope/ckpt.pt --yarn_scale 1 --label 'RoPE' --ckpt out-lm-pope/ckpt.pt --yarn_scale 1 --label 'PoPE' \
+      --ckpt out-lm-rope/ckpt.pt --yarn_scale 10 --label 'RoPE+YaRN s=10 (no fine-tune)' \
+      --ckpt out-lm-rope-yarn-ft/ckpt.pt --yarn_scale 4 --label 'RoPE+YaRN s=4, fine-tuned at 1024' \
+      --ckpt out-lm-pope-ft/ckpt.pt --yarn_scale 1 --label 'PoPE, fine-tuned at 1024'
+    python -m eval.frequency_usage --rope out-lm-rope/ckpt.pt --pope out-lm-pope/ckpt.pt --data data/shakespeare/test.bin \
+      --tokens 61440 --out $ev/frequency_usage"
+}
+
+music() {
+  for pe in rope pope; do
+    job jsb_$pe python train.py config/jsb_$pe.py --compile=True --out_dir=out-jsb-$pe $EXTRA
+    job maestro_$pe python train.py config/maestro_$pe.py --compile=True --max_iters=2000 --lr_decay_iters=2000 \
+      --warmup_iters=100 --eval_interval=200 --out_dir=out-maestro-$pe $EXTRA
+    job genome_$pe python train.py config/genome_$pe.py --compile=True --n_layer=6 --n_head=6 --n_embd=384 \
+      --batch_size=16 --gradient_accumulation_steps=1 --learning_rate=6e-4 --min_lr=6e-5 --warmup_iters=100 \
+      --max_iters=2000 --lr_decay_iters=2000 --eval_interval=200 --out_dir=out-genome-$pe $EXTRA
+  done
+}
+
+indirect_run() {  # name, config, flags...: the paper's schedule, compiled, one CUDA graph a step
+  local name=$1 pe=$2; shift 2
+  job "$name" python train.py config/indirect_$pe.py --compile=True --cuda_graph=True --eval_interval=4000 \
+    --log_interval=2000 "$@" --out_dir=out-$name $EXTRA
+}
+
+indirect() {  # PoPE and RoPE first
+  for pe in pope rope; do
+    for seed in 1337 2 3; do indirect_run indirect_${pe}_s$seed $pe --seed=$seed; done
+  done
+  for seed in 1337 2 3; do
+    for pe in rope_half alibi_half learned sinusoidal; do indirect_run indirect_${pe}_s$seed $pe --seed=$seed; done
+  done
+}
+
+readings() {  # each reading for PoPE and RoPE, seed 1337; batch 256 (4x the compute) last
+  local r
+  for r in "all_tokens --loss_on=all" "spaces --dataset=indirect_indexing_spaces --block_size=51" \
+           "len40 --dataset=indirect_indexing_len40 --block_size=40" "shift0 --dataset=indirect_indexing_shift0" \
+           "batch256 --batch_size=256 --learning_rate=4e-4 --min_lr=4e-5"; do
+    for pe in pope rope; do
+      # shellcheck disable=SC2086
+      indirect_run reading_${r%% *}_$pe $pe ${r#* }
+    done
+  done
+}
+
+stages=("$@")
+(( ${#stages[@]} )) || stages=(prepare speed lm music indirect readings)
+for stage in "${stages[@]}"; do
+  echo "$(date +%T) stage $stage"
+  $stage
+done
+wait
+echo "$(date +%T) all done"
