@@ -69,7 +69,7 @@ warmup_iters = 4000
 lr_decay_iters = 100000  # ~ max_iters, per Chinchilla
 min_lr = 2e-5  # ~ learning_rate / 10, per Chinchilla
 # system
-backend = 'nccl'  # DDP backend
+backend = 'nccl'  # DDP backend ('gloo' with --device=cpu: DDP on the CPU, as the tests do)
 device = 'cuda' if torch.cuda.is_available() else 'cpu'  # 'cpu', 'cuda', 'cuda:1', 'mps'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # autocast dtype
 compile = False  # torch.compile the model
@@ -116,9 +116,12 @@ ddp = int(os.environ.get('RANK', -1)) != -1
 if ddp:
     init_process_group(backend=backend)
     ddp_rank, ddp_local_rank, ddp_world_size = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
-    device = f'cuda:{ddp_local_rank}'
-    torch.cuda.set_device(device)
-    assert gradient_accumulation_steps % ddp_world_size == 0, "gradient_accumulation_steps must be a multiple of the GPU count"
+    if device != 'cpu':  # one GPU per process
+        device = f'cuda:{ddp_local_rank}'
+        torch.cuda.set_device(device)
+    if gradient_accumulation_steps % ddp_world_size:
+        sys.exit(f"gradient_accumulation_steps={gradient_accumulation_steps} counts micro-steps over all {ddp_world_size} "
+                 f"processes: make it a multiple of {ddp_world_size}")
     gradient_accumulation_steps //= ddp_world_size
 else:
     ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
@@ -264,7 +267,7 @@ if compile:
     print("compiling the model... (takes a minute)")
     model = torch.compile(model)
 if ddp:
-    model = DDP(model, device_ids=[ddp_local_rank])
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None)
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
 eval_model = model.module if ddp else model

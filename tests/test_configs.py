@@ -4,6 +4,8 @@
 import ast
 import glob
 import os
+import re
+import subprocess
 
 import pytest
 
@@ -164,3 +166,17 @@ def test_owt_parameter_count(name):
     n = model.get_num_params() / 1e6
     target = OWT[name][4]
     assert abs(n - target) / target < 0.02, f'{name}: {n:.2f}M parameters, paper says {target}M'
+
+
+def test_run_all_uses_existing_configs_and_known_keys(tmp_path):
+    # results/run_all.sh: every --key=value it passes is a train.py key (torchrun's own aside), and every
+    # config its job stages name exists (DRY=1 prints the commands instead of running them)
+    script = os.path.join(ROOT, 'results', 'run_all.sh')
+    code = ''.join(line for line in open(script) if not line.lstrip().startswith('#'))
+    keys = set(re.findall(r'--(\w+)=', code)) - {'nproc_per_node'}
+    assert keys and keys <= VALID, sorted(keys - VALID)
+    p = subprocess.run(['bash', script, 'lm', 'music', 'indirect', 'readings'], cwd=ROOT, capture_output=True,
+                       text=True, env=dict(os.environ, DRY='1', LOGS=str(tmp_path)), timeout=60)
+    configs = set(re.findall(r'train\.py (config/\S+\.py)', p.stdout))
+    assert len(configs) >= 14, p.stdout + p.stderr  # 6 indirect, 2 shakespeare, 2 fine-tunes, 6 music/genome
+    assert all(os.path.exists(os.path.join(ROOT, c)) for c in configs), configs

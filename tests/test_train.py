@@ -121,6 +121,26 @@ def test_loss_on_all_tokens_is_the_loss_that_trains(workdir):
     assert p.returncode != 0 and "loss_on='some'" in p.stderr
 
 
+def torchrun(cwd, *args):
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    return subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
+                           os.path.join(ROOT, 'train.py'), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_ddp_on_the_cpu_trains_evaluates_and_saves(workdir):
+    # two processes with gloo: each takes one of the 2 micro-steps, the master evaluates and saves
+    common = [POPE, *TINY, '--backend=gloo', '--max_iters=4', '--eval_interval=2', '--out_dir=ddp']
+    p = torchrun(workdir, *common, '--gradient_accumulation_steps=2')
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert '768 tokens per iteration' in p.stdout  # 2 processes x 8 sequences x 48
+    log = [json.loads(line) for line in open(workdir / 'ddp' / 'eval_log.jsonl')]
+    assert [r['iter'] for r in log] == [0, 2, 4] and (workdir / 'ddp' / 'ckpt.pt').exists()
+    assert json.load(open(workdir / 'ddp' / 'final.json'))['iter'] == 4
+    p = torchrun(workdir, *common, '--gradient_accumulation_steps=3')
+    assert p.returncode != 0 and 'make it a multiple of 2' in p.stderr
+
+
 def test_sample_answers_an_indirect_indexing_prompt(workdir):
     if not (workdir / 'straight' / 'ckpt.pt').exists():
         run(workdir, 'train.py', POPE, *TINY, '--max_iters=2', '--out_dir=straight')
