@@ -25,13 +25,13 @@ def plot(paths, labels, metric, out, logy=False, title=None):
     """Runs whose labels differ only in their last word ('PoPE seed 2', 'PoPE seed 3') share a colour."""
     many = len(paths) > 6  # then the legend goes beside the axes
     fig, ax = plt.subplots(figsize=(9.0 if many else 6.4, 4.2))
-    groups, styles = {}, ['-', '--', ':', '-.']
+    runs_of = {}  # label without its last word -> runs drawn so far
     for path, label in zip(paths, labels):
         rows = [r for r in read_log(path) if metric in r]
-        group = groups.setdefault(label.rsplit(' ', 1)[0], [])
-        group.append(label)
+        group = label.rsplit(' ', 1)[0]
+        runs_of[group] = runs_of.get(group, 0) + 1
         ax.plot([r['iter'] for r in rows], [r[metric] for r in rows], marker='.', label=label,
-                color=f'C{list(groups).index(label.rsplit(" ", 1)[0]) % 10}', linestyle=styles[(len(group) - 1) % 4])
+                color=f'C{list(runs_of).index(group) % 10}', linestyle=['-', '--', ':', '-.'][(runs_of[group] - 1) % 4])
     ax.set_xlabel('iteration')
     ax.set_ylabel(metric)
     if logy:
