@@ -304,7 +304,7 @@ def train_step(ixs):
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     scaler.step(optimizer)
     scaler.update()
-    return loss
+    return loss.detach()  # not its graph: a live graph keeps its AccumulateGrad nodes (and their stream) into a capture
 
 
 # -----------------------------------------------------------------------------

@@ -23,7 +23,8 @@
 #   prepare 21 s; speed 4.8 min (GPUs to itself);
 #   then under MPS with 8 runs per GPU at once: lm 7.0 min, each music run 2.4-4.1 min;
 #   indirect: one 100k-step run alone takes 5.7 (RoPE) / 8.1 (PoPE) min, 20-22 min when sharing a GPU with
-#   7 others for its first half; all 18 need ~40 min of 2 GPUs; readings (10 runs) not run yet.
+#   7 others for its first half, 24-25.5 min as one of 6 on a GPU (results/indirect_indexing/run_all_queue_others.log);
+#   all 18 need ~50 min of 2 GPUs; readings (10 runs) not run yet.
 set -u
 GPUS=${GPUS:-1}; PER_GPU=${PER_GPU:-1}; LOGS=${LOGS:-out-logs}; EXTRA=${EXTRA:-}; SKIP=${SKIP:-^$}
 export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

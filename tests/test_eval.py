@@ -246,3 +246,38 @@ def test_zero_shot_offline_end_to_end(gpt2_ckpts, tmp_path):
         assert 0 <= s['LAMBADA'] <= 100 and 0 <= s['PIQA'] <= 100 and s['BLiMP'] is None
     summary = (tmp_path / 'summary.md').read_text()
     assert 'paper 124M' in summary and (tmp_path / 'P.json').exists() and (tmp_path / 'summary.png').exists()
+
+
+# -----------------------------------------------------------------------------
+# eval.indirect_baselines: exact chance levels of the indirect-indexing task
+
+
+def test_indirect_chance_levels_by_hand():
+    from eval.indirect_baselines import chance_levels
+    # L = 3, shifts +-1: pairs (0,+1) (1,-1) (1,+1) (2,-1) put the target at 1, 0, 2, 1
+    assert chance_levels(lengths=(3, 3), max_shift=1) == pytest.approx({'letter': 1 / 2, 'position': 2 / 4, 'window': 1 / 2})
+    # with shifts of 0 too: 7 pairs, target at 1 three times; windows of 3 (shift 0) and 2
+    assert chance_levels(lengths=(3, 3), max_shift=1, zero_shift=True) == pytest.approx(
+        {'letter': 1 / 3, 'position': 3 / 7, 'window': (3 * 1 / 3 + 4 * 1 / 2) / 7})
+
+
+@pytest.mark.parametrize('variant', ['indirect_indexing_short', 'indirect_indexing_shift0'])
+def test_indirect_chance_levels_match_the_generator(variant):
+    """The exact levels agree with the same guesses played on examples drawn by prepare.indirect_indexing."""
+    import random
+    from collections import Counter, defaultdict
+    from eval.indirect_baselines import chance_levels
+    from prepare.indirect_indexing import VARIANTS, make_example
+    options = {**VARIANTS[variant], 'lengths': (6, 10), 'max_shift': 3}
+    rng, n = random.Random(0), 40_000
+    letter, window, targets = [], [], defaultdict(Counter)
+    for _ in range(n):
+        text, src, shift = make_example(rng, **options)
+        L = text.index(',')
+        letter.append(1 / (L if options.get('zero_shift') else L - 1))
+        window.append(1 / (L - abs(shift)))
+        targets[L][src + shift] += 1
+    position = sum(max(c.values()) for c in targets.values()) / n
+    exact = chance_levels(**options)
+    for name, got in (('letter', np.mean(letter)), ('window', np.mean(window)), ('position', position)):
+        assert abs(got - exact[name]) < 0.006, (name, got, exact[name])  # ~3 standard errors at n = 40k
