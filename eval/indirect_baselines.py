@@ -13,12 +13,13 @@ that keep the target inside the string. What a model scores when it knows only p
 
 from fractions import Fraction
 
-from prepare.indirect_indexing import VARIANTS
+from prepare.indirect_indexing import VARIANTS, shift_choices
 
 
-def chance_levels(lengths=(20, 40), max_shift=15, zero_shift=False, sep=','):
-    """Expected accuracy (a float in [0, 1]) of each partial-knowledge guess above."""
-    shifts = [s for s in range(-max_shift, max_shift + 1) if s != 0 or zero_shift]
+def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=','):
+    """Expected accuracy (a float in [0, 1]) of each partial-knowledge guess above, for make_example's
+    options (sep is accepted so that a variant's options pass straight in; it changes nothing here)."""
+    shifts = shift_choices(max_shift, zero_shift)
     n_lengths = lengths[1] - lengths[0] + 1
     letter = position = window = Fraction(0)
     for L in range(lengths[0], lengths[1] + 1):

@@ -48,10 +48,15 @@ VARIANTS = {
 ROW_LEN = 48  # the paper's longest example: 40 letters + ',' + source + ',' + '+15' + ',' + target
 
 
+def shift_choices(max_shift=15, zero_shift=False):
+    """The shifts an example may draw: -max_shift..+max_shift, without 0 unless zero_shift."""
+    return [s for s in range(-max_shift, max_shift + 1) if s != 0 or zero_shift]
+
+
 def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False):
     """One example as (text, source index, shift); text ends with the target character."""
     letters = rng.sample(LETTERS, rng.randint(*lengths))  # without replacement
-    shifts = [s for s in range(-max_shift, max_shift + 1) if s != 0 or zero_shift]
+    shifts = shift_choices(max_shift, zero_shift)
     while True:
         src, shift = rng.randrange(len(letters)), rng.choice(shifts)
         if 0 <= src + shift < len(letters):
