@@ -36,6 +36,12 @@ def causal_mask(Tq, Tk, q_offset, device):
     return s[None, :] <= t[:, None]
 
 
+def repeat_kv(x, n_head):
+    """Grouped-query attention: (B, n_kv_head, T, d) -> (B, n_head, T, d), query head h reading kv head
+    h // (n_head // n_kv_head)."""
+    return x if x.shape[1] == n_head else x.repeat_interleave(n_head // x.shape[1], dim=1)
+
+
 def pope_cartesian(x, pos, base, delta=None):
     """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
     mu = softplus(x), phi = pos * theta (+ delta for keys). Phases are formed in float64, exact to
@@ -51,35 +57,37 @@ def pope_cartesian(x, pos, base, delta=None):
 
 
 def pope_qk(q, k, delta, base, q_offset):
-    """Cartesian queries at positions q_offset.. and keys at positions 0.. (with delta)."""
+    """Cartesian queries Qc, Qs at positions q_offset.. and keys Kc, Ks at positions 0.. (with delta);
+    k may have fewer heads than q (grouped-query attention): it is repeated per group first."""
     t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
     s = torch.arange(k.shape[-2], device=k.device)
-    return (*pope_cartesian(q, t, base), *pope_cartesian(k, s, base, delta))
+    return (*pope_cartesian(q, t, base), *pope_cartesian(repeat_kv(k, q.shape[1]), s, base, delta))
 
 
 def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
     """Plain PoPE attention with explicit scores: the ground truth for every faster path.
-    q (B, H, Tq, d), k and v (B, H, Tk, d), delta (H, d); returns (B, H, Tq, d) in v's dtype."""
+    q (B, H, Tq, d), k and v (B, H_kv, Tk, d) with H_kv dividing H, delta (H, d); returns (B, H, Tq, d) in v's dtype."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset)
-    att = (qx @ kx.transpose(-2, -1) + qy @ ky.transpose(-2, -1)) * sm_scale
+    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset)
+    att = (Qc @ Kc.transpose(-2, -1) + Qs @ Ks.transpose(-2, -1)) * sm_scale
     if causal:
         att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
     att = F.softmax(att, dim=-1)
-    return (att @ v.to(att.dtype)).to(v.dtype)
+    return (att @ repeat_kv(v, q.shape[1]).to(att.dtype)).to(v.dtype)
 
 
 def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
     """PoPE as ordinary attention on 2d-wide real queries and keys [mu cos phi, mu sin phi]."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
-    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset)
-    q2, k2 = torch.cat([qx, qy], -1).to(v.dtype), torch.cat([kx, ky], -1).to(v.dtype)
+    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset)
+    q2, k2 = torch.cat([Qc, Qs], -1).to(v.dtype), torch.cat([Kc, Ks], -1).to(v.dtype)
     return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
 
 
 def sdpa(q, k, v, causal, q_offset, bias=None, scale=None):
     """F.scaled_dot_product_attention with a causal mask that knows where the queries sit."""
     Tq, Tk = q.shape[-2], k.shape[-2]
+    k, v = repeat_kv(k, q.shape[1]), repeat_kv(v, q.shape[1])
     if bias is None and (not causal or (Tq == Tk and q_offset == 0)):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     mask = bias.to(q.dtype) if bias is not None else torch.zeros(Tq, Tk, dtype=q.dtype, device=q.device)
@@ -90,6 +98,7 @@ def sdpa(q, k, v, causal, q_offset, bias=None, scale=None):
 
 def plain_attention(q, k, v, causal, q_offset, bias=None, scale=None):
     """Explicit-score attention for the non-PoPE encodings (attn_impl='torch')."""
+    k, v = repeat_kv(k, q.shape[1]), repeat_kv(v, q.shape[1])
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if bias is not None:
         att = att + bias
@@ -113,11 +122,16 @@ def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, bet
     return (1 - gamma) * theta / yarn_scale + gamma * theta
 
 
-def rope_rotate(x, pos, theta):
-    """Rotate the pairs (x[i], x[i + n]) of the first 2n channels by pos * theta_i; n = len(theta)."""
-    n = theta.numel()
-    ang = pos.to(torch.float64)[:, None] * theta.to(x.device)[None, :]  # (T, n) exact angles
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+def rope_angles(pos, theta):
+    """cos and sin of the exact (float64) angles pos * theta_i: (T, n) each, float64."""
+    ang = pos.to(torch.float64)[:, None] * theta.to(pos.device)[None, :]
+    return ang.cos(), ang.sin()
+
+
+def rope_rotate(x, cos, sin):
+    """Rotate the pairs (x[i], x[i + n]) of the first 2n channels by the angles whose cos/sin are given (T, n)."""
+    n = cos.shape[-1]
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2, rest = x[..., :n], x[..., n:2 * n], x[..., 2 * n:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
 
@@ -144,16 +158,17 @@ def sinusoidal_table(T, n_embd):
 @dataclass
 class GPTConfig:
     block_size: int = 1024  # training context (learned position embeddings stop here; others don't)
-    vocab_size: int = 50304  # GPT-2's 50257 padded to a multiple of 64
+    vocab_size: int = 50257  # the tokenizer's; the embedding is padded to a multiple of 64 (faster matmuls)
     n_layer: int = 12
     n_head: int = 12
+    n_kv_head: int = 0  # key/value heads (grouped-query attention; must divide n_head); 0 = n_head
     n_embd: int = 768
     dropout: float = 0.0  # on embeddings and residual branches (attention weights are never dropped)
     bias: bool = False  # biases in Linear layers
     pos_emb: str = 'pope'  # one of POS_EMBS
     pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
-    pope_delta_init: str = 'zero'  # 'zero' or 'uniform' in [-2pi, 0]
-    attn_impl: str = 'auto'  # 'auto': triton for PoPE on CUDA (head dim 32/64/128), else sdpa; or 'torch', 'sdpa', 'triton'
+    pope_delta_init: str = 'uniform'  # 'zero' (the paper's OpenWebText runs) or 'uniform' in [-2pi, 0] (its other runs)
+    attn_impl: str = 'auto'  # 'auto' (the fused kernel for PoPE when CUDA is there, else sdpa), 'torch', 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
 
@@ -178,49 +193,67 @@ class CausalSelfAttention(nn.Module):
 
     def __init__(self, config, layer):
         super().__init__()
-        assert config.n_embd % config.n_head == 0
-        self.layer, self.n_head, self.hd = layer, config.n_head, config.n_embd // config.n_head
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.n_head, self.n_kv_head = config.n_head, config.n_kv_head or config.n_head
+        if config.n_embd % config.n_head or config.n_head % self.n_kv_head:
+            raise ValueError(f"n_embd={config.n_embd} must be a multiple of n_head={config.n_head}, and n_head of "
+                             f"n_kv_head={self.n_kv_head}")
+        self.layer, self.hd = layer, config.n_embd // config.n_head
+        self.c_attn = nn.Linear(config.n_embd, (self.n_head + 2 * self.n_kv_head) * self.hd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.pos_emb, self.base, self.impl = config.pos_emb, config.pos_base, config.attn_impl
+        self.pos_emb, self.base = config.pos_emb, config.pos_base
+        impl = config.attn_impl
         if self.pos_emb == 'pope':
+            # delta is used as is: train.py keeps it in [-2pi, 0] by projecting it after each optimizer step
             self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
             if config.pope_delta_init == 'uniform':
                 nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
+            if impl == 'auto':  # the fused kernel where it runs (CUDA, its head dims), else PoPE's SDPA form
+                impl = 'triton' if torch.cuda.is_available() and self.hd in (32, 64, 128) else 'sdpa'
+            if impl == 'triton':
+                import pope_kernel  # Triton: imported only where the kernel is used
+                self.attend = pope_kernel.pope_attention
+            else:
+                self.attend = pope_attention if impl == 'torch' else pope_attention_sdpa
+        else:
+            self.attend = plain_attention if impl == 'torch' else sdpa  # (triton is PoPE's kernel: sdpa here)
         if self.pos_emb in ('rope', 'rope_half'):
             n = self.hd // 2 if self.pos_emb == 'rope' else self.hd // 4  # rope_half rotates hd/2 channels
+            self.register_buffer('theta', rope_frequencies(n, self.base, config.yarn_scale, config.yarn_orig_ctx),
+                                 persistent=False)
+            # cos/sin of the training context's angles, computed once (exact; longer contexts compute their own)
+            cos, sin = rope_angles(torch.arange(config.block_size), self.theta)
+            self.register_buffer('rope_cos', cos, persistent=False)
+            self.register_buffer('rope_sin', sin, persistent=False)
             # YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 multiplies q and k alike
-            self.register_buffer('theta', rope_frequencies(n, self.base, config.yarn_scale, config.yarn_orig_ctx), persistent=False)
             self.yarn_mscale = 0.1 * math.log(config.yarn_scale) + 1.0 if config.yarn_scale > 1 else 1.0
         if self.pos_emb == 'alibi_half':
             self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
 
-    def forward(self, x, cache=None, t0=0):
+    def forward(self, x, cache=None, q_offset=0):
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, self.hd).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
-        impl = self.impl
-        if impl == 'auto':
-            impl = 'triton' if self.pos_emb == 'pope' and x.is_cuda and self.hd in (32, 64, 128) else 'sdpa'  # the kernel's head dims
+        H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
+        q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
+        q = q.view(B, T, H, hd).transpose(1, 2)  # (B, H, T, hd)
+        k, v = (t.view(B, T, Hkv, hd).transpose(1, 2) for t in (k, v))  # (B, H_kv, T, hd)
         if self.pos_emb in ('rope', 'rope_half'):
-            pos = torch.arange(t0, t0 + T, device=x.device)
-            q, k = rope_rotate(q, pos, self.theta) * self.yarn_mscale, rope_rotate(k, pos, self.theta) * self.yarn_mscale
+            if q_offset + T <= self.rope_cos.shape[0]:
+                cos, sin = self.rope_cos[q_offset:q_offset + T], self.rope_sin[q_offset:q_offset + T]
+            else:
+                cos, sin = rope_angles(torch.arange(q_offset, q_offset + T, device=x.device), self.theta)
+            q = rope_rotate(q, cos, sin) * self.yarn_mscale
+            k = rope_rotate(k, cos, sin) * self.yarn_mscale
         if cache is not None:
             k, v = cache.update(self.layer, k, v)
         if self.pos_emb == 'pope':
-            delta = self.delta.clamp(-2 * math.pi, 0.0)
-            if impl == 'triton':
-                from pope_kernel import pope_attention as attend
-            else:
-                attend = pope_attention if impl == 'torch' else pope_attention_sdpa
-            y = attend(q, k, v, delta, causal=True, base=self.base, q_offset=t0)
+            y = self.attend(q, k, v, self.delta, causal=True, base=self.base, q_offset=q_offset)
         else:
             bias = None
             if self.pos_emb == 'alibi_half':  # -m * (t - s), per head
-                dist = torch.arange(t0, t0 + T, device=x.device)[:, None] - torch.arange(k.shape[2], device=x.device)[None, :]
+                dist = (torch.arange(q_offset, q_offset + T, device=x.device)[:, None]
+                        - torch.arange(k.shape[2], device=x.device)[None, :])
                 bias = -self.slopes[:, None, None] * dist
-            y = (plain_attention if impl == 'torch' else sdpa)(q, k, v, True, t0, bias)
+            y = self.attend(q, k, v, True, q_offset, bias)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -246,8 +279,8 @@ class Block(nn.Module):
         self.ln_2 = nn.RMSNorm(config.n_embd)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None, t0=0):  # t0: absolute position of x's first token
-        x = x + self.attn(self.ln_1(x), cache, t0)
+    def forward(self, x, cache=None, q_offset=0):  # q_offset: absolute position of x's first token
+        x = x + self.attn(self.ln_1(x), cache, q_offset)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -262,14 +295,15 @@ class GPT(nn.Module):
         if config.pope_delta_init not in ('zero', 'uniform'):
             raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
         self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        padded_vocab = -(-config.vocab_size // 64) * 64  # rows past vocab_size are never looked up nor scored
+        self.wte = nn.Embedding(padded_vocab, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
         if config.pos_emb == 'sinusoidal':
             self.register_buffer('sin_table', sinusoidal_table(config.block_size, config.n_embd), persistent=False)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
         self.ln_f = nn.RMSNorm(config.n_embd)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.n_embd, padded_vocab, bias=False)
         self.wte.weight = self.lm_head.weight  # weight tying
         self.apply(self._init_weights)
         for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
@@ -290,15 +324,16 @@ class GPT(nn.Module):
     def hidden_states(self, idx, cache=None):
         """The final normed hidden states (B, T, n_embd); with a KVCache, idx continues the cached sequence."""
         B, T = idx.size()
-        t0 = len(cache) if cache is not None else 0
+        q_offset = len(cache) if cache is not None else 0  # positions already cached
         x = self.wte(idx)
         if self.wpe is not None or self.config.pos_emb == 'sinusoidal':
-            if t0 + T > self.config.block_size:
-                raise ValueError(f"{self.config.pos_emb} position embeddings stop at block_size={self.config.block_size}, got {t0 + T} positions")
-            x = x + (self.wpe.weight if self.wpe is not None else self.sin_table)[t0:t0 + T]
+            if q_offset + T > self.config.block_size:
+                raise ValueError(f"{self.config.pos_emb} position embeddings stop at "
+                                 f"block_size={self.config.block_size}, got {q_offset + T} positions")
+            x = x + (self.wpe.weight if self.wpe is not None else self.sin_table)[q_offset:q_offset + T]
         x = self.drop(x)
         for block in self.h:
-            x = block(x, cache, t0)
+            x = block(x, cache, q_offset)
         return self.ln_f(x)
 
     def forward(self, idx, targets=None, cache=None):
@@ -306,14 +341,15 @@ class GPT(nn.Module):
         else at the last position only."""
         x = self.hidden_states(idx, cache)
         if targets is None:
-            return self.lm_head(x[:, [-1], :]), None
-        logits = self.lm_head(x)
+            return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
+        logits = self.lm_head(x)[..., :self.config.vocab_size]  # the tokenizer's vocabulary, not the padding
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False):
         # decay only the matrices of Linear layers: not norms, biases, embeddings, nor PoPE's delta
-        decay = [p for n, p in self.named_parameters() if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
+        decay = [p for n, p in self.named_parameters()
+                 if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
         ids = {id(p) for p in decay}
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]

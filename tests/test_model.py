@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from model import (GPT, POS_EMBS, GPTConfig, KVCache, alibi_slopes, pope_attention, pope_attention_sdpa,
-                   pope_cartesian, rope_frequencies, rope_rotate)
+                   pope_cartesian, rope_angles, rope_frequencies, rope_rotate)
 
 F64 = torch.float64
 
@@ -70,14 +70,14 @@ def test_reference_in_float32_close_to_float64():
 
 
 def scores_pope(q, k, delta, tq, tk):
-    qx, qy = pope_cartesian(q, tq, 10000.0)
-    kx, ky = pope_cartesian(k, tk, 10000.0, delta)
-    return qx @ kx.transpose(-2, -1) + qy @ ky.transpose(-2, -1)
+    Qc, Qs = pope_cartesian(q, tq, 10000.0)
+    Kc, Ks = pope_cartesian(k, tk, 10000.0, delta)
+    return Qc @ Kc.transpose(-2, -1) + Qs @ Ks.transpose(-2, -1)
 
 
 def scores_rope(q, k, tq, tk):
     theta = rope_frequencies(q.shape[-1] // 2, 10000.0)
-    return rope_rotate(q, tq, theta) @ rope_rotate(k, tk, theta).transpose(-2, -1)
+    return rope_rotate(q, *rope_angles(tq, theta)) @ rope_rotate(k, *rope_angles(tk, theta)).transpose(-2, -1)
 
 
 @pytest.mark.parametrize("shift", [1, 37, 100_000])
