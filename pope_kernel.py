@@ -1,41 +1,50 @@
 """
-PoPE attention (Polar Coordinate Positional Embeddings, arXiv 2509.10534) as one fused Triton kernel,
-forward and backward, in the style of the Triton fused-attention tutorial (FlashAttention-2).
+PoPE attention (Polar Coordinate Positional Embeddings, arXiv 2509.10534) at the speed of ordinary attention:
+a fused Triton prologue writes the Cartesian queries and keys once, plain attention runs on them, and a fused
+Triton epilogue applies the chain rule in the backward.
 
-For head h, query t, key s and frequency c = 0..d-1 (d frequencies, not d/2):
+For head h, query t (at position q_offset + t), key s and frequency c = 0..d-1 (d frequencies, not d/2):
 
-    mu_q = softplus(q[t, c])      phi_q = t * theta_c                 theta_c = base ** (-c / d)
-    mu_k = softplus(k[s, c])      phi_k = s * theta_c + delta[h, c]
-    score[t, s] = sm_scale * sum_c mu_q mu_k cos(phi_k - phi_q)
-                = sm_scale * (Qc . Kc + Qs . Ks)      Qc = mu_q cos phi_q, Qs = mu_q sin phi_q  (same for K)
+    mu = softplus(x)        theta_c = base ** (-c / d)
+    q' = [mu_q cos phi_q, mu_q sin phi_q]      phi_q = (q_offset + t) theta - delta[h]     (2d wide)
+    k' = [mu_k cos phi_k, mu_k sin phi_k]      phi_k = s theta                             (2d wide)
+    score[t, s] = sm_scale * q' . k' = sm_scale * sum_c mu_q mu_k cos((s - t) theta_c + delta_c)
     out = softmax(score, causally masked) @ v
 
-So each K/V tile costs two tl.dot's of width d into one fp32 accumulator. Qc, Qs, Kc, Ks are formed from the
-raw q and k inside the kernel (softplus and phases on the fly) and live only in registers / shared memory;
-neither the 2d-wide Cartesian q/k nor the T x T scores reach GPU memory. Extra memory: the log-sum-exp and
-D = rowsum(dO * O) (O(B*H*T)), the ddelta partial sums, and one position table shared by all batches and heads.
+delta sits on the query side (only the phase difference matters), so keys and values can be shared by a group
+of query heads with different deltas (grouped-query attention: query head h reads kv head h // (H / n_kv_head)).
+
+Stages (each a torch.library custom op, so torch.compile sees one opaque node per stage, no graph break):
+  pope::cartesian            prologue: q', k' in the input dtype, phases from a float64-built (T, d) table
+  attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN / flash on the GPU, any d);
+                             impl='triton': pope::attention, the FlashAttention-2 kernels below (d 32/64/128)
+  pope::cartesian_backward   epilogue, from dq', dk' (X = mu cos phi, Y = mu sin phi, dX, dY their grads):
+                                 dmu = dX cos phi + dY sin phi,     dx = dmu * sigmoid(x)
+                                 ddelta[h] = sum_{b, t} mu_q (dX sin phi_q - dY cos phi_q)   (phi_q has -delta)
+impl='auto' picks per head dim and length from the table _FASTEST, measured on an H200 (results/kernel_bench.log).
 
 Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64, so the phase at
 position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad).
-The per-head delta enters by the angle-addition rule: cos(a + delta) = cos a cos delta - sin a sin delta.
-
-Backward (P recomputed from the log-sum-exp, dS = P * (dO V^T - D), d softplus / dx = sigmoid):
-    dq = sigmoid(q) * (dQc cos phi_q + dQs sin phi_q),   dQc = sm_scale dS Kc,    dQs = sm_scale dS Ks
-    dk = sigmoid(k) * (dKc cos phi_k + dKs sin phi_k),   dKc = sm_scale dS^T Qc,  dKs = sm_scale dS^T Qs
-    ddelta[h, c] = sum_{b, s} mu_k (dKs cos phi_k - dKc sin phi_k),    dv = P^T dO
-Scores are kept in base 2 (sm_scale * log2(e) is folded into Qc, Qs) so the softmax uses exp2.
+The table is cached per (device, d, base) and only grows: build it before a CUDA-graph capture (one eager step,
+or phase_table(d, n, device, base)), since a table cannot be built inside one.
 """
 
 import math
 import os
+from typing import Optional
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-HEAD_DIMS = (32, 64, 128)
+IMPLS = ("auto", "sdpa", "triton")
+TRITON_HEAD_DIMS = (32, 64, 128)  # the all-Triton attention; the sdpa path takes any d up to MAX_HEAD_DIM
+MAX_HEAD_DIM = 256
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+LN2 = 0.6931471805599453  # ln(2): base-2 exponent -> natural
+LOG2E = 1.4426950408889634  # log2(e): natural exponent -> base 2
 # the CPU interpreter's tl.dot reads bf16 as raw integers: there, dots get the (exactly) upcast operands
 _UPCAST_DOTS = tl.constexpr(INTERPRET)
 
@@ -46,12 +55,12 @@ _UPCAST_DOTS = tl.constexpr(INTERPRET)
 @triton.jit
 def _softplus(x):
     # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), in base 2 for the fast special-function units
-    return tl.maximum(x, 0.0) + 0.6931471805599453 * tl.log2(1.0 + tl.exp2(-tl.abs(x) * 1.4426950408889634))
+    return tl.maximum(x, 0.0) + LN2 * tl.log2(1.0 + tl.exp2(-tl.abs(x) * LOG2E))
 
 
 @triton.jit
 def _sigmoid(x):
-    return 1.0 / (1.0 + tl.exp2(-x * 1.4426950408889634))
+    return 1.0 / (1.0 + tl.exp2(-x * LOG2E))
 
 
 @triton.jit
@@ -68,7 +77,7 @@ def _dot(a, b, acc, FP32: tl.constexpr):
 
 @triton.jit
 def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
-    # a (len(offs), D) tile of rows offs; rows >= n read as 0 when MASK
+    # a (len(offs), len(offs_d)) tile of rows offs; rows >= n read as 0 when MASK
     ptrs = ptr + offs[:, None] * stride + offs_d[None, :]
     if MASK:
         return tl.load(ptrs, mask=(offs < n)[:, None], other=0.0)
@@ -77,29 +86,88 @@ def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
 
 
 @triton.jit
-def _phase(COS, SIN, pos, offs_d, D: tl.constexpr):
-    # cos(p theta), sin(p theta) from the float64-made table (padded, so no mask is needed)
-    ptrs = pos[:, None] * D + offs_d[None, :]
-    return tl.load(COS + ptrs), tl.load(SIN + ptrs)
+def _load_tile(ptr, offs_t, offs_d, stride, keep):
+    # the (BLOCK_T, BLOCK_D) tile of rows offs_t, columns offs_d; 0 outside keep
+    return tl.load(ptr + offs_t[:, None] * stride + offs_d[None, :], mask=keep, other=0.0).to(tl.float32)
+
+
+# -----------------------------------------------------------------------------
+# Prologue and epilogue: the polar <-> Cartesian step, elementwise over (B, H, T, d)
 
 
 @triton.jit
-def _key_phase(COS, SIN, pos, offs_d, cos_delta, sin_delta, D: tl.constexpr):
-    # cos / sin of phi_k = p theta + delta by the angle-addition rule
-    c, s = _phase(COS, SIN, pos, offs_d, D)
-    return c * cos_delta[None, :] - s * sin_delta[None, :], s * cos_delta[None, :] + c * sin_delta[None, :]
+def _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos, offs_d, d, keep, HAS_DELTA: tl.constexpr):
+    # cos phi, sin phi with phi = pos * theta (- delta[h]), from the float64-made table
+    ptrs = pos[:, None] * d + offs_d[None, :]
+    cos_phi = tl.load(COS + ptrs, mask=keep, other=0.0)
+    sin_phi = tl.load(SIN + ptrs, mask=keep, other=0.0)
+    if HAS_DELTA:
+        # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta
+        cos_delta = tl.load(COS_DELTA + h * d + offs_d, mask=offs_d < d, other=0.0)[None, :]
+        sin_delta = tl.load(SIN_DELTA + h * d + offs_d, mask=offs_d < d, other=0.0)[None, :]
+        cos_phi, sin_phi = cos_phi * cos_delta + sin_phi * sin_delta, sin_phi * cos_delta - cos_phi * sin_delta
+    return cos_phi, sin_phi
+
+
+@triton.jit(do_not_specialize=["T", "pos0"])
+def _cartesian_fwd(X, COS, SIN, COS_DELTA, SIN_DELTA, XP, sxb, sxh, sxt, H, T, pos0,
+                   d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
+    # x' = [mu cos phi, mu sin phi] for the rows [t0, t0 + BLOCK_T) of one (batch, head); x' is contiguous
+    bh = tl.program_id(1).to(tl.int64)
+    b, h = bh // H, bh % H
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, BLOCK_D)
+    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
+    x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
+    cos_phi, sin_phi = _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
+    mu = _softplus(x)
+    out = XP + bh * T * 2 * d + offs_t[:, None] * 2 * d + offs_d[None, :]
+    tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
+    tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
+
+
+@triton.jit(do_not_specialize=["T", "pos0"])
+def _cartesian_bwd(X, DXP, COS, SIN, COS_DELTA, SIN_DELTA, DX, DDELTA_PART, sxb, sxh, sxt, sgb, sgh, sgt, H, T,
+                   pos0, d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
+    # dx from dx' = [dX, dY]; with delta, this block's share of ddelta[h] (summed over the blocks afterwards)
+    bh = tl.program_id(1).to(tl.int64)
+    b, h = bh // H, bh % H
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, BLOCK_D)
+    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
+    x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
+    dX = _load_tile(DXP + b * sgb + h * sgh, offs_t, offs_d, sgt, keep)
+    dY = _load_tile(DXP + b * sgb + h * sgh + d, offs_t, offs_d, sgt, keep)
+    cos_phi, sin_phi = _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
+    dmu = dX * cos_phi + dY * sin_phi
+    tl.store(DX + bh * T * d + offs_t[:, None] * d + offs_d[None, :], (dmu * _sigmoid(x)).to(DX.dtype.element_ty),
+             mask=keep)
+    if HAS_DELTA:
+        ddelta = _softplus(x) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY, the phases are 0)
+        tl.store(DDELTA_PART + (tl.program_id(0) * tl.num_programs(1) + bh) * d + offs_d, tl.sum(ddelta, 0),
+                 mask=offs_d < d)
+
+
+# -----------------------------------------------------------------------------
+# The all-Triton attention on q' (2d wide), k' (2d wide) and v (d wide): FlashAttention-2 as in the Triton
+# fused-attention tutorial. Scores are kept in base 2 (qk_scale = sm_scale * log2(e)) so the softmax uses exp2;
+# LSE is the base-2 log-sum-exp of each query row. Query row i sits at position q_offset + i, key s at s.
 
 
 @triton.jit
-def _head_delta(DELTA, h, offs_d, D: tl.constexpr):
-    delta = tl.load(DELTA + h * D + offs_d)
-    return tl.cos(delta), tl.sin(delta)
+def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
+    # (BLOCK_M, BLOCK_N): key s is visible to query row i (a real key, and s <= q_offset + i if causal); rows
+    # past Tq need no mask: they read zeros and are never stored, and every row sees key 0 (no all -inf row)
+    keep = (offs_s < Tk)[None, :]
+    if CAUSAL:
+        keep = keep & (offs_s[None, :] <= q_offset + offs_m[:, None])
+    return keep
 
 
 @triton.jit
 def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # For the query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, tiles [full, hi) need the
-    # causal / ragged mask, later tiles are skipped. Query row i sits at position q_offset + i.
+    # causal / ragged mask, later tiles are skipped.
     Tk_full = Tk // BLOCK_N * BLOCK_N
     if CAUSAL:
         p0 = q_offset + q0  # position of the first row: keys 0..p0 are visible to every row
@@ -111,30 +179,20 @@ def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, B
     return full, hi
 
 
-# -----------------------------------------------------------------------------
-# Forward
-
-
 @triton.jit
-def _fwd_inner(acc, m_i, l_i, Qc, Qs, pos_m, K, V, COS, SIN, cos_delta, sin_delta, skt, svt, Tk, lo, hi,
-               offs_n, offs_d, D: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
+def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, skt, svt, Tq, Tk, q_offset, qk_scale, lo, hi,
+               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
                FP32: tl.constexpr):
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_qk = tl.arange(0, 2 * HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + offs_n
-        k = _load_rows(K, offs_s, offs_d, skt, Tk, MASK).to(tl.float32)
+        k = _load_rows(K, offs_s, offs_qk, skt, Tk, MASK)
         v = _load_rows(V, offs_s, offs_d, svt, Tk, MASK)
-        cos_k, sin_k = _key_phase(COS, SIN, offs_s, offs_d, cos_delta, sin_delta, D)
-        mu_k = _softplus(k)
-        Kc = (mu_k * cos_k).to(v.dtype)
-        Ks = (mu_k * sin_k).to(v.dtype)
-        # S = Qc Kc^T + Qs Ks^T, already scaled by sm_scale * log2(e)
-        qk = _dot(Qc, tl.trans(Kc), tl.zeros([Qc.shape[0], BLOCK_N], tl.float32), FP32)
-        qk = _dot(Qs, tl.trans(Ks), qk, FP32)
+        qk = _dot(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32) * qk_scale
         if MASK:
-            keep = offs_s[None, :] < Tk
-            if CAUSAL:
-                keep = keep & (offs_s[None, :] <= pos_m[:, None])
-            qk = tl.where(keep, qk, float("-inf"))
+            qk = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), qk, float("-inf"))
         # online softmax
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         p = tl.exp2(qk - m_new[:, None])
@@ -145,129 +203,94 @@ def _fwd_inner(acc, m_i, l_i, Qc, Qs, pos_m, K, V, COS, SIN, cos_delta, sin_delt
     return acc, m_i, l_i
 
 
-@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "Q_BUCKET", "K_BUCKET"])
-def _pope_fwd(Q, K, V, DELTA, COS, SIN, O, LSE,
-              sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, sob, soh, sot,
-              H, Tq, Tk, q_offset, qk_scale, Q_BUCKET, K_BUCKET,
-              D: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
+@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
+def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale,
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the heaviest (last) causal query blocks are launched first
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
-    Q += b * sqb + h * sqh
-    K += b * skb + h * skh
-    V += b * svb + h * svh
+    bkv = b * (H // G) + h // G  # the kv head of query head h
+    K += bkv * Tk * 2 * HEAD_DIM
+    V += b * svb + (h // G) * svh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)
-    pos_m = q_offset + offs_m
-
-    # the resident query tile in Cartesian form
-    q = _load_rows(Q, offs_m, offs_d, sqt, Tq, True).to(tl.float32)
-    cos_q, sin_q = _phase(COS, SIN, pos_m, offs_d, D)
-    mu_q = _softplus(q) * qk_scale
-    Qc = (mu_q * cos_q).to(V.dtype.element_ty)
-    Qs = (mu_q * sin_q).to(V.dtype.element_ty)
-    cos_delta, sin_delta = _head_delta(DELTA, h, offs_d, D)
+    q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tq, True)
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, Qc, Qs, pos_m, K, V, COS, SIN, cos_delta, sin_delta, skt, svt, Tk,
-                               0, full, offs_n, offs_d, D, BLOCK_N, False, CAUSAL, FP32)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, Qc, Qs, pos_m, K, V, COS, SIN, cos_delta, sin_delta, skt, svt, Tk,
-                               full, hi, offs_n, offs_d, D, BLOCK_N, True, CAUSAL, FP32)
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, 2 * HEAD_DIM, svt, Tq, Tk, q_offset, qk_scale,
+                               0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, 2 * HEAD_DIM, svt, Tq, Tk, q_offset, qk_scale,
+                               full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
 
-    # every valid row sees key 0, so l_i > 0 there; rows >= Tq are never stored
+    # every row sees key 0, so l_i > 0; rows >= Tq are never stored
     row_ok = offs_m < Tq
     tl.store(LSE + bh * Tq + offs_m, m_i + tl.log2(l_i), mask=row_ok)
-    O += b * sob + h * soh
-    tl.store(O + offs_m[:, None] * sot + offs_d[None, :], (acc / l_i[:, None]).to(O.dtype.element_ty),
-             mask=row_ok[:, None])
-
-
-# -----------------------------------------------------------------------------
-# Backward: D = rowsum(dO * O), then dk/dv/ddelta per key block and dq per query block
+    offs_d = tl.arange(0, HEAD_DIM)
+    tl.store(O + bh * Tq * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             (acc / l_i[:, None]).to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
 @triton.jit(do_not_specialize=["Tq"])
-def _pope_bwd_preprocess(O, DO, DELTA_O, sob, soh, sot, sdb, sdh, sdt, H, Tq,
-                         D: tl.constexpr, BLOCK_M: tl.constexpr):
+def _attn_bwd_preprocess(O, DO, Delta, sdb, sdh, sdt, H, Tq, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    # Delta = rowsum(dO * O)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, D)
-    o = _load_rows(O + b * sob + h * soh, offs_m, offs_d, sot, Tq, True).to(tl.float32)
+    offs_d = tl.arange(0, HEAD_DIM)
+    o = _load_rows(O + bh * Tq * HEAD_DIM, offs_m, offs_d, HEAD_DIM, Tq, True).to(tl.float32)
     do = _load_rows(DO + b * sdb + h * sdh, offs_m, offs_d, sdt, Tq, True).to(tl.float32)
-    tl.store(DELTA_O + bh * Tq + offs_m, tl.sum(o * do, 1), mask=offs_m < Tq)
+    tl.store(Delta + bh * Tq + offs_m, tl.sum(o * do, 1), mask=offs_m < Tq)
 
 
 @triton.jit
-def _dkdv_inner(dKc, dKs, dv, Kc, Ks, v, offs_s, Q, DO, LSE, DELTA_O, COS, SIN, sqt, sdt, Tq, q_offset,
-                qk_scale, lo, hi, offs_d, D: tl.constexpr, BLOCK_M: tl.constexpr, MASK: tl.constexpr,
-                CAUSAL: tl.constexpr, FP32: tl.constexpr):
+def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, Delta, sdt, Tq, Tk, q_offset, qk_scale, lo, hi,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
+                FP32: tl.constexpr):
     # the key block is resident; stream query tiles, working with transposed scores S^T (BLOCK_N x BLOCK_M)
+    offs_qk = tl.arange(0, 2 * HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM)
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = _load_rows(Q, offs_m, offs_d, sqt, Tq, MASK).to(tl.float32)
+        q = _load_rows(Q, offs_m, offs_qk, 2 * HEAD_DIM, Tq, MASK)
         do = _load_rows(DO, offs_m, offs_d, sdt, Tq, MASK)
         if MASK:
             lse = tl.load(LSE + offs_m, mask=offs_m < Tq, other=0.0)
-            Di = tl.load(DELTA_O + offs_m, mask=offs_m < Tq, other=0.0)
+            Di = tl.load(Delta + offs_m, mask=offs_m < Tq, other=0.0)
         else:
             lse = tl.load(LSE + offs_m)
-            Di = tl.load(DELTA_O + offs_m)
-        cos_q, sin_q = _phase(COS, SIN, q_offset + offs_m, offs_d, D)
-        mu_q = _softplus(q) * qk_scale
-        Qc = (mu_q * cos_q).to(v.dtype)
-        Qs = (mu_q * sin_q).to(v.dtype)
-        sT = _dot(Kc, tl.trans(Qc), tl.zeros([Kc.shape[0], BLOCK_M], tl.float32), FP32)
-        sT = _dot(Ks, tl.trans(Qs), sT, FP32)
-        pT = tl.exp2(sT - lse[None, :])
+            Di = tl.load(Delta + offs_m)
+        qkT = _dot(k, tl.trans(q), tl.zeros([k.shape[0], BLOCK_M], tl.float32), FP32) * qk_scale
+        pT = tl.exp2(qkT - lse[None, :])
         if MASK:
-            keep = offs_m[None, :] < Tq
-            if CAUSAL:
-                keep = keep & (offs_s[:, None] <= q_offset + offs_m[None, :])
-            pT = tl.where(keep, pT, 0.0)
+            pT = tl.where(tl.trans(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL)), pT, 0.0)
         dv = _dot(pT.to(v.dtype), do, dv, FP32)
-        dpT = _dot(v, tl.trans(do), tl.zeros([Kc.shape[0], BLOCK_M], tl.float32), FP32)
-        dsT = (pT * (dpT - Di[None, :])).to(v.dtype)
-        dKc = _dot(dsT, Qc, dKc, FP32)
-        dKs = _dot(dsT, Qs, dKs, FP32)
-    return dKc, dKs, dv
+        dpT = _dot(v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], tl.float32), FP32)
+        dsT = (pT * (dpT - Di[None, :])).to(q.dtype)
+        dk = _dot(dsT, q, dk, FP32)
+    return dk, dv
 
 
-@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "NB", "Q_BUCKET", "K_BUCKET"])
-def _pope_bwd_dkdv(Q, K, V, DELTA, COS, SIN, DO, LSE, DELTA_O, DK, DV, DDELTA_PART,
-                   sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, sdb, sdh, sdt,
-                   H, Tq, Tk, q_offset, qk_scale, NB, Q_BUCKET, K_BUCKET,
-                   D: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
+@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "G"])
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt, H, G, Tq, Tk, q_offset,
+                   sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # one key block of one kv head; dk', dv summed over the G query heads that read it
     start_n = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b, h = bh // H, bh % H
-    Q += b * sqb + h * sqh
-    DO += b * sdb + h * sdh
-    LSE += bh * Tq
-    DELTA_O += bh * Tq
+    bkv = tl.program_id(1).to(tl.int64)
+    Hkv = H // G
+    b, hkv = bkv // Hkv, bkv % Hkv
     offs_s = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)
+    offs_qk = tl.arange(0, 2 * HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM)
+    k = _load_rows(K + bkv * Tk * 2 * HEAD_DIM, offs_s, offs_qk, 2 * HEAD_DIM, Tk, True)
+    v = _load_rows(V + b * svb + hkv * svh, offs_s, offs_d, svt, Tk, True)
+    dk = tl.zeros([BLOCK_N, 2 * HEAD_DIM], tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
 
-    # the resident key block in Cartesian form
-    K += b * skb + h * skh
-    k = _load_rows(K, offs_s, offs_d, skt, Tk, True).to(tl.float32)
-    v = _load_rows(V + b * svb + h * svh, offs_s, offs_d, svt, Tk, True)
-    cos_delta, sin_delta = _head_delta(DELTA, h, offs_d, D)
-    cos_k, sin_k = _key_phase(COS, SIN, offs_s, offs_d, cos_delta, sin_delta, D)
-    mu_k = _softplus(k)
-    Kc = (mu_k * cos_k).to(v.dtype)
-    Ks = (mu_k * sin_k).to(v.dtype)
-
-    dKc = tl.zeros([BLOCK_N, D], tl.float32)
-    dKs = tl.zeros([BLOCK_N, D], tl.float32)
-    dv = tl.zeros([BLOCK_N, D], tl.float32)
     # query tiles: masked [m_lo, u_lo) near the diagonal, unmasked [u_lo, Tq_full), masked ragged tail
     if CAUSAL:
         k0 = start_n * BLOCK_N
@@ -278,236 +301,308 @@ def _pope_bwd_dkdv(Q, K, V, DELTA, COS, SIN, DO, LSE, DELTA_O, DK, DV, DDELTA_PA
         m_full = 0
     Tq_full = Tq // BLOCK_M * BLOCK_M
     u_lo = tl.minimum(m_full, Tq_full)
-    dKc, dKs, dv = _dkdv_inner(dKc, dKs, dv, Kc, Ks, v, offs_s, Q, DO, LSE, DELTA_O, COS, SIN, sqt, sdt, Tq,
-                               q_offset, qk_scale, m_lo, u_lo, offs_d, D, BLOCK_M, True, CAUSAL, FP32)
-    dKc, dKs, dv = _dkdv_inner(dKc, dKs, dv, Kc, Ks, v, offs_s, Q, DO, LSE, DELTA_O, COS, SIN, sqt, sdt, Tq,
-                               q_offset, qk_scale, u_lo, Tq_full, offs_d, D, BLOCK_M, False, CAUSAL, FP32)
-    dKc, dKs, dv = _dkdv_inner(dKc, dKs, dv, Kc, Ks, v, offs_s, Q, DO, LSE, DELTA_O, COS, SIN, sqt, sdt, Tq,
-                               q_offset, qk_scale, Tq_full, Tq, offs_d, D, BLOCK_M, True, CAUSAL, FP32)
+    for g in range(G):
+        bh = b * H + hkv * G + g
+        Qh = Q + bh * Tq * 2 * HEAD_DIM
+        DOh = DO + b * sdb + (hkv * G + g) * sdh
+        LSEh = LSE + bh * Tq
+        Dh = Delta + bh * Tq
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, sdt, Tq, Tk, q_offset, qk_scale,
+                             m_lo, u_lo, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, sdt, Tq, Tk, q_offset, qk_scale,
+                             u_lo, Tq_full, HEAD_DIM, BLOCK_M, False, CAUSAL, FP32)
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, sdt, Tq, Tk, q_offset, qk_scale,
+                             Tq_full, Tq, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
 
-    # back from the base-2, sm_scale*log2(e)-scaled Qc / Qs to d score
-    dKc = dKc * 0.6931471805599453
-    dKs = dKs * 0.6931471805599453
-    # k, mu_k and the phases again (cheaper than keeping them in registers through the loop)
-    k = _load_rows(K, offs_s, offs_d, skt, Tk, True).to(tl.float32)
-    cos_k, sin_k = _key_phase(COS, SIN, offs_s, offs_d, cos_delta, sin_delta, D)
-    mu_k = _softplus(k)
-    dk = _sigmoid(k) * (dKc * cos_k + dKs * sin_k)
     row_ok = (offs_s < Tk)[:, None]
-    out = bh * Tk * D + offs_s[:, None] * D + offs_d[None, :]
-    tl.store(DK + out, dk.to(DK.dtype.element_ty), mask=row_ok)
-    tl.store(DV + out, dv.to(DV.dtype.element_ty), mask=row_ok)
-    # this block's share of ddelta, reduced over the batch and the blocks afterwards in fp32
-    dd = tl.where(row_ok, mu_k * (dKs * cos_k - dKc * sin_k), 0.0)
-    tl.store(DDELTA_PART + ((b * NB + start_n) * H + h) * D + offs_d, tl.sum(dd, 0))
+    tl.store(DK + bkv * Tk * 2 * HEAD_DIM + offs_s[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
+             (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
+    tl.store(DV + bkv * Tk * HEAD_DIM + offs_s[:, None] * HEAD_DIM + offs_d[None, :], dv.to(DV.dtype.element_ty),
+             mask=row_ok)
 
 
 @triton.jit
-def _dq_inner(dQc, dQs, Qc, Qs, do, lse, Di, pos_m, K, V, COS, SIN, cos_delta, sin_delta, skt, svt, Tk, lo, hi,
-              offs_n, offs_d, D: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
+def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
               FP32: tl.constexpr):
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_qk = tl.arange(0, 2 * HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + offs_n
-        k = _load_rows(K, offs_s, offs_d, skt, Tk, MASK).to(tl.float32)
+        k = _load_rows(K, offs_s, offs_qk, 2 * HEAD_DIM, Tk, MASK)
         v = _load_rows(V, offs_s, offs_d, svt, Tk, MASK)
-        cos_k, sin_k = _key_phase(COS, SIN, offs_s, offs_d, cos_delta, sin_delta, D)
-        mu_k = _softplus(k)
-        Kc = (mu_k * cos_k).to(v.dtype)
-        Ks = (mu_k * sin_k).to(v.dtype)
-        s = _dot(Qc, tl.trans(Kc), tl.zeros([Qc.shape[0], BLOCK_N], tl.float32), FP32)
-        s = _dot(Qs, tl.trans(Ks), s, FP32)
-        p = tl.exp2(s - lse[:, None])
+        qk = _dot(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32) * qk_scale
+        p = tl.exp2(qk - lse[:, None])
         if MASK:
-            keep = offs_s[None, :] < Tk
-            if CAUSAL:
-                keep = keep & (offs_s[None, :] <= pos_m[:, None])
-            p = tl.where(keep, p, 0.0)
-        dp = _dot(do, tl.trans(v), tl.zeros([Qc.shape[0], BLOCK_N], tl.float32), FP32)
-        ds = (p * (dp - Di[:, None])).to(v.dtype)
-        dQc = _dot(ds, Kc, dQc, FP32)
-        dQs = _dot(ds, Ks, dQs, FP32)
-    return dQc, dQs
+            p = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), p, 0.0)
+        dp = _dot(do, tl.trans(v), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32)
+        ds = (p * (dp - Di[:, None])).to(k.dtype)
+        dq = _dot(ds, k, dq, FP32)
+    return dq
 
 
-@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "Q_BUCKET", "K_BUCKET"])
-def _pope_bwd_dq(Q, K, V, DELTA, COS, SIN, DO, LSE, DELTA_O, DQ,
-                 sqb, sqh, sqt, skb, skh, skt, svb, svh, svt, sdb, sdh, sdt,
-                 H, Tq, Tk, q_offset, qk_scale, Q_BUCKET, K_BUCKET,
-                 D: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
+@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
+def _attn_bwd_dq(Q, K, V, DO, LSE, Delta, DQ, svb, svh, svt, sdb, sdh, sdt, H, G, Tq, Tk, q_offset,
+                 sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
-    K += b * skb + h * skh
-    V += b * svb + h * svh
+    K += (b * (H // G) + h // G) * Tk * 2 * HEAD_DIM
+    V += b * svb + (h // G) * svh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)
-    pos_m = q_offset + offs_m
+    offs_qk = tl.arange(0, 2 * HEAD_DIM)
     row_ok = offs_m < Tq
-
-    Q += b * sqb + h * sqh
-    q = _load_rows(Q, offs_m, offs_d, sqt, Tq, True).to(tl.float32)
-    do = _load_rows(DO + b * sdb + h * sdh, offs_m, offs_d, sdt, Tq, True)
+    q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
+    do = _load_rows(DO + b * sdb + h * sdh, offs_m, tl.arange(0, HEAD_DIM), sdt, Tq, True)
     lse = tl.load(LSE + bh * Tq + offs_m, mask=row_ok, other=0.0)
-    Di = tl.load(DELTA_O + bh * Tq + offs_m, mask=row_ok, other=0.0)
-    cos_q, sin_q = _phase(COS, SIN, pos_m, offs_d, D)
-    mu_q = _softplus(q) * qk_scale
-    Qc = (mu_q * cos_q).to(V.dtype.element_ty)
-    Qs = (mu_q * sin_q).to(V.dtype.element_ty)
-    cos_delta, sin_delta = _head_delta(DELTA, h, offs_d, D)
+    Di = tl.load(Delta + bh * Tq + offs_m, mask=row_ok, other=0.0)
 
-    dQc = tl.zeros([BLOCK_M, D], tl.float32)
-    dQs = tl.zeros([BLOCK_M, D], tl.float32)
+    dq = tl.zeros([BLOCK_M, 2 * HEAD_DIM], tl.float32)
     full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    dQc, dQs = _dq_inner(dQc, dQs, Qc, Qs, do, lse, Di, pos_m, K, V, COS, SIN, cos_delta, sin_delta, skt, svt, Tk,
-                         0, full, offs_n, offs_d, D, BLOCK_N, False, CAUSAL, FP32)
-    dQc, dQs = _dq_inner(dQc, dQs, Qc, Qs, do, lse, Di, pos_m, K, V, COS, SIN, cos_delta, sin_delta, skt, svt, Tk,
-                         full, hi, offs_n, offs_d, D, BLOCK_N, True, CAUSAL, FP32)
-
-    sm_scale = qk_scale * 0.6931471805599453
-    q = _load_rows(Q, offs_m, offs_d, sqt, Tq, True).to(tl.float32)
-    cos_q, sin_q = _phase(COS, SIN, pos_m, offs_d, D)
-    dq = _sigmoid(q) * (dQc * cos_q + dQs * sin_q) * sm_scale
-    tl.store(DQ + bh * Tq * D + offs_m[:, None] * D + offs_d[None, :], dq.to(DQ.dtype.element_ty),
-             mask=row_ok[:, None])
+    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, 0, full,
+                   HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
+    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, full, hi,
+                   HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
+    tl.store(DQ + bh * Tq * 2 * HEAD_DIM + offs_m[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
+             (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
 # -----------------------------------------------------------------------------
-# Block sizes per head dim. The first entry is the default, picked so the fp32 accumulators and the resident
-# Cartesian tiles fit the register file; POPE_AUTOTUNE=1 benchmarks the list instead (choice cached per length
-# bucket, dtype, causal). One small config under TRITON_INTERPRET=1 keeps the CPU tests fast.
-# (BLOCK_M, BLOCK_N, num_warps, num_stages)
+# Launch parameters
 
-_CONFIGS = {  # first entries: the autotuner's picks on an H200 at T = 4096..16384 (results/kernel_bench.log)
-    "fwd": {32: [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3)],
-            64: [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 4, 3)],
-            128: [(128, 64, 8, 2), (128, 32, 8, 3), (128, 64, 8, 3)]},
-    "dkdv": {32: [(64, 128, 8, 3), (32, 128, 8, 3), (32, 128, 4, 3)],
-             64: [(64, 128, 8, 3), (32, 128, 8, 3), (32, 128, 4, 3)],
-             128: [(32, 128, 8, 2), (32, 64, 4, 2), (16, 128, 8, 2)]},
-    "dq": {32: [(128, 64, 8, 3), (128, 32, 8, 3), (64, 32, 4, 3)],
-           64: [(128, 64, 8, 3), (128, 32, 8, 3), (64, 32, 4, 3)],
-           128: [(128, 32, 8, 2), (64, 32, 4, 2), (128, 64, 8, 2)]},
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per kernel and head dim, for lengths above SHORT_T; from the
+# autotuner's picks for the first kernel (same register footprint: 2d-wide q/k and a d-wide v) on an H200
+_BLOCKS = {
+    "fwd": {32: (128, 64, 4, 3), 64: (128, 64, 8, 3), 128: (128, 64, 8, 2)},
+    "dkdv": {32: (64, 128, 8, 3), 64: (64, 128, 8, 3), 128: (32, 128, 8, 2)},
+    "dq": {32: (128, 64, 8, 3), 64: (128, 64, 8, 3), 128: (128, 32, 8, 2)},
 }
-_INTERPRET_CONFIGS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}
-_KERNELS = {"fwd": _pope_fwd, "dkdv": _pope_bwd_dkdv, "dq": _pope_bwd_dq}
-_tuned = {}
+SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
+_SHORT_BLOCKS = (32, 32, 4, 2)
+_INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
+BLOCK_T = 64  # rows per program of the prologue / epilogue
 
 
-def _kernel(kind, D):
-    """The autotuned kernel `kind` for head dim D (built once)."""
-    if (kind, D) not in _tuned:
-        table = [_INTERPRET_CONFIGS[kind]] if INTERPRET else _CONFIGS[kind][D]
-        if os.environ.get("POPE_AUTOTUNE", "0") != "1":
-            table = table[:1]
-        configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s) for bm, bn, w, s in table]
-        reset = ["DDELTA_PART"] if kind == "dkdv" else None
-        _tuned[kind, D] = triton.autotune(configs, key=["Q_BUCKET", "K_BUCKET", "D", "CAUSAL", "FP32"],
-                                          reset_to_zero=reset)(_KERNELS[kind])
-    return _tuned[kind, D]
-
-
-def _min_block_n(D):
-    return min(c[1] for c in ([_INTERPRET_CONFIGS["dkdv"]] if INTERPRET else _CONFIGS["dkdv"][D]))
-
-
-def _bucket(n):
-    return 1 << max(n - 1, 0).bit_length()  # next power of two: one tuning per length bucket
+def _blocks(kind, d, T):
+    if INTERPRET:
+        return _INTERPRET_BLOCKS[kind]
+    return _SHORT_BLOCKS if T <= SHORT_T else _BLOCKS[kind][d]
 
 
 _tables = {}
 
 
-def _phase_table(D, base, n, device):
-    """cos(p theta_c), sin(p theta_c) for p < n (float64 maths, float32 storage), cached and grown in steps."""
-    key = (str(device), D, float(base))
+def phase_table(d, n, device, base=10000.0):
+    """cos(p theta_c), sin(p theta_c) for positions p < n at least (float64 maths, float32 storage), each (n', d).
+    Cached per (device, d, base) and grown in steps of 4096 positions; never built inside a CUDA-graph capture."""
+    key = (str(torch.device(device)), d, float(base))
     if key not in _tables or _tables[key][0].shape[0] < n:
+        if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise ValueError(f"pope_attention: the phase table for d={d}, {n} positions must exist before CUDA-graph "
+                             f"capture: run one eager step first or call pope_kernel.phase_table({d}, {n}, device)")
         n = triton.cdiv(n, 4096) * 4096
         f64 = dict(dtype=torch.float64, device=device)
-        theta = float(base) ** (-torch.arange(D, **f64) / D)
+        theta = float(base) ** (-torch.arange(d, **f64) / d)
         angle = torch.arange(n, **f64)[:, None] * theta[None, :]
         _tables[key] = (angle.cos().float().contiguous(), angle.sin().float().contiguous())
     return _tables[key]
 
 
+def _delta_cos_sin(delta):
+    if delta is None:
+        return None, None
+    delta = delta.detach().double()
+    return delta.cos().float().contiguous(), delta.sin().float().contiguous()
+
+
 # -----------------------------------------------------------------------------
-# Autograd function and entry point
+# Custom ops (opaque to torch.compile; no host sync, and the same allocations every call, for CUDA graphs)
 
 
-class _PoPEAttention(torch.autograd.Function):
-
-    @staticmethod
-    def forward(ctx, q, k, v, delta, causal, sm_scale, base, q_offset):
-        B, H, Tq, D = q.shape
-        Tk = k.shape[2]
-        # the table must cover every position a (padded) tile can touch: keys < Tk, queries < q_offset + Tq
-        cos, sin = _phase_table(D, base, max(Tk, q_offset + Tq) + 256, q.device)
-        delta32 = delta.detach().to(torch.float32).contiguous()
-        qk_scale = sm_scale * 1.4426950408889634
-        o = torch.empty((B, H, Tq, D), dtype=v.dtype, device=q.device)
-        lse = torch.empty((B * H, Tq), dtype=torch.float32, device=q.device)
-        fp32 = q.dtype == torch.float32
-        grid = lambda META: (triton.cdiv(Tq, META["BLOCK_M"]), B * H)
-        _kernel("fwd", D)[grid](q, k, v, delta32, cos, sin, o, lse, *q.stride()[:3], *k.stride()[:3],
-                                *v.stride()[:3], *o.stride()[:3], H, Tq, Tk, q_offset, qk_scale,
-                                _bucket(Tq), _bucket(Tk), D=D, CAUSAL=causal, FP32=fp32)
-        ctx.save_for_backward(q, k, v, delta32, o, lse)
-        ctx.args = (causal, qk_scale, base, q_offset, delta.dtype)
-        return o
-
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, delta32, o, lse = ctx.saved_tensors
-        causal, qk_scale, base, q_offset, delta_dtype = ctx.args
-        B, H, Tq, D = q.shape
-        Tk = k.shape[2]
-        do = do if do.stride(-1) == 1 else do.contiguous()
-        cos, sin = _phase_table(D, base, max(Tk, q_offset + Tq) + 256, q.device)
-        fp32 = q.dtype == torch.float32
-
-        delta_o = torch.empty_like(lse)  # D = rowsum(dO * O)
-        _pope_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, delta_o, *o.stride()[:3], *do.stride()[:3], H,
-                                                           Tq, D=D, BLOCK_M=64)
-        dq = torch.empty((B, H, Tq, D), dtype=q.dtype, device=q.device)
-        dk = torch.empty((B, H, Tk, D), dtype=k.dtype, device=q.device)
-        dv = torch.empty((B, H, Tk, D), dtype=v.dtype, device=q.device)
-        nb = triton.cdiv(Tk, _min_block_n(D))  # partial-sum slots, enough for the smallest key block
-        ddelta_part = torch.zeros((B, nb, H, D), dtype=torch.float32, device=q.device)
-        strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
-        buckets = (_bucket(Tq), _bucket(Tk))
-
-        grid = lambda META: (triton.cdiv(Tk, META["BLOCK_N"]), B * H)
-        _kernel("dkdv", D)[grid](q, k, v, delta32, cos, sin, do, lse, delta_o, dk, dv, ddelta_part, *strides,
-                                 H, Tq, Tk, q_offset, qk_scale, nb, *buckets, D=D, CAUSAL=causal, FP32=fp32)
-        grid = lambda META: (triton.cdiv(Tq, META["BLOCK_M"]), B * H)
-        _kernel("dq", D)[grid](q, k, v, delta32, cos, sin, do, lse, delta_o, dq, *strides,
-                               H, Tq, Tk, q_offset, qk_scale, *buckets, D=D, CAUSAL=causal, FP32=fp32)
-        ddelta = ddelta_part.sum(dim=(0, 1)).to(delta_dtype)
-        return dq, dk, dv, ddelta, None, None, None, None
+@torch.library.custom_op("pope::cartesian", mutates_args=())
+def cartesian(x: torch.Tensor, delta: Optional[torch.Tensor], pos0: int, base: float) -> torch.Tensor:
+    """x (B, H, T, d) -> x' = [mu cos phi, mu sin phi] (B, H, T, 2d) contiguous in x's dtype;
+    phi = (pos0 + t) theta (- delta[h] when delta (H, d) is given)."""
+    B, H, T, d = x.shape
+    cos, sin = phase_table(d, pos0 + T, x.device, base)
+    cos_delta, sin_delta = _delta_cos_sin(delta)
+    xp = torch.empty((B, H, T, 2 * d), dtype=x.dtype, device=x.device)
+    _cartesian_fwd[(triton.cdiv(T, BLOCK_T), B * H)](
+        x, cos, sin, cos_delta, sin_delta, xp, *x.stride()[:3], H, T, pos0,
+        d=d, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=delta is not None, BLOCK_T=BLOCK_T)
+    return xp
 
 
-def _check_inputs(q, k, v, delta, q_offset):
+@cartesian.register_fake
+def _(x, delta, pos0, base):
+    B, H, T, d = x.shape
+    return x.new_empty((B, H, T, 2 * d))
+
+
+@torch.library.custom_op("pope::cartesian_backward", mutates_args=())
+def cartesian_backward(dxp: torch.Tensor, x: torch.Tensor, delta: Optional[torch.Tensor], pos0: int,
+                       base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The epilogue: (dx, ddelta) from dx' (ddelta is empty without delta)."""
+    B, H, T, d = x.shape
+    cos, sin = phase_table(d, pos0 + T, x.device, base)
+    cos_delta, sin_delta = _delta_cos_sin(delta)
+    dxp = dxp if dxp.stride(-1) == 1 else dxp.contiguous()  # SDPA's grads may come in any layout
+    dx = torch.empty((B, H, T, d), dtype=x.dtype, device=x.device)
+    n_blocks = triton.cdiv(T, BLOCK_T)
+    part = torch.empty((n_blocks, B, H, d) if delta is not None else (0,), dtype=torch.float32, device=x.device)
+    _cartesian_bwd[(n_blocks, B * H)](
+        x, dxp, cos, sin, cos_delta, sin_delta, dx, part, *x.stride()[:3], *dxp.stride()[:3], H, T, pos0,
+        d=d, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=delta is not None, BLOCK_T=BLOCK_T)
+    if delta is None:
+        return dx, part
+    return dx, part.sum(dim=(0, 1)).to(delta.dtype)  # over the time blocks and the batch, in fp32
+
+
+@cartesian_backward.register_fake
+def _(dxp, x, delta, pos0, base):
+    return x.new_empty(x.shape), (delta.new_empty(delta.shape) if delta is not None else x.new_empty(0))
+
+
+def _cartesian_setup(ctx, inputs, output):
+    x, delta, pos0, base = inputs
+    ctx.save_for_backward(x, delta)
+    ctx.pos0, ctx.base = pos0, base
+
+
+def _cartesian_grad(ctx, dxp):
+    x, delta = ctx.saved_tensors
+    dx, ddelta = cartesian_backward(dxp, x, delta, ctx.pos0, ctx.base)
+    return dx, (ddelta if delta is not None else None), None, None
+
+
+cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
+
+
+@torch.library.custom_op("pope::attention", mutates_args=())
+def attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+              q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention-2 forward on q' (B, H, Tq, 2d), k' (B, Hkv, Tk, 2d), v (B, Hkv, Tk, d), q'/k' contiguous:
+    (out (B, H, Tq, d) in v's dtype, base-2 log-sum-exp (B, H, Tq) fp32)."""
+    B, H, Tq, d = v.shape[0], qp.shape[1], qp.shape[2], v.shape[3]
+    Tk = kp.shape[2]
+    o = torch.empty((B, H, Tq, d), dtype=v.dtype, device=v.device)
+    lse = torch.empty((B, H, Tq), dtype=torch.float32, device=v.device)
+    bm, bn, warps, stages = _blocks("fwd", d, Tk)
+    _attn_fwd[(triton.cdiv(Tq, bm), B * H)](
+        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset, sm_scale * LOG2E,
+        HEAD_DIM=d, CAUSAL=causal, FP32=v.dtype == torch.float32, BLOCK_M=bm, BLOCK_N=bn,
+        num_warps=warps, num_stages=stages)
+    return o, lse
+
+
+@attention.register_fake
+def _(qp, kp, v, causal, sm_scale, q_offset):
+    B, H, Tq = qp.shape[:3]
+    return v.new_empty((B, H, Tq, v.shape[3])), v.new_empty((B, H, Tq), dtype=torch.float32)
+
+
+@torch.library.custom_op("pope::attention_backward", mutates_args=())
+def attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                       lse: torch.Tensor, causal: bool, sm_scale: float,
+                       q_offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq', dk', dv (dk', dv summed over each kv head's group of query heads)."""
+    B, H, Tq, d = o.shape
+    Hkv, Tk = kp.shape[1], kp.shape[2]
+    fp32 = v.dtype == torch.float32
+    Delta = torch.empty_like(lse)  # rowsum(dO * O)
+    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, Delta, *do.stride()[:3], H, Tq, HEAD_DIM=d,
+                                                       BLOCK_M=64)
+    dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), torch.empty((B, Hkv, Tk, d), dtype=v.dtype,
+                                                                          device=v.device)
+    args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale, sm_scale * LOG2E)
+    bm, bn, warps, stages = _blocks("dkdv", d, Tk)
+    _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](qp, kp, v, do, lse, Delta, dkp, dv, *args, HEAD_DIM=d,
+                                                   CAUSAL=causal, FP32=fp32, BLOCK_M=bm, BLOCK_N=bn,
+                                                   num_warps=warps, num_stages=stages)
+    bm, bn, warps, stages = _blocks("dq", d, Tk)
+    _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](qp, kp, v, do, lse, Delta, dqp, *args, HEAD_DIM=d, CAUSAL=causal,
+                                               FP32=fp32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps,
+                                               num_stages=stages)
+    return dqp, dkp, dv
+
+
+@attention_backward.register_fake
+def _(do, qp, kp, v, o, lse, causal, sm_scale, q_offset):
+    return qp.new_empty(qp.shape), kp.new_empty(kp.shape), v.new_empty((v.shape[0], kp.shape[1], *v.shape[2:]))
+
+
+def _attention_setup(ctx, inputs, output):
+    qp, kp, v, causal, sm_scale, q_offset = inputs
+    ctx.save_for_backward(qp, kp, v, *output)
+    ctx.args = (causal, sm_scale, q_offset)
+
+
+def _attention_grad(ctx, do, dlse):
+    qp, kp, v, o, lse = ctx.saved_tensors
+    do = do if do.stride(-1) == 1 else do.contiguous()
+    return *attention_backward(do, qp, kp, v, o, lse, *ctx.args), None, None, None
+
+
+attention.register_autograd(_attention_grad, setup_context=_attention_setup)
+
+
+# -----------------------------------------------------------------------------
+# The SDPA path and the entry point
+
+# impl='auto': the measured winner per head dim, as (up to this Tk, impl) in increasing Tk (results/kernel_bench.log)
+_FASTEST = {32: [(2**31, "sdpa")], 64: [(2**31, "sdpa")], 128: [(2**31, "sdpa")]}
+SDPA_GQA = "expand"  # grouped k', v for SDPA: "expand" (copy per query head) or "enable_gqa" (SDPA's own)
+
+
+def _sdpa(qp, kp, v, causal, sm_scale, q_offset):
+    """softmax(sm_scale q' k'^T) v by F.scaled_dot_product_attention; its is_causal is top-left aligned, so a
+    query block that does not start at position 0 gets an explicit mask (or none when it sees every key)."""
+    H, Hkv, Tq, Tk = qp.shape[1], kp.shape[1], qp.shape[2], kp.shape[2]
+    gqa = {}
+    if Hkv != H and SDPA_GQA == "expand":
+        kp, v = (x[:, :, None].expand(-1, -1, H // Hkv, -1, -1).flatten(1, 2) for x in (kp, v))
+    elif Hkv != H:
+        gqa = dict(enable_gqa=True)
+    if not causal or q_offset >= Tk - 1:  # every key visible to every query (e.g. one decoding step)
+        return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale, **gqa)
+    if q_offset == 0 and Tq == Tk:
+        return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=sm_scale, **gqa)
+    t = torch.arange(q_offset, q_offset + Tq, device=qp.device)
+    mask = torch.arange(Tk, device=qp.device)[None, :] <= t[:, None]  # key s visible to query t iff s <= t
+    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=mask, scale=sm_scale, **gqa)
+
+
+def _check_inputs(q, k, v, delta, q_offset, impl):
     tensors = dict(q=q, k=k, v=v, delta=delta)
     for name, x in tensors.items():
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"pope_attention: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if impl not in IMPLS:
+        raise ValueError(f"pope_attention: impl={impl!r}; choose one of {IMPLS}")
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError("pope_attention: q, k, v must be 4-d (B, H, T, d); got shapes "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     B, H, Tq, D = q.shape
-    Tk = k.shape[2]
-    if D not in HEAD_DIMS:
-        raise ValueError(f"pope_attention: head dim d={D} is not supported; supported d: {HEAD_DIMS}")
-    if k.shape != (B, H, Tk, D) or v.shape != (B, H, Tk, D):
-        raise ValueError(f"pope_attention: expected k and v of shape (B, H, Tk, d) = ({B}, {H}, Tk, {D}) "
-                         f"matching q {tuple(q.shape)}; got k {tuple(k.shape)}, v {tuple(v.shape)}")
-    if min(B, H, Tq, Tk) < 1:
-        raise ValueError(f"pope_attention: empty input (B={B}, H={H}, Tq={Tq}, Tk={Tk}); need all >= 1")
+    Hkv, Tk = k.shape[1], k.shape[2]
+    if impl == "triton" and D not in TRITON_HEAD_DIMS:
+        raise ValueError(f"pope_attention: head dim d={D} is not supported by impl='triton' (d in {TRITON_HEAD_DIMS});"
+                         " use impl='sdpa' or 'auto'")
+    if not 1 <= D <= MAX_HEAD_DIM:
+        raise ValueError(f"pope_attention: head dim d={D} is not supported; need 1 <= d <= {MAX_HEAD_DIM}")
+    if k.shape != (B, Hkv, Tk, D) or v.shape != (B, Hkv, Tk, D):
+        raise ValueError(f"pope_attention: expected k and v of one shape (B, n_kv_head, Tk, d) = ({B}, n_kv_head, Tk, "
+                         f"{D}) for q {tuple(q.shape)}; got k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if min(B, H, Hkv, Tq, Tk) < 1:
+        raise ValueError(f"pope_attention: empty input (B={B}, H={H}, n_kv_head={Hkv}, Tq={Tq}, Tk={Tk}); need all >= 1")
+    if H % Hkv:
+        raise ValueError(f"pope_attention: n_kv_head={Hkv} (k, v) must divide the {H} query heads")
     if Tq > Tk:
         raise ValueError(f"pope_attention: Tq={Tq} > Tk={Tk}; queries must be a suffix-sized slice (Tq <= Tk)")
     if delta.shape != (H, D):
-        raise ValueError(f"pope_attention: delta must have shape (H, d) = ({H}, {D}), got {tuple(delta.shape)}")
+        raise ValueError(f"pope_attention: delta must have shape (H, d) = ({H}, {D}), one row per query head; "
+                         f"got {tuple(delta.shape)}")
     if not delta.is_floating_point():
         raise ValueError(f"pope_attention: delta must be a floating tensor, got {delta.dtype}")
     if q.dtype not in DTYPES or q.dtype != k.dtype or q.dtype != v.dtype:
@@ -525,13 +620,23 @@ def _check_inputs(q, k, v, delta, q_offset):
         raise ValueError("pope_attention: positions up to 2**24 are supported")
 
 
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
-    """PoPE attention. q (B, H, Tq, d), k and v (B, H, Tk, d), delta (H, d) -> out (B, H, Tq, d) in v's dtype.
-    Query i sits at position q_offset + i, key s at position s; causal: key s is visible to query i iff
-    s <= q_offset + i. sm_scale defaults to 1/sqrt(d). Differentiable w.r.t. q, k, v and delta."""
+def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, impl="auto"):
+    """PoPE attention. q (B, H, Tq, d), k and v (B, n_kv_head, Tk, d) with n_kv_head dividing H (query head h
+    reads kv head h // (H / n_kv_head)), delta (H, d) used as given (clamp it before) -> out (B, H, Tq, d) in v's
+    dtype. Query i sits at position q_offset + i, key s at position s; causal: key s is visible to query i iff
+    s <= q_offset + i. sm_scale defaults to 1/sqrt(d). Differentiable w.r.t. q, k, v and delta.
+    impl: 'sdpa' runs F.scaled_dot_product_attention on q', k' (cuDNN on an H200; any d up to 256), 'triton' the
+    FlashAttention-2 kernels of this file (d 32/64/128), 'auto' the faster of the two as measured (_FASTEST)."""
     if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
         q_offset = int(q_offset)
-    _check_inputs(q, k, v, delta, q_offset)
-    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    _check_inputs(q, k, v, delta, q_offset, impl)
+    d, Tk = q.shape[-1], k.shape[2]
+    if impl == "auto":
+        impl = next(name for t_max, name in _FASTEST.get(d, [(2**31, "sdpa")]) if Tk <= t_max)
+    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
-    return _PoPEAttention.apply(q, k, v, delta, bool(causal), sm_scale, float(base), q_offset)
+    qp = cartesian(q, delta, q_offset, float(base))  # phi_q = (q_offset + i) theta - delta
+    kp = cartesian(k, None, 0, float(base))  # phi_k = s theta
+    if impl == "sdpa":
+        return _sdpa(qp, kp, v, bool(causal), sm_scale, q_offset)
+    return attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]

@@ -1,7 +1,7 @@
-"""Tests of the fused Triton PoPE kernel (pope_kernel.py) on the CPU through TRITON_INTERPRET=1.
+"""Tests of pope_kernel.py (prologue / epilogue, SDPA and all-Triton attention) on the CPU through TRITON_INTERPRET=1.
 
-Ground truth: model.pope_attention (the plain explicit-score reference) on float64 inputs; plus a tiny
-naive loop over t, s, c that shares no code with it.
+Ground truth: model.pope_attention (the plain explicit-score reference) on float64 inputs, with k, v repeated per
+query head for grouped-query attention; plus a tiny naive loop over t, s, c that shares no code with it.
 """
 import os
 
@@ -21,13 +21,16 @@ if not pope_kernel.INTERPRET and not torch.cuda.is_available():
     pytest.skip("pope_kernel was imported without TRITON_INTERPRET=1 and there is no GPU: set "
                 "TRITON_INTERPRET=1 before anything imports triton (tests/conftest.py does)", allow_module_level=True)
 DEVICE = "cpu" if pope_kernel.INTERPRET else "cuda"
+IMPLS = ("sdpa", "triton")
 
 from model import pope_attention as ground_truth  # noqa: E402
 
 
-def make_inputs(B, H, Tq, Tk, d, dtype, seed=0):
+def make_inputs(B, H, Tq, Tk, d, dtype, seed=0, n_kv_head=None):
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(B, H, T, d, generator=g).to(dtype) for T in (Tq, Tk, Tk))
+    Hkv = n_kv_head or H
+    q = torch.randn(B, H, Tq, d, generator=g).to(dtype)
+    k, v = (torch.randn(B, Hkv, Tk, d, generator=g).to(dtype) for _ in range(2))
     delta = torch.rand(H, d, generator=g) * -2 * math.pi  # Uniform(-2pi, 0), as clamped by the model
     return [x.to(DEVICE) for x in (q, k, v, delta)]
 
@@ -37,20 +40,23 @@ def rel_err(x, ref):
     return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
-def check(B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol):
-    q, k, v, delta = make_inputs(B, H, Tq, Tk, d, dtype, seed=Tq * 1000 + Tk + d)
+def check(impl, B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol, n_kv_head=None):
+    q, k, v, delta = make_inputs(B, H, Tq, Tk, d, dtype, seed=Tq * 1000 + Tk + d, n_kv_head=n_kv_head)
     inputs = [x.clone().requires_grad_() for x in (q, k, v, delta)]
-    out = pope_kernel.pope_attention(*inputs, causal=causal, q_offset=q_offset)
+    out = pope_kernel.pope_attention(*inputs, causal=causal, q_offset=q_offset, impl=impl)
     assert out.shape == (B, H, Tq, d) and out.dtype == v.dtype
     dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
     out.backward(dout)
 
     ref_inputs = [x.detach().cpu().double().requires_grad_() for x in (q, k, v, delta)]
-    ref = ground_truth(*ref_inputs, causal=causal, q_offset=q_offset)
+    g = H // k.shape[1]  # query heads per kv head: the reference gets k, v repeated per query head
+    rq, rk, rv, rdelta = ref_inputs
+    ref = ground_truth(rq, rk.repeat_interleave(g, 1), rv.repeat_interleave(g, 1), rdelta, causal=causal,
+                       q_offset=q_offset)
     ref.backward(dout.cpu().double())
     assert rel_err(out, ref) < tol, f"out rel err {rel_err(out, ref):.2e}"
     for name, x, r in zip("q k v delta".split(), inputs, ref_inputs):
-        assert torch.isfinite(x.grad).all(), name
+        assert x.grad.shape == x.shape and torch.isfinite(x.grad).all(), name
         if r.grad.norm() < 1e-9:  # e.g. one visible key: softmax is constant, the q/k/delta grads are 0
             assert x.grad.double().cpu().abs().max() < 1e-3, name
         else:
@@ -68,29 +74,51 @@ SHAPES = [
     (1, 2, 33, 50, 32, False, 10),
     (1, 1, 40, 70, 128, True, 5),  # queries not at the end of the keys
 ]
+shape_id = lambda s: "B{}H{}Tq{}Tk{}d{}{}off{}".format(*s[:5], "causal" if s[5] else "full", s[6])
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "B{}H{}Tq{}Tk{}d{}{}off{}".format(
-    *s[:5], "causal" if s[5] else "full", s[6]))
-def test_fp32_matches_reference(shape):
-    check(*shape, torch.float32, tol=1e-5, grad_tol=1e-4)
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_fp32_matches_reference(shape, impl):
+    check(impl, *shape, torch.float32, tol=1e-5, grad_tol=1e-4)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("n_kv_head", [1, 2, 4])
+def test_gqa_matches_reference(n_kv_head, impl):
+    """8 query heads (each its own delta) reading n_kv_head shared k, v heads; Tq < Tk with q_offset."""
+    check(impl, 2, 8, 12, 20, 32, True, 8, torch.float32, tol=1e-5, grad_tol=1e-4, n_kv_head=n_kv_head)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("shape", [(1, 2, 100, 100, 64, True, 0), (1, 1, 17, 40, 128, True, 23),
                                    (1, 2, 30, 30, 32, False, 0)], ids=["d64", "d128-offset", "d32-full"])
-def test_bf16_matches_reference(shape):
-    check(*shape, torch.bfloat16, tol=2e-2, grad_tol=3e-2)
+def test_bf16_matches_reference(shape, impl):
+    check(impl, *shape, torch.bfloat16, tol=2e-2, grad_tol=3e-2)
 
 
-def test_fp16_matches_reference():
-    check(1, 2, 50, 50, 64, True, 0, torch.float16, tol=5e-3, grad_tol=1e-2)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bf16_gqa_matches_reference(impl):
+    check(impl, 1, 4, 30, 30, 64, True, 0, torch.bfloat16, tol=2e-2, grad_tol=3e-2, n_kv_head=2)
 
 
-def test_naive_loop():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_fp16_matches_reference(impl):
+    check(impl, 1, 2, 50, 50, 64, True, 0, torch.float16, tol=5e-3, grad_tol=1e-2)
+
+
+def test_sdpa_any_head_dim():
+    """The SDPA path takes head dims the Triton attention does not (MAESTRO's is 48)."""
+    check("sdpa", 1, 2, 20, 20, 48, True, 0, torch.float32, tol=1e-5, grad_tol=1e-4)
+    check("auto", 1, 2, 9, 20, 48, True, 11, torch.float32, tol=1e-5, grad_tol=1e-4)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_naive_loop(impl):
     """score[t, s] = sm_scale * sum_c softplus(q) softplus(k) cos((s - t) theta_c + delta_c), by hand."""
     B, H, Tq, Tk, d, q_offset, base = 1, 1, 3, 5, 32, 2, 10000.0
     q, k, v, delta = make_inputs(B, H, Tq, Tk, d, torch.float32, seed=7)
-    out = pope_kernel.pope_attention(q, k, v, delta, causal=True, q_offset=q_offset, base=base).cpu()
+    out = pope_kernel.pope_attention(q, k, v, delta, causal=True, q_offset=q_offset, base=base, impl=impl).cpu()
     sp = lambda x: math.log1p(math.exp(x))
     q, k, v, delta = (x.cpu().double().tolist() for x in (q, k, v, delta))
     for t in range(Tq):
@@ -106,15 +134,16 @@ def test_naive_loop():
         assert max(abs(o[c] - out[0, 0, t, c].item()) for c in range(d)) < 1e-5
 
 
-def test_large_positions_end_to_end():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_large_positions_end_to_end(impl):
     """Queries at positions ~1e5 attending to keys at 0..23: relative phases of ~1e5 rad must stay exact."""
-    check(1, 2, 4, 24, 64, True, 100000, torch.float32, tol=1e-5, grad_tol=1e-4)
+    check(impl, 1, 2, 4, 24, 64, True, 100000, torch.float32, tol=1e-5, grad_tol=1e-4)
 
 
 def test_phase_table_precision():
     """The position table at p ~ 1e5 (and ~131072) is as accurate as at p ~ 10."""
     d, base = 64, 10000.0
-    cos, sin = pope_kernel._phase_table(d, base, 131100, "cpu")
+    cos, sin = pope_kernel.phase_table(d, 131100, "cpu", base)
     theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
     for p0 in (10, 100000, 131000):
         p = torch.arange(p0, p0 + 16, dtype=torch.float64)[:, None]
@@ -126,22 +155,57 @@ def test_phase_table_precision():
     assert (naive - (100000.0 * theta).cos()).abs().max() > 1e-4
 
 
-def test_noncontiguous_inputs():
+def test_prologue_matches_model_cartesian():
+    """q' = [mu cos phi, mu sin phi] with phi = (pos0 + t) theta - delta, against model.pope_cartesian."""
+    from model import pope_cartesian
+    q, _, _, delta = make_inputs(2, 3, 7, 7, 32, torch.float32, seed=5)
+    qp = pope_kernel.cartesian(q, delta, 40, 10000.0)
+    qx, qy = pope_cartesian(q.double(), torch.arange(40, 47), 10000.0, -delta.double())
+    assert rel_err(qp, torch.cat([qx, qy], -1)) < 1e-6
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_noncontiguous_inputs(impl):
     """(B, T, H, d) storage viewed as (B, H, T, d), as model.py passes it."""
     q, k, v, delta = make_inputs(1, 2, 20, 20, 32, torch.float32, seed=3)
     qt, kt, vt = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v))
     assert not qt.is_contiguous()
-    a = pope_kernel.pope_attention(qt, kt, vt, delta)
-    b = pope_kernel.pope_attention(q, k, v, delta)
+    a = pope_kernel.pope_attention(qt, kt, vt, delta, impl=impl)
+    b = pope_kernel.pope_attention(q, k, v, delta, impl=impl)
     assert torch.allclose(a, b)
 
 
-@pytest.mark.parametrize("case", ["head_dim", "dtype_mismatch", "ndim", "kv_shape", "tq_gt_tk", "delta_shape",
-                                  "q_offset", "int_dtype"])
+@pytest.mark.parametrize("impl", IMPLS)
+def test_torch_compile_one_graph(impl):
+    """The ops are opaque to dynamo: one graph, no break at attention; compiled grads equal eager ones."""
+    q, k, v, delta = (x.requires_grad_() for x in make_inputs(1, 4, 16, 16, 32, torch.float32, n_kv_head=2))
+    fn = lambda q, k, v, delta: pope_kernel.pope_attention(q * 2, k, v, delta.clamp(-2 * math.pi, 0),
+                                                           impl=impl).square().sum()
+    explain = torch._dynamo.explain(fn)(q, k, v, delta)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
+    eager = torch.autograd.grad(fn(q, k, v, delta), (q, k, v, delta))
+    compiled = torch.autograd.grad(torch.compile(fn, backend="aot_eager", fullgraph=True)(q, k, v, delta),
+                                   (q, k, v, delta))
+    for a, b in zip(eager, compiled):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_custom_op_registrations():
+    """Schema, fake (meta) implementation and autograd registration of the prologue op."""
+    x, delta = torch.randn(1, 2, 5, 32, requires_grad=True), torch.randn(2, 32, requires_grad=True)
+    torch.library.opcheck(torch.ops.pope.cartesian.default, (x.to(DEVICE), delta.to(DEVICE), 3, 10000.0))
+
+
+@pytest.mark.parametrize("case", ["head_dim_triton", "head_dim_large", "dtype_mismatch", "ndim", "kv_shape",
+                                  "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "impl"])
 def test_rejects_unsupported_input(case):
     q, k, v, delta = make_inputs(1, 2, 8, 8, 32, torch.float32)
-    if case == "head_dim":
+    kw = {}
+    if case == "head_dim_triton":
         q, k, v, delta = make_inputs(1, 2, 8, 8, 48, torch.float32)
+        kw = dict(impl="triton")
+    elif case == "head_dim_large":
+        q, k, v, delta = make_inputs(1, 2, 8, 8, 512, torch.float32)
     elif case == "dtype_mismatch":
         k = k.half()
     elif case == "ndim":
@@ -154,7 +218,12 @@ def test_rejects_unsupported_input(case):
         delta = delta[0]
     elif case == "int_dtype":
         q, k, v = (x.long() for x in (q, k, v))
-    kw = dict(q_offset=-1) if case == "q_offset" else {}
+    elif case == "kv_heads":
+        q, k, v, delta = make_inputs(1, 4, 8, 8, 32, torch.float32, n_kv_head=3)
+    elif case == "impl":
+        kw = dict(impl="flash")
+    elif case == "q_offset":
+        kw = dict(q_offset=-1)
     with pytest.raises(ValueError, match="pope_attention"):
         pope_kernel.pope_attention(q, k, v, delta, **kw)
 
