@@ -129,7 +129,8 @@ def rope_angles(pos, theta):
 
 
 def rope_rotate(x, cos, sin):
-    """Rotate the pairs (x[i], x[i + n]) of the first 2n channels by the angles whose cos/sin are given (T, n)."""
+    """Rotate the pairs (x[i], x[i + n]) of the first 2n channels of x by the angles whose cos and sin are given
+    (n wide, broadcast against x's leading dimensions)."""
     n = cos.shape[-1]
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2, rest = x[..., :n], x[..., n:2 * n], x[..., 2 * n:]
@@ -234,15 +235,15 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.size()
         H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
         q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
-        q = q.view(B, T, H, hd).transpose(1, 2)  # (B, H, T, hd)
-        k, v = (t.view(B, T, Hkv, hd).transpose(1, 2) for t in (k, v))  # (B, H_kv, T, hd)
-        if self.pos_emb in ('rope', 'rope_half'):
+        q, k, v = q.view(B, T, H, hd), k.view(B, T, Hkv, hd), v.view(B, T, Hkv, hd)
+        if self.pos_emb in ('rope', 'rope_half'):  # rotated in this (B, T, heads, hd) layout: contiguous, fast
             if q_offset + T <= self.rope_cos.shape[0]:
                 cos, sin = self.rope_cos[q_offset:q_offset + T], self.rope_sin[q_offset:q_offset + T]
             else:
                 cos, sin = rope_angles(torch.arange(q_offset, q_offset + T, device=x.device), self.theta)
-            q = rope_rotate(q, cos, sin) * self.yarn_mscale
-            k = rope_rotate(k, cos, sin) * self.yarn_mscale
+            cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
+            q, k = rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, heads, T, hd) views
         if cache is not None:
             k, v = cache.update(self.layer, k, v)
         if self.pos_emb == 'pope':

@@ -165,6 +165,29 @@ def test_kv_cache_decoding_equals_full_forward(pos_emb):
     assert len(cache) == T
 
 
+@pytest.mark.parametrize("pos_emb", POS_EMBS)
+@pytest.mark.parametrize("impl", ['torch', 'sdpa'])
+def test_grouped_query_attention_equals_repeated_kv_heads(pos_emb, impl):
+    """n_kv_head=2 of 4 heads is the 4-head model whose key/value projections repeat each kv head for its 2 query
+    heads (query head h reads kv head h // 2); checked on a cached decode too."""
+    gqa = tiny(pos_emb, impl, n_head=4, n_kv_head=2).double().eval()
+    full = tiny(pos_emb, impl, n_head=4).double().eval()
+    state = gqa.state_dict()
+    hd, C = 8, 32
+    for i in range(2):
+        w = state[f'h.{i}.attn.c_attn.weight']  # rows: q (4 heads), k (2 heads), v (2 heads), hd each
+        q, k, v = w[:C], w[C:C + 2 * hd], w[C + 2 * hd:]
+        rep = lambda m: m.view(2, hd, C).repeat_interleave(2, dim=0).reshape(4 * hd, C)  # noqa: E731
+        state[f'h.{i}.attn.c_attn.weight'] = torch.cat([q, rep(k), rep(v)])
+    full.load_state_dict(state)
+    idx = torch.randint(0, 17, (2, 20))
+    torch.testing.assert_close(gqa(idx, idx)[0], full(idx, idx)[0], rtol=1e-9, atol=1e-9)
+    cache = KVCache(2)
+    gqa(idx[:, :19], cache=cache)
+    assert cache.kv[0][0].shape[1] == 2  # the cache holds the 2 kv heads only
+    torch.testing.assert_close(gqa(idx[:, 19:], cache=cache)[0][:, -1], full(idx, idx)[0][:, -1], rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.parametrize("pos_emb", ['pope', 'learned'])
 def test_generate_greedy_equals_recomputation(pos_emb):
     m = tiny(pos_emb, block_size=16).double().eval()
@@ -197,6 +220,8 @@ def test_bad_config_raises():
         GPT(GPTConfig(pos_emb='xpos'))
     with pytest.raises(ValueError, match="attn_impl"):
         GPT(GPTConfig(attn_impl='flash'))
+    with pytest.raises(ValueError, match="n_kv_head"):
+        GPT(GPTConfig(n_head=12, n_kv_head=5))
     with pytest.raises(ValueError, match="block_size"):
         tiny('learned')(torch.zeros(1, 40, dtype=torch.long))
 
