@@ -296,20 +296,24 @@ class GPT(nn.Module):
         if config.pope_delta_init not in ('zero', 'uniform'):
             raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
         self.config = config
-        padded_vocab = -(-config.vocab_size // 64) * 64  # rows past vocab_size are never looked up nor scored
-        self.wte = nn.Embedding(padded_vocab, config.n_embd)
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
         if config.pos_emb == 'sinusoidal':
             self.register_buffer('sin_table', sinusoidal_table(config.block_size, config.n_embd), persistent=False)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
         self.ln_f = nn.RMSNorm(config.n_embd)
-        self.lm_head = nn.Linear(config.n_embd, padded_vocab, bias=False)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.wte.weight = self.lm_head.weight  # weight tying
         self.apply(self._init_weights)
         for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
             if pn.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        # the tied vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304),
+        # after the init so that the random numbers drawn are those of the unpadded model; the extra rows are never
+        # looked up, and forward() drops their logits
+        padded = F.pad(self.lm_head.weight.detach(), (0, 0, 0, -config.vocab_size % 64))
+        self.lm_head.weight = self.wte.weight = nn.Parameter(padded)
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):

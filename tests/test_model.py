@@ -200,6 +200,21 @@ def test_generate_greedy_equals_recomputation(pos_emb):
     assert torch.equal(out, idx)
 
 
+def test_padded_vocabulary_is_never_scored():
+    """The tied vocabulary matrix has 64-row padding (17 -> 64 rows); the padding rows never change the logits
+    (17 wide) nor the loss."""
+    m = tiny('rope').eval()
+    assert m.lm_head.weight.shape == (64, 32) and m.wte.weight is m.lm_head.weight
+    idx = torch.randint(0, 17, (2, 12))
+    logits, loss = m(idx, idx)
+    assert logits.shape == (2, 12, 17)
+    with torch.no_grad():
+        m.lm_head.weight[17:] = 100.0  # large logits, if they were scored
+    logits2, loss2 = m(idx, idx)
+    torch.testing.assert_close(loss2, loss, rtol=0, atol=0)
+    assert m(idx)[0].shape == (2, 1, 17)
+
+
 def test_alibi_half_and_yarn_details():
     s = alibi_slopes(8)
     assert torch.all(s[4:] == 0) and torch.allclose(s[:4], torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]))
