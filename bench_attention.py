@@ -1,210 +1,269 @@
 """
-Correctness on the GPU, then speed, of the fused PoPE kernel against attention through PyTorch SDPA.
+Speed of PoPE attention (pope_kernel.py) against RoPE attention through SDPA, on one GPU.
 
-    python bench_attention.py            # checks + benchmark (one H200: a few minutes, mostly compiling)
-    python bench_attention.py --check    # only the correctness checks
-    POPE_AUTOTUNE=0 python bench_attention.py   # the kernel's default block sizes instead of autotuned ones
+    python bench_attention.py            # sanity check, benchmark, decoding, torch.compile and CUDA-graph checks
+    python bench_attention.py --sweep    # also time a few block-size alternatives of the all-Triton kernels
 
-Compared, causal bf16, 16k tokens a batch (B = 16384 / T), 12 heads, d 64 and 128, T in 1024/4096/16384:
-  (1) pope_kernel.pope_attention (this repo's fused Triton kernel)
-  (2) PoPE through SDPA on the expanded 2d form: q' = [mu_q cos phi_q, mu_q sin phi_q], k' likewise, v unchanged,
-      the fastest SDPA backend that accepts it (v padded to 2d where a backend needs equal head dims);
-      the time includes forming q', k' from q, k (with cached cos/sin tables)
-  (3) RoPE attention through SDPA, fastest backend, on already-rotated q, k (the attention call alone)
+Compared, causal bf16, 16k tokens a batch (B = 16384 / T), 12 heads, d 64 and 128, T 1024 / 4096 / 16384:
+  RoPE      F.scaled_dot_product_attention on already-rotated q, k (cuDNN): the attention call alone
+  expanded  model.pope_attention_sdpa: PoPE's 2d-wide q', k' formed in PyTorch (float64 phases), then SDPA
+  hybrid    pope_kernel.pope_attention(impl='sdpa'): Triton prologue, SDPA on q', k', Triton epilogue
+  triton    pope_kernel.pope_attention(impl='triton'): the same prologue / epilogue around FlashAttention-2 in Triton
 Times are medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, bwd 16 Tq Tk d; RoPE fwd 4,
 bwd 10 (recompute counted); causal halves them. Memory: peak allocated during forward+backward beyond the inputs.
-Logs go to $OUT/bench_attention.log when OUT is set.
+Correctness is the tests' job (tests/test_pope_kernel.py, also on a GPU with TRITON_INTERPRET=0); here one line per
+path checks the benchmark's block sizes against the float64 reference. Logs go to $OUT/bench_attention.log if OUT is set.
 """
 import argparse
+import functools
 import math
 import os
 import sys
 import time
-
-os.environ.setdefault("POPE_AUTOTUNE", "1")  # benchmark the kernel with its block sizes autotuned
 
 import torch
 import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+import model
 import pope_kernel
-from model import pope_attention
 
+H, TOKENS, DTYPE = 12, 16384, torch.bfloat16  # heads, tokens a batch, dtype of the benchmark
+IMPLS = ("hybrid", "triton")
 LINES = []
 
 
 def log(*args):
     line = " ".join(str(a) for a in args)
     print(line, flush=True)
-    LINES.append(line)
     if os.environ.get("OUT"):  # written as we go, so a cut-short run still leaves its log
         with open(os.path.join(os.environ["OUT"], "bench_attention.log"), "a") as f:
             f.write(line + "\n")
 
 
-def check(B, H, Tq, Tk, d, causal, q_offset, dtype):
-    gen = torch.Generator(device="cuda").manual_seed(Tq + Tk + d)
-    q, k, v = (torch.randn(B, H, T, d, device="cuda", generator=gen).to(dtype) for T in (Tq, Tk, Tk))
+def inputs(B, H, Hkv, Tq, Tk, d, dtype=DTYPE, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(B, H, Tq, d, device="cuda", generator=gen).to(dtype)
+    k, v = (torch.randn(B, Hkv, Tk, d, device="cuda", generator=gen).to(dtype) for _ in range(2))
     delta = torch.rand(H, d, device="cuda", generator=gen) * -2 * math.pi
-    xs = [x.clone().requires_grad_() for x in (q, k, v, delta)]
-    out = pope_kernel.pope_attention(*xs, causal=causal, q_offset=q_offset)
-    dout = torch.randn(out.shape, device="cuda", generator=gen).to(dtype)
-    out.backward(dout)
-    rs = [x.detach().double().requires_grad_() for x in (q, k, v, delta)]
-    ref = pope_attention(*rs, causal=causal, q_offset=q_offset)  # model.py's float64 reference
-    ref.backward(dout.double())
-    rel = lambda a, b: ((a.double() - b).norm() / b.norm()).item()
-    errs = [rel(out, ref)] + [rel(x.grad, r.grad) for x, r in zip(xs, rs)]
-    tol = 1e-4 if dtype == torch.float32 else 3e-2
-    ok = all(e < tol for e in errs) and all(torch.isfinite(x.grad).all() for x in xs)
-    log(f"  {'ok ' if ok else 'BAD'} {str(dtype)[6:]:8s} B{B} H{H} Tq{Tq} Tk{Tk} d{d} {'causal' if causal else 'full  '} "
-        f"q_offset={q_offset:<5d} rel err out {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e} "
-        f"ddelta {errs[4]:.1e}")
+    return [x.requires_grad_() for x in (q, k, v, delta)]
+
+
+def pope(impl):
+    return lambda q, k, v, delta, **kw: pope_kernel.pope_attention(q, k, v, delta, impl="sdpa" if impl == "hybrid"
+                                                                   else impl, **kw)
+
+
+def sanity_check():
+    """Both paths at the benchmark's block sizes (bf16, GQA, Tq < Tk) against model.pope_attention in float64."""
+    ok = True
+    for impl in IMPLS:
+        for (B, Hq, Hkv, Tq, Tk, d, off, dtype) in [(1, 4, 2, 700, 1000, 64, 300, torch.bfloat16),
+                                                    (2, 2, 2, 1000, 1000, 128, 0, torch.bfloat16),
+                                                    (1, 4, 1, 300, 300, 64, 0, torch.float32)]:
+            xs = inputs(B, Hq, Hkv, Tq, Tk, d, dtype, seed=Tk + d)
+            out = pope(impl)(*xs, q_offset=off)
+            dout = torch.randn_like(out)
+            out.backward(dout)
+            rs = [x.detach().double().requires_grad_() for x in xs]
+            g = Hq // Hkv
+            ref = model.pope_attention(rs[0], rs[1].repeat_interleave(g, 1), rs[2].repeat_interleave(g, 1), rs[3],
+                                       q_offset=off)
+            ref.backward(dout.double())
+            errs = [(a.double() - b).norm().item() / b.norm().item()
+                    for a, b in [(out, ref)] + [(x.grad, r.grad) for x, r in zip(xs, rs)]]
+            good = max(errs) < (3e-2 if dtype == torch.bfloat16 else 1e-4)
+            ok &= good
+            log(f"  {'ok ' if good else 'BAD'} {impl:6s} {str(dtype)[6:]:8s} B{B} H{Hq} Hkv{Hkv} Tq{Tq} Tk{Tk} d{d} "
+                f"q_offset={off}: rel err out / dq / dk / dv / ddelta " + " / ".join(f"{e:.1e}" for e in errs))
     return ok
 
 
-def run_checks():
-    log("## Correctness on the GPU against the float64 reference (relative L2 error)")
-    # causal bf16, the variants the benchmark compiles anyway (the CPU tests cover non-causal, fp16, fp32, d 32)
-    cases = [(2, 3, 1000, 1000, 64, True, 0, torch.bfloat16), (1, 2, 1, 333, 64, True, 332, torch.bfloat16),
-             (1, 2, 257, 513, 128, True, 256, torch.bfloat16)]
-    if os.environ.get("BENCH_ALL_CHECKS") == "1":
-        cases += [(1, 2, 130, 200, 32, False, 9, torch.float16), (1, 2, 500, 500, 64, True, 0, torch.float32),
-                  (1, 2, 129, 300, 128, False, 171, torch.float32)]
-    return all([check(*c) for c in cases])
-
-
-# -----------------------------------------------------------------------------
-# The three contenders
-
-_tab = {}
-
-
-def phase_table(T, d, device, base=10000.0):
-    if (T, d) not in _tab:
-        theta = base ** (-torch.arange(d, dtype=torch.float64, device=device) / d)
-        ang = torch.arange(T, dtype=torch.float64, device=device)[:, None] * theta
-        _tab[T, d] = (ang.cos().float(), ang.sin().float())
-    return _tab[T, d]
-
-
-def pope_expanded_sdpa(q, k, v, delta, pad_v):
-    """PoPE as plain attention on q' = [Qc, Qs], k' = [Kc, Ks] (2d wide), scale 1/sqrt(d)."""
-    T, d = q.shape[-2], q.shape[-1]
-    cos, sin = phase_table(T, d, q.device)
-    cd, sd = delta.cos()[:, None, :], delta.sin()[:, None, :]
-    cos_k, sin_k = cos * cd - sin * sd, sin * cd + cos * sd
-    mq, mk = F.softplus(q.float()), F.softplus(k.float())
-    q2 = torch.cat([mq * cos, mq * sin], -1).to(q.dtype)
-    k2 = torch.cat([mk * cos_k, mk * sin_k], -1).to(k.dtype)
-    if pad_v:
-        return F.scaled_dot_product_attention(q2, k2, F.pad(v, (0, d)), is_causal=True,
-                                              scale=1 / math.sqrt(d))[..., :d]
-    return F.scaled_dot_product_attention(q2, k2, v, is_causal=True, scale=1 / math.sqrt(d))
-
-
-def bench(fn, inputs):
-    """(fwd ms, fwd+bwd ms, peak MB beyond the inputs), or None when fn fails."""
-    try:
-        out = fn()
-        dout = torch.randn_like(out)
-        fwd = triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-        step = lambda: fn().backward(dout)
-        both = triton.testing.do_bench(step, warmup=10, rep=40, grad_to_none=inputs, return_mode="median")
-        for x in inputs:
-            x.grad = None
-        del out
-        torch.cuda.synchronize()
-        base_mem = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        peak = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
-        for x in inputs:
-            x.grad = None
-        return fwd, both, peak
-    except Exception as e:  # a backend that does not take these shapes
-        print(f"    (skipped: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})", flush=True)
-        return None
-
-
-def best_backend(make_fn, inputs, backends):
-    best = None
-    for name, backend, kw in backends:
-        with sdpa_kernel([backend]):
-            r = bench(make_fn(**kw), inputs)
-        if r is not None and (best is None or r[1] < best[1][1]):
-            best = (name, r)
-    return best
+def bench(fn, grads):
+    """(fwd ms, fwd+bwd ms, peak MB beyond the inputs) of fn()."""
+    out = fn()
+    dout = torch.randn_like(out)
+    fwd = triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median")
+    step = lambda: fn().backward(dout)
+    both = triton.testing.do_bench(step, warmup=10, rep=50, grad_to_none=grads, return_mode="median")
+    for x in grads:
+        x.grad = None
+    del out
+    torch.cuda.synchronize()
+    base_mem = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    peak = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
+    for x in grads:
+        x.grad = None
+    return fwd, both, peak
 
 
 def run_bench():
-    H, tokens, dtype = 12, 16384, torch.bfloat16
-    rows = []
     log("\n## Benchmark: causal bf16, 16k tokens a batch, 12 heads (fwd / fwd+bwd ms, median)")
+    rows = []
     for d in (64, 128):
         for T in (1024, 4096, 16384):
-            B = tokens // T
-            torch.manual_seed(0)
-            q, k, v = (torch.randn(B, H, T, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
-            delta = (torch.rand(H, d, device="cuda") * -2 * math.pi).requires_grad_()
-            flop_unit = B * H * T * T * d / 2  # causal
-            t0 = time.time()
-            ours = bench(lambda: pope_kernel.pope_attention(q, k, v, delta), [q, k, v, delta])
-            t_tune = time.time() - t0
-            pope_backends = [("cudnn", SDPBackend.CUDNN_ATTENTION, dict(pad_v=False)),
-                             ("cudnn+padv", SDPBackend.CUDNN_ATTENTION, dict(pad_v=True)),
-                             ("flash+padv", SDPBackend.FLASH_ATTENTION, dict(pad_v=True)),
-                             ("efficient", SDPBackend.EFFICIENT_ATTENTION, dict(pad_v=False))]
-            if T <= 1024:
-                pope_backends.append(("math", SDPBackend.MATH, dict(pad_v=False)))
-            expanded = best_backend(lambda pad_v: (lambda: pope_expanded_sdpa(q, k, v, delta, pad_v)),
-                                    [q, k, v, delta], pope_backends)
-            rope_backends = [("cudnn", SDPBackend.CUDNN_ATTENTION, {}), ("flash", SDPBackend.FLASH_ATTENTION, {}),
-                             ("efficient", SDPBackend.EFFICIENT_ATTENTION, {})]
-            rope = best_backend(lambda: (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
-                                [q, k, v], rope_backends)
-            row = dict(d=d, T=T, B=B, ours=ours, expanded=expanded, rope=rope, unit=flop_unit)
-            rows.append(row)
-            tf = lambda ms, n: n * flop_unit / (ms * 1e-3) / 1e12
-            log(f"d={d} T={T} B={B}: ours {ours[0]:.3f} / {ours[1]:.3f} ms ({tf(ours[0], 6):.0f} / "
-                f"{tf(ours[1], 22):.0f} TFLOP/s, {ours[2]:.0f} MB; first call incl. tuning {t_tune:.1f}s) | "
-                f"expanded SDPA[{expanded[0]}] {expanded[1][0]:.3f} / {expanded[1][1]:.3f} ms | "
-                f"RoPE SDPA[{rope[0]}] {rope[1][0]:.3f} / {rope[1][1]:.3f} ms | "
-                f"ratio ours/RoPE fwd+bwd {ours[1] / rope[1][1]:.2f}x")
+            B = TOKENS // T
+            q, k, v, delta = inputs(B, H, H, T, T, d)
+            r = dict(d=d, T=T, B=B, unit=B * H * T * T * d / 2)  # causal: half the score matrix
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                r["rope"] = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v])
+                r["expanded"] = bench(lambda: model.pope_attention_sdpa(q, k, v, delta), [q, k, v, delta])
+                r["hybrid"] = bench(lambda: pope("hybrid")(q, k, v, delta), [q, k, v, delta])
+            r["hybrid_default"] = bench(lambda: pope("hybrid")(q, k, v, delta), [q, k, v, delta])
+            r["triton"] = bench(lambda: pope("triton")(q, k, v, delta), [q, k, v, delta])
+            rows.append(r)
+            log(f"d={d} T={T}: " + " | ".join(f"{n} {r[n][0]:.3f} / {r[n][1]:.3f} ms {r[n][2]:.0f} MB"
+                                              for n in ("rope", "expanded", "hybrid", "hybrid_default", "triton")))
             del q, k, v, delta
             torch.cuda.empty_cache()
 
-    log("\n| d | T | B | PoPE kernel fwd / fwd+bwd ms | TFLOP/s | mem MB | PoPE expanded SDPA fwd / fwd+bwd ms "
-        "(backend) | TFLOP/s | mem MB | RoPE SDPA fwd / fwd+bwd ms (backend) | TFLOP/s | mem MB "
-        "| ours / RoPE fwd+bwd | ours / expanded fwd+bwd |")
-    log("|" + "---|" * 14)
+    tf = lambda r, ms, n: n * r["unit"] / (ms * 1e-3) / 1e12
+    log("\n| d | T | B | RoPE cuDNN fwd / fwd+bwd ms | PoPE expanded SDPA (model) | PoPE hybrid | PoPE all-Triton "
+        "| hybrid / RoPE fwd, fwd+bwd | triton / RoPE fwd, fwd+bwd | hybrid / expanded fwd+bwd "
+        "| TFLOP/s fwd+bwd RoPE, expanded, hybrid, triton | peak MB RoPE, expanded, hybrid, triton |")
+    log("|" + "---|" * 12)
     for r in rows:
-        tf = lambda ms, n: n * r["unit"] / (ms * 1e-3) / 1e12
-        o, (en, e), (rn, rp) = r["ours"], r["expanded"], r["rope"]
-        log(f"| {r['d']} | {r['T']} | {r['B']} | {o[0]:.3f} / {o[1]:.3f} | {tf(o[0], 6):.0f} / {tf(o[1], 22):.0f} "
-            f"| {o[2]:.0f} | {e[0]:.3f} / {e[1]:.3f} ({en}) | {tf(e[0], 6):.0f} / {tf(e[1], 22):.0f} | {e[2]:.0f} "
-            f"| {rp[0]:.3f} / {rp[1]:.3f} ({rn}) | {tf(rp[0], 4):.0f} / {tf(rp[1], 14):.0f} | {rp[2]:.0f} "
-            f"| {o[1] / rp[1]:.2f}x | {o[1] / e[1]:.2f}x |")
-    log("\nkernel configs (BLOCK_M x BLOCK_N, warps, stages): " + "; ".join(
-        f"{kind} d{D}: " + ", ".join(f"Tq{key[0]}/Tk{key[1]} {c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']} w{c.num_warps} "
-                                    f"s{c.num_stages}" for key, c in (tuner.cache.items() if tuner.cache
-                                                                      else [(("-", "-"), tuner.configs[0])]))
-        for (kind, D), tuner in pope_kernel._tuned.items()))
+        ms = lambda n: f"{r[n][0]:.3f} / {r[n][1]:.3f}"
+        ratio = lambda n: f"{r[n][0] / r['rope'][0]:.2f}x, {r[n][1] / r['rope'][1]:.2f}x"
+        log(f"| {r['d']} | {r['T']} | {r['B']} | {ms('rope')} | {ms('expanded')} | {ms('hybrid')} | {ms('triton')} "
+            f"| {ratio('hybrid')} | {ratio('triton')} | {r['hybrid'][1] / r['expanded'][1]:.2f}x "
+            f"| {tf(r, r['rope'][1], 14):.0f}, " + ", ".join(f"{tf(r, r[n][1], 22):.0f}" for n in
+                                                              ("expanded", "hybrid", "triton"))
+            + " | " + ", ".join(f"{r[n][2]:.0f}" for n in ("rope", "expanded", "hybrid", "triton")) + " |")
+    log("(hybrid: SDPA restricted to cuDNN, as RoPE and expanded; with PyTorch's default backend choice it measured "
+        + ", ".join(f"d{r['d']}/T{r['T']} {r['hybrid_default'][0]:.3f} / {r['hybrid_default'][1]:.3f}" for r in rows)
+        + " ms)")
+
+
+def run_gqa():
+    log("\n## GQA: d 64, T 4096, B 4, 12 query heads on 4 kv heads, causal bf16 (fwd / fwd+bwd ms)")
+    q, k, v, delta = inputs(4, 12, 4, 4096, 4096, 64)
+    for how in ("expand", "enable_gqa"):
+        pope_kernel.SDPA_GQA = how
+        for backend in ("cudnn", "default"):
+            try:
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION] if backend == "cudnn" else list(SDPBackend)):
+                    r = bench(lambda: pope("hybrid")(q, k, v, delta), [q, k, v, delta])
+                log(f"  hybrid, SDPA_GQA={how}, {backend}: {r[0]:.3f} / {r[1]:.3f} ms, {r[2]:.0f} MB")
+            except RuntimeError as e:
+                log(f"  hybrid, SDPA_GQA={how}, {backend}: fails ({str(e).splitlines()[0][:100]})")
+    pope_kernel.SDPA_GQA = "expand"
+    r = bench(lambda: pope("triton")(q, k, v, delta), [q, k, v, delta])
+    log(f"  triton: {r[0]:.3f} / {r[1]:.3f} ms, {r[2]:.0f} MB")
+
+
+def run_decode():
+    log("\n## Decoding: one query (Tq 1, q_offset Tk - 1) on Tk cached keys, batch 16, 12 heads, bf16, fwd ms "
+        "(PoPE includes k' of the whole cache, recomputed each step)")
+    log("| d | Tk | RoPE SDPA | PoPE hybrid | PoPE triton | hybrid / RoPE | triton / RoPE |")
+    log("|---|---|---|---|---|---|---|")
+    for d in (64, 128):
+        for Tk in (4096, 8192, 16384, 32768):
+            q, k, v, delta = (x.detach() for x in inputs(16, H, H, 1, Tk, d))
+            rope = triton.testing.do_bench(lambda: F.scaled_dot_product_attention(q, k, v), return_mode="median")
+            t = {impl: triton.testing.do_bench(lambda: pope(impl)(q, k, v, delta, q_offset=Tk - 1),
+                                               return_mode="median") for impl in IMPLS}
+            log(f"| {d} | {Tk} | {rope:.3f} | {t['hybrid']:.3f} | {t['triton']:.3f} | {t['hybrid'] / rope:.2f}x "
+                f"| {t['triton'] / rope:.2f}x |")
+
+
+def run_compile_checks():
+    log("\n## torch.compile and CUDA graphs")
+    cfg = model.GPTConfig(block_size=256, vocab_size=512, n_layer=2, n_head=4, n_kv_head=2, n_embd=256,
+                          pos_emb="pope", attn_impl="triton")
+    for impl in IMPLS:
+        torch.manual_seed(0)
+        gpt = model.GPT(cfg).cuda()
+        for m in gpt.modules():  # the model's attention calls pope_kernel.pope_attention; pin the path
+            if hasattr(m, "attend"):
+                m.attend = functools.partial(pope_kernel.pope_attention, impl="sdpa" if impl == "hybrid" else impl)
+        idx = torch.randint(0, 512, (4, 256), device="cuda")
+        with torch.autocast("cuda", torch.bfloat16):
+            explain = torch._dynamo.explain(lambda i: gpt(i, i)[1])(idx)
+        log(f"  {impl}: torch._dynamo.explain(model.GPT, 2 layers, GQA 4/2 heads, attn_impl='triton'): "
+            f"graph_count={explain.graph_count}, graph_break_count={explain.graph_break_count}, "
+            f"break_reasons={explain.break_reasons}")
+        torch._dynamo.reset()
+        compiled = torch.compile(gpt)
+        t0 = time.time()
+        with torch.autocast("cuda", torch.bfloat16):
+            loss_c = compiled(idx, idx)[1]
+            loss_c.backward()
+            grads_c = [p.grad.clone() for p in gpt.parameters()]
+            gpt.zero_grad(set_to_none=True)
+            loss_e = gpt(idx, idx)[1]
+            loss_e.backward()
+        err = max(((a - p.grad).norm() / p.grad.norm().clamp_min(1e-12)).item()
+                  for a, p in zip(grads_c, gpt.parameters()))
+        log(f"  {impl}: torch.compile(model.GPT) fwd+bwd ran ({time.time() - t0:.0f}s incl. compiling): loss "
+            f"{loss_c.item():.4f} vs eager {loss_e.item():.4f}, max rel grad diff {err:.1e}")
+        torch._dynamo.reset()
+
+        # CUDA graph of forward + backward (as train.py's cuda_graph=True): warm up on a side stream, capture, replay
+        q, k, v, delta = inputs(2, 8, 4, 512, 512, 64)
+        dout = torch.randn(2, 8, 512, 64, device="cuda", dtype=DTYPE)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                pope(impl)(q, k, v, delta).backward(dout)
+        torch.cuda.current_stream().wait_stream(side)
+        eager = [x.grad.clone() / 2 for x in (q, k, v, delta)]
+        for x in (q, k, v, delta):
+            x.grad = None
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = pope(impl)(q, k, v, delta)
+            out.backward(dout)
+        for x in (q, k, v, delta):
+            x.grad.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        err = max(((x.grad - e).norm() / e.norm()).item() for x, e in zip((q, k, v, delta), eager))
+        log(f"  {impl}: CUDA graph capture + replay of fwd+bwd: max rel grad diff vs eager {err:.1e}")
+
+
+def run_sweep():
+    log("\n## Block-size alternatives of the all-Triton kernels, T 4096, B 4 (fwd / fwd+bwd ms)")
+    alternatives = {"fwd": [(128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 4, 4)],
+                    "dkdv": [(32, 128, 4, 3), (64, 64, 4, 3), (32, 64, 4, 3), (64, 128, 8, 2)],
+                    "dq": [(64, 64, 4, 3), (128, 32, 4, 3), (64, 32, 4, 3)]}
+    for d in (64, 128):
+        q, k, v, delta = inputs(4, H, H, 4096, 4096, d)
+        base = bench(lambda: pope("triton")(q, k, v, delta), [q, k, v, delta])
+        log(f"  d{d} default {pope_kernel._BLOCKS['fwd'][d]} {pope_kernel._BLOCKS['dkdv'][d]} "
+            f"{pope_kernel._BLOCKS['dq'][d]}: {base[0]:.3f} / {base[1]:.3f}")
+        for kind, configs in alternatives.items():
+            default = pope_kernel._BLOCKS[kind][d]
+            for c in configs:
+                pope_kernel._BLOCKS[kind][d] = c
+                try:
+                    r = bench(lambda: pope("triton")(q, k, v, delta), [q, k, v, delta])
+                    log(f"  d{d} {kind} {c}: {r[0]:.3f} / {r[1]:.3f}")
+                except Exception as e:  # out of shared memory, say
+                    log(f"  d{d} {kind} {c}: fails ({type(e).__name__})")
+            pope_kernel._BLOCKS[kind][d] = default
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--check", action="store_true", help="only the correctness checks")
+    ap.add_argument("--sweep", action="store_true", help="also time block-size alternatives of the Triton kernels")
     args = ap.parse_args()
     log(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__} | "
         f"python {sys.version.split()[0]} | cuDNN {torch.backends.cudnn.version()}")
     t0 = time.time()
-    ok = run_checks()
-    log(f"correctness: {'all ok' if ok else 'FAILURES'} ({time.time() - t0:.0f}s incl. compiling)")
-    if not args.check:
-        run_bench()
+    ok = sanity_check()
+    log(f"sanity check: {'ok' if ok else 'FAILED'} ({time.time() - t0:.0f}s incl. compiling)")
+    run_bench()
+    run_gqa()
+    run_decode()
+    run_compile_checks()
+    if args.sweep:
+        run_sweep()
     sys.exit(0 if ok else 1)
 
 

@@ -43,8 +43,8 @@ IMPLS = ("auto", "sdpa", "triton")
 TRITON_HEAD_DIMS = (32, 64, 128)  # the all-Triton attention; the sdpa path takes any d up to MAX_HEAD_DIM
 MAX_HEAD_DIM = 256
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-LN2 = 0.6931471805599453  # ln(2): base-2 exponent -> natural
-LOG2E = 1.4426950408889634  # log2(e): natural exponent -> base 2
+LN2 = tl.constexpr(0.6931471805599453)  # ln(2): base-2 exponent -> natural (constexpr: usable inside kernels)
+LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): natural exponent -> base 2
 # the CPU interpreter's tl.dot reads bf16 as raw integers: there, dots get the (exactly) upcast operands
 _UPCAST_DOTS = tl.constexpr(INTERPRET)
 
@@ -380,15 +380,15 @@ _BLOCKS = {
     "dq": {32: (128, 64, 8, 3), 64: (128, 64, 8, 3), 128: (128, 32, 8, 2)},
 }
 SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
-_SHORT_BLOCKS = (32, 32, 4, 2)
+_SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles of 4-byte numbers need 2x the memory)
 _INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
 BLOCK_T = 64  # rows per program of the prologue / epilogue
 
 
-def _blocks(kind, d, T):
+def _blocks(kind, d, T, dtype):
     if INTERPRET:
         return _INTERPRET_BLOCKS[kind]
-    return _SHORT_BLOCKS if T <= SHORT_T else _BLOCKS[kind][d]
+    return _SMALL_BLOCKS if T <= SHORT_T or dtype == torch.float32 else _BLOCKS[kind][d]
 
 
 _tables = {}
@@ -489,9 +489,9 @@ def attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool,
     Tk = kp.shape[2]
     o = torch.empty((B, H, Tq, d), dtype=v.dtype, device=v.device)
     lse = torch.empty((B, H, Tq), dtype=torch.float32, device=v.device)
-    bm, bn, warps, stages = _blocks("fwd", d, Tk)
+    bm, bn, warps, stages = _blocks("fwd", d, Tk, v.dtype)
     _attn_fwd[(triton.cdiv(Tq, bm), B * H)](
-        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset, sm_scale * LOG2E,
+        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset, sm_scale * LOG2E.value,
         HEAD_DIM=d, CAUSAL=causal, FP32=v.dtype == torch.float32, BLOCK_M=bm, BLOCK_N=bn,
         num_warps=warps, num_stages=stages)
     return o, lse
@@ -516,12 +516,12 @@ def attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: 
                                                        BLOCK_M=64)
     dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), torch.empty((B, Hkv, Tk, d), dtype=v.dtype,
                                                                           device=v.device)
-    args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale, sm_scale * LOG2E)
-    bm, bn, warps, stages = _blocks("dkdv", d, Tk)
+    args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale, sm_scale * LOG2E.value)
+    bm, bn, warps, stages = _blocks("dkdv", d, Tk, v.dtype)
     _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](qp, kp, v, do, lse, Delta, dkp, dv, *args, HEAD_DIM=d,
                                                    CAUSAL=causal, FP32=fp32, BLOCK_M=bm, BLOCK_N=bn,
                                                    num_warps=warps, num_stages=stages)
-    bm, bn, warps, stages = _blocks("dq", d, Tk)
+    bm, bn, warps, stages = _blocks("dq", d, Tk, v.dtype)
     _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](qp, kp, v, do, lse, Delta, dqp, *args, HEAD_DIM=d, CAUSAL=causal,
                                                FP32=fp32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps,
                                                num_stages=stages)
