@@ -1,8 +1,8 @@
 """
 Speed of PoPE attention (pope_kernel.py) against RoPE attention through SDPA, on one GPU.
 
-    python bench_attention.py            # sanity check, benchmark, decoding, torch.compile and CUDA-graph checks
-    python bench_attention.py --sweep    # also time a few block-size alternatives of the all-Triton kernels
+    python bench_attention.py    # sanity check, table, GQA, decoding, torch.compile and CUDA-graph checks
+    python bench_attention.py --sections graphed,sweep    # GPU time alone; block sizes of the Triton kernels
 
 Compared, causal bf16, 16k tokens a batch (B = 16384 / T), 12 heads, d 64 and 128, T 1024 / 4096 / 16384:
   RoPE      F.scaled_dot_product_attention on already-rotated q, k (cuDNN): the attention call alone
@@ -12,7 +12,8 @@ Compared, causal bf16, 16k tokens a batch (B = 16384 / T), 12 heads, d 64 and 12
 Times are medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, bwd 16 Tq Tk d; RoPE fwd 4,
 bwd 10 (recompute counted); causal halves them. Memory: peak allocated during forward+backward beyond the inputs.
 Correctness is the tests' job (tests/test_pope_kernel.py, also on a GPU with TRITON_INTERPRET=0); here one line per
-path checks the benchmark's block sizes against the float64 reference. Logs go to $OUT/bench_attention.log if OUT is set.
+path checks the benchmark's block sizes against the float64 reference. The log also goes to $OUT/bench_attention.log
+when OUT is set.
 """
 import argparse
 import functools
@@ -31,7 +32,8 @@ import pope_kernel
 
 H, TOKENS, DTYPE = 12, 16384, torch.bfloat16  # heads, tokens a batch, dtype of the benchmark
 IMPLS = ("hybrid", "triton")
-LINES = []
+ALL_BACKENDS = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+SECTIONS = ("check", "table", "gqa", "decode", "compile", "graphed", "sweep")
 
 
 def log(*args):
@@ -146,7 +148,7 @@ def run_gqa():
         pope_kernel.SDPA_GQA = how
         for backend in ("cudnn", "default"):
             try:
-                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION] if backend == "cudnn" else list(SDPBackend)):
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION] if backend == "cudnn" else ALL_BACKENDS):
                     r = bench(lambda: pope("hybrid")(q, k, v, delta), [q, k, v, delta])
                 log(f"  hybrid, SDPA_GQA={how}, {backend}: {r[0]:.3f} / {r[1]:.3f} ms, {r[2]:.0f} MB")
             except RuntimeError as e:
@@ -227,6 +229,41 @@ def run_compile_checks():
         log(f"  {impl}: CUDA graph capture + replay of fwd+bwd: max rel grad diff vs eager {err:.1e}")
 
 
+def graphed_ms(fn, grads):
+    """(fwd ms, fwd+bwd ms) of fn as CUDA-graph replays: the GPU's time alone, without the host's launch overhead."""
+    dout = torch.randn_like(fn())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (compiles kernels, builds the phase table) before any capture
+        for _ in range(2):
+            fn().backward(dout)
+    torch.cuda.current_stream().wait_stream(side)
+    for x in grads:
+        x.grad = None
+    fwd, both = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(fwd):
+        fn()
+    with torch.cuda.graph(both):
+        fn().backward(dout)
+    return tuple(triton.testing.do_bench(g.replay, warmup=10, rep=50, return_mode="median") for g in (fwd, both))
+
+
+def run_graphed():
+    log("\n## GPU time alone (CUDA-graph replay of fwd and of fwd+bwd), causal bf16, 16k tokens a batch, 12 heads, ms")
+    log("| d | T | RoPE cuDNN fwd / fwd+bwd | PoPE hybrid | PoPE all-Triton | hybrid / RoPE fwd, fwd+bwd "
+        "| triton / RoPE fwd, fwd+bwd |")
+    log("|---|---|---|---|---|---|---|")
+    for d in (64, 128):
+        for T in (1024, 4096):
+            q, k, v, delta = inputs(TOKENS // T, H, H, T, T, d)
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                rope = graphed_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v])
+            t = {impl: graphed_ms(lambda: pope(impl)(q, k, v, delta), [q, k, v, delta]) for impl in IMPLS}
+            ratio = lambda n: f"{t[n][0] / rope[0]:.2f}x, {t[n][1] / rope[1]:.2f}x"
+            log(f"| {d} | {T} | {rope[0]:.3f} / {rope[1]:.3f} | {t['hybrid'][0]:.3f} / {t['hybrid'][1]:.3f} "
+                f"| {t['triton'][0]:.3f} / {t['triton'][1]:.3f} | {ratio('hybrid')} | {ratio('triton')} |")
+
+
 def run_sweep():
     log("\n## Block-size alternatives of the all-Triton kernels, T 4096, B 4 (fwd / fwd+bwd ms)")
     alternatives = {"fwd": [(128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3), (128, 64, 4, 4)],
@@ -251,19 +288,24 @@ def run_sweep():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sweep", action="store_true", help="also time block-size alternatives of the Triton kernels")
+    ap.add_argument("--sections", default="check,table,gqa,decode,compile",
+                    help=f"comma-separated, from {SECTIONS} ('graphed': GPU time alone, through CUDA-graph replay; "
+                    "'sweep': block-size alternatives of the Triton kernels)")
     args = ap.parse_args()
+    sections = args.sections.split(",")
+    if not set(sections) <= set(SECTIONS):
+        sys.exit(f"--sections: choose from {SECTIONS}")
     log(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__} | "
-        f"python {sys.version.split()[0]} | cuDNN {torch.backends.cudnn.version()}")
-    t0 = time.time()
-    ok = sanity_check()
-    log(f"sanity check: {'ok' if ok else 'FAILED'} ({time.time() - t0:.0f}s incl. compiling)")
-    run_bench()
-    run_gqa()
-    run_decode()
-    run_compile_checks()
-    if args.sweep:
-        run_sweep()
+        f"python {sys.version.split()[0]} | cuDNN {torch.backends.cudnn.version()} | sections {args.sections}")
+    ok = True
+    if "check" in sections:
+        t0 = time.time()
+        ok = sanity_check()
+        log(f"sanity check: {'ok' if ok else 'FAILED'} ({time.time() - t0:.0f}s incl. compiling)")
+    for name, run in [("table", run_bench), ("gqa", run_gqa), ("decode", run_decode),
+                      ("compile", run_compile_checks), ("graphed", run_graphed), ("sweep", run_sweep)]:
+        if name in sections:
+            run()
     sys.exit(0 if ok else 1)
 
 
