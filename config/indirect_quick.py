@@ -4,8 +4,6 @@
 # 6-10 letters and shifts up to 3 (prepare/indirect_indexing.py --variant=indirect_indexing_short).
 out_dir = 'out-indirect-quick'
 dataset = 'indirect_indexing_short'  # generated in seconds on first use
-pos_emb = 'pope'
-pope_delta_init = 'uniform'
 n_layer = 2
 n_head = 4
 n_embd = 128
@@ -16,9 +14,5 @@ min_lr = 1e-4
 warmup_iters = 200
 max_iters = 4000
 lr_decay_iters = 4000
-weight_decay = 0.01
-beta2 = 0.99
-grad_clip = 1.0
 eval_interval = 500  # val and test accuracy on all 10k examples
-log_interval = 100
 device = 'cpu'  # small enough for the CPU; --device=cuda runs it in seconds

@@ -6,7 +6,7 @@ Evaluation of trained checkpoints: the paper's three analyses, each one command.
     python -m eval.frequency_usage query/key magnitude per frequency and layer, PoPE's learned delta
 
 This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer,
-reading a prepared token file, and the loss without materialising all the logits at once.
+and the loss without materialising all the logits at once.
 """
 
 import math
@@ -64,16 +64,6 @@ def tokenizer(meta):
         return [stoi[t] for t in parts]
 
     return encode, (lambda ids: sep.join(itos[i] for i in ids))
-
-
-def read_tokens(path):
-    """A prepared .bin as a memmap, in the dtype that the meta.json beside it names."""
-    from prepare.common import read_meta
-    from prepare.common import read_tokens as read_bin
-    data_dir = os.path.dirname(os.path.abspath(path))
-    if not os.path.exists(os.path.join(data_dir, 'meta.json')):
-        raise SystemExit(f"{path}: no meta.json beside it; make the data with `python -m prepare.<name>`")
-    return read_bin(path, read_meta(data_dir)['dtype'])
 
 
 def log_probs(model, h, weight=None):

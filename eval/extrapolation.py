@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import ABSOLUTE, autocast, default_dtype, load_checkpoint, ppl, read_tokens, sequence_nll
+from eval import ABSOLUTE, autocast, default_dtype, load_checkpoint, ppl, sequence_nll
+from prepare.common import read_tokens
 
 
 def yarn_overrides(model_args, scale, orig_ctx=None):

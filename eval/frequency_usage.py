@@ -24,7 +24,8 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from eval import load_checkpoint, read_tokens, tokenizer
+from eval import load_checkpoint, tokenizer
+from prepare.common import read_tokens
 
 
 def channel_magnitudes(model, q_or_k):

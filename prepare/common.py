@@ -107,8 +107,14 @@ def write_tokens(path, ids, vocab_size):
     return w.count
 
 
-def read_tokens(path, dtype):
-    """The token ids of a .bin as a read-only memmap (an empty array for an empty file)."""
+def read_tokens(path, dtype=None):
+    """The token ids of a .bin as a read-only memmap (an empty array for an empty file), in dtype or, by
+    default, in the dtype that the meta.json beside it names."""
+    if dtype is None:
+        data_dir = os.path.dirname(os.path.abspath(path))
+        if not os.path.exists(os.path.join(data_dir, 'meta.json')):
+            raise SystemExit(f"{path}: no meta.json beside it; make the data with `python -m prepare.<name>`")
+        dtype = read_meta(data_dir)['dtype']
     dtype = np.dtype(dtype)
     if os.path.getsize(path) == 0:
         return np.zeros(0, dtype=dtype)

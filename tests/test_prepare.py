@@ -93,6 +93,17 @@ def test_meta_written_last_and_readable(tmp_path):
         write_meta(d, vocab_size=4, tokenizer='itos', itos=['a'], tokens={}, source='x')
 
 
+
+def test_read_tokens_takes_its_dtype_from_meta(tmp_path):
+    d = str(tmp_path / 'ds')
+    start_dataset(d)
+    path = os.path.join(d, 'train.bin')
+    write_tokens(path, [50256, 0, 31373], 50257)
+    with pytest.raises(SystemExit, match='no meta.json beside it'):  # one clear line, not a guessed dtype
+        read_tokens(path)
+    write_meta(d, vocab_size=50257, tokenizer='gpt2', eot=50256, tokens={'train': 3}, source='test')
+    assert read_tokens(path).dtype == np.uint16 and read_tokens(path).tolist() == [50256, 0, 31373]
+
 def test_splits():
     assert split_counts(371, (229, 76, 77)) == [222, 74, 75]
     assert split_counts(382, (229, 76, 77)) == [229, 76, 77]
