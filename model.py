@@ -15,6 +15,7 @@ untouched and the logits keep the usual 1/sqrt(d) scale.
 Other encodings (baselines of the paper): rope, rope_half, alibi_half, learned, sinusoidal, none.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -169,7 +170,7 @@ class GPTConfig:
     pos_emb: str = 'pope'  # one of POS_EMBS
     pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
     pope_delta_init: str = 'uniform'  # 'zero' (the paper's OpenWebText runs) or 'uniform' in [-2pi, 0] (its other runs)
-    attn_impl: str = 'auto'  # 'auto' (the fused kernel for PoPE when CUDA is there, else sdpa), 'torch', 'sdpa', 'triton'
+    attn_impl: str = 'auto'  # PoPE: 'auto' (pope_kernel's fastest path on CUDA, else sdpa), 'torch', 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
 
@@ -209,11 +210,11 @@ class CausalSelfAttention(nn.Module):
             self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
             if config.pope_delta_init == 'uniform':
                 nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
-            if impl == 'auto':  # the fused kernel where it runs (CUDA, its head dims), else PoPE's SDPA form
-                impl = 'triton' if torch.cuda.is_available() and self.hd in (32, 64, 128) else 'sdpa'
-            if impl == 'triton':
+            if impl == 'auto' and not torch.cuda.is_available():
+                impl = 'sdpa'  # pope_kernel needs CUDA (or its CPU interpreter); PoPE's SDPA form runs anywhere
+            if impl in ('auto', 'triton'):  # pope_kernel: 'auto' = its measured fastest path, 'triton' = all-Triton
                 import pope_kernel  # Triton: imported only where the kernel is used
-                self.attend = pope_kernel.pope_attention
+                self.attend = functools.partial(pope_kernel.pope_attention, impl=impl)
             else:
                 self.attend = pope_attention if impl == 'torch' else pope_attention_sdpa
         else:
