@@ -209,7 +209,7 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(self.layer, k, v)
         if self.pos_emb == 'pope':
-            delta = self.delta.clamp(-2 * math.pi, 0.0)
+            delta = self.delta  # kept in [-2pi, 0] by train.py (projected after each optimizer step, train_step)
             if impl == 'triton':
                 from pope_kernel import pope_attention as attend
             else:

@@ -22,17 +22,25 @@ p.add_argument('--top_k', type=int, default=None, help='keep only the k most lik
 p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
 p.add_argument('--seed', type=int, default=1337)
 args = p.parse_args()
+for name in ('num_samples', 'max_new_tokens', 'top_k'):
+    if getattr(args, name) is not None and getattr(args, name) < 1:
+        raise SystemExit(f"--{name}={getattr(args, name)}: must be 1 or more")
+if not args.temperature > 0:
+    raise SystemExit(f"--temperature={args.temperature}: must be above 0 (for the most likely token alone use --top_k=1)")
+if args.start == '':
+    raise SystemExit("--start is empty: give a prompt (the default is a newline), or FILE:path")
+if 'cuda' in args.device and not torch.cuda.is_available():
+    raise SystemExit(f"--device={args.device}, but torch finds no CUDA GPU here: use --device=cpu")
 
 torch.manual_seed(args.seed)
-ckpt_path = os.path.join(args.out_dir, 'ckpt.pt')
-if not os.path.exists(ckpt_path):
-    raise SystemExit(f"no checkpoint at {ckpt_path}: train one first (python train.py config/...)")
-model, ckpt = load_checkpoint(ckpt_path, args.device)
+model, ckpt = load_checkpoint(os.path.join(args.out_dir, 'ckpt.pt'), args.device)
 meta = ckpt['meta']
 encode, decode = tokenizer(meta)  # the data set's own: GPT-2 BPE, or its token list
 
 start = args.start
 if start.startswith('FILE:'):
+    if not os.path.isfile(start[5:]):
+        raise SystemExit(f"--start={start}: no such file")
     with open(start[5:], encoding='utf-8') as f:
         start = f.read()
 if meta['kind'] == 'examples':
@@ -42,6 +50,8 @@ try:
     x = torch.tensor(encode(start), dtype=torch.long, device=args.device)[None, ...]
 except ValueError as err:
     raise SystemExit(f"--start: {err}")
+if x.size(1) == 0:
+    raise SystemExit("--start encodes to no tokens: give a longer prompt")
 with torch.no_grad():
     for _ in range(args.num_samples):
         y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k)

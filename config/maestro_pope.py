@@ -29,5 +29,5 @@ beta2 = 0.99                     # AdamW beta2
 grad_clip = 1.0                  # clip gradient norm
 eval_interval = 1000             # steps between evaluations / checkpoints
 eval_iters = 50                  # batches per loss estimate
-always_save_checkpoint = False   # keep the checkpoint with the best val loss (the paper reports the best)
+final_weights = 'best'         # final.json scores best.pt (the lowest val loss), as the paper reports the best
 log_interval = 50                # steps between log lines

@@ -31,5 +31,5 @@ beta2 = 0.99                      # AdamW beta2 (small batches)
 grad_clip = 1.0                   # clip gradient norm
 eval_interval = 250               # steps between evaluations
 eval_iters = 50                   # batches per loss estimate
-always_save_checkpoint = False    # keep the checkpoint with the best val loss
+final_weights = 'best'          # final.json scores best.pt (the lowest val loss), as the paper reports the best
 log_interval = 25                 # steps between log lines

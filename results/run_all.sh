@@ -54,7 +54,7 @@ prepare() {
 
 speed() {  # one run per GPU at a time, nothing else on the GPUs
   local common="--dataset=shakespeare --batch_size=32 --compile=True --max_iters=40 --log_interval=10
-                --eval_interval=100000 --eval_iters=1 --always_save_checkpoint=False $EXTRA"
+                --eval_interval=100000 --eval_iters=1 --overwrite=True $EXTRA"
   # shellcheck disable=SC2086
   run1() { CUDA_VISIBLE_DEVICES=$1 python train.py config/owt_$2.py --gradient_accumulation_steps=1 $common ${@:4} --out_dir=out-speed-$3 > "$LOGS/speed_$3.log" 2>&1; }
   local runs=("rope rope" "pope pope_triton --attn_impl=triton" "pope pope_sdpa --attn_impl=sdpa" "pope pope_torch --attn_impl=torch")

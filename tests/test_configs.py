@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, 'config', '*.py')))
 
 # train.py's globals (the contract); used when train.py cannot be read
-FALLBACK_KEYS = set('''out_dir eval_interval log_interval eval_iters eval_only always_save_checkpoint init_from
+FALLBACK_KEYS = set('''out_dir eval_interval log_interval eval_iters eval_only final_weights divergence_margin init_from overwrite
 dataset gradient_accumulation_steps batch_size block_size n_layer n_head n_embd dropout bias pos_emb pos_base
 pope_delta_init attn_impl yarn_scale yarn_orig_ctx learning_rate max_iters weight_decay beta1 beta2 grad_clip
 decay_lr warmup_iters lr_decay_iters min_lr backend device dtype compile seed'''.split())

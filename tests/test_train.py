@@ -104,11 +104,11 @@ def test_train_evaluates_and_resume_continues_the_same_run(workdir):
     assert 'tok/s' in p.stdout and 'eta' in p.stdout
 
 
-def test_final_scores_the_best_checkpoint_when_only_the_best_is_kept(workdir):
-    run(workdir, 'train.py', POPE, *TINY, '--max_iters=8', '--eval_interval=2', '--always_save_checkpoint=False',
+def test_final_scores_the_best_checkpoint_when_final_weights_is_best(workdir):
+    run(workdir, 'train.py', POPE, *TINY, '--max_iters=8', '--eval_interval=2', '--final_weights=best',
         '--out_dir=best_only')
     final = json.load(open(workdir / 'best_only' / 'final.json'))
-    best = torch.load(workdir / 'best_only' / 'ckpt.pt', weights_only=False)['iter_num']
+    best = torch.load(workdir / 'best_only' / 'best.pt', weights_only=False)['iter_num']
     log = {r['iter']: r for r in map(json.loads, open(workdir / 'best_only' / 'eval_log.jsonl'))}
     assert final['iter'] == 8 and final['weights_of_iter'] == best
     assert log[best]['val_loss'] == min(r['val_loss'] for k, r in log.items() if k > 0)
