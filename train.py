@@ -38,7 +38,7 @@ eval_interval = 2000  # iterations between evaluations (and checkpoints)
 log_interval = 100  # iterations between log lines
 eval_iters = 100  # batches per train/val loss estimate (indirect indexing's val/test use the whole split)
 eval_only = False  # evaluate once and exit
-final_weights = 'last'  # final.json scores the 'last' weights (indirect indexing) or the 'best' ones (best.pt, by val loss)
+final_weights = 'last'  # final.json scores the 'last' weights (indirect indexing) or the 'best' (best.pt, lowest val)
 divergence_margin = 3.0  # stop (saving nothing) when val loss exceeds the best so far by this many nats (0 = never)
 init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), or a path to a ckpt.pt to fine-tune from
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
@@ -123,12 +123,10 @@ if max_iters < 0 or warmup_iters < 0:
     sys.exit(f"max_iters={max_iters}, warmup_iters={warmup_iters}: must be 0 or more")
 if n_embd % n_head:
     sys.exit(f"n_embd={n_embd} is not a multiple of n_head={n_head} (each head gets n_embd // n_head channels)")
-if loss_on not in ('target', 'all'):
-    sys.exit(f"loss_on={loss_on!r}: choose 'target' or 'all'")
-if final_weights not in ('last', 'best'):
-    sys.exit(f"final_weights={final_weights!r}: choose 'last' or 'best'")
-if dtype not in ('float32', 'bfloat16', 'float16'):
-    sys.exit(f"dtype={dtype!r}: choose 'float32', 'bfloat16' or 'float16'")
+for key, choices in (('loss_on', ('target', 'all')), ('final_weights', ('last', 'best')),
+                     ('dtype', ('float32', 'bfloat16', 'float16'))):
+    if globals()[key] not in choices:
+        sys.exit(f"{key}={globals()[key]!r}: choose one of {', '.join(choices)}")
 device_type = 'cuda' if 'cuda' in device else 'cpu'
 if device_type == 'cuda' and not torch.cuda.is_available():
     sys.exit(f"device={device!r}, but torch finds no CUDA GPU here: use --device=cpu")
@@ -270,8 +268,9 @@ if init_from != 'scratch':
         sys.exit(f"init_from={init_from!r}: no checkpoint at {ckpt_path}")
     checkpoint = read_checkpoint(ckpt_path)  # onto the CPU on every device (its RNG states must be CPU tensors)
     if init_from == 'resume':  # the run goes on as it was: an architecture flag that differs is an error
-        differ = [f"{k}={model_args[k]!r} (checkpoint: {checkpoint['model_args'][k]!r})" for k in model_args
-                  if k in given and k != 'attn_impl' and model_args[k] != checkpoint['model_args'].get(k, model_args[k])]
+        old = checkpoint['model_args']
+        differ = [f"{k}={model_args[k]!r} (checkpoint: {old[k]!r})" for k in model_args
+                  if k in given and k != 'attn_impl' and model_args[k] != old.get(k, model_args[k])]
         if differ:
             sys.exit(f"init_from='resume' goes on with {ckpt_path} as it was trained, but {', '.join(differ)}: "
                      f"drop these flags, or fine-tune from it with --init_from={ckpt_path} and a new out_dir")
@@ -295,7 +294,7 @@ try:
             sys.exit("a learned-position model cannot change block_size when fine-tuning")
         model.load_state_dict(state)
 except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit the model
-    sys.exit(f"{err}".splitlines()[0])
+    sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
 deltas = [p for n, p in model.named_parameters() if n.endswith('delta')]  # PoPE's phase biases, kept in [-2pi, 0]
 if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps != 1 or not examples or dtype == 'float16'):
@@ -438,7 +437,8 @@ while True:
             group['lr'].fill_(lr)  # a capturable optimizer reads lr on the GPU
         else:
             group['lr'] = lr
-    loss = step([sample_ix('train', iter_num * gradient_accumulation_steps + m) for m in range(gradient_accumulation_steps)])
+    loss = step([sample_ix('train', iter_num * gradient_accumulation_steps + m)
+                 for m in range(gradient_accumulation_steps)])
     iter_num += 1
     if iter_num % log_interval == 0 and master_process:
         lossf = loss.item()  # the only host sync of a training step
