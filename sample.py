@@ -29,6 +29,8 @@ if not args.temperature > 0:
     raise SystemExit(f"--temperature={args.temperature}: must be above 0 (for the most likely token alone use --top_k=1)")
 if args.start == '':
     raise SystemExit("--start is empty: give a prompt (the default is a newline), or FILE:path")
+if args.start.startswith('FILE:') and not os.path.isfile(args.start[5:]):
+    raise SystemExit(f"--start={args.start}: no such file")
 if 'cuda' in args.device and not torch.cuda.is_available():
     raise SystemExit(f"--device={args.device}, but torch finds no CUDA GPU here: use --device=cpu")
 
@@ -39,8 +41,6 @@ encode, decode = tokenizer(meta)  # the data set's own: GPT-2 BPE, or its token 
 
 start = args.start
 if start.startswith('FILE:'):
-    if not os.path.isfile(start[5:]):
-        raise SystemExit(f"--start={start}: no such file")
     with open(start[5:], encoding='utf-8') as f:
         start = f.read()
 if meta['kind'] == 'examples':
