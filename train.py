@@ -266,7 +266,7 @@ if init_from != 'scratch':
     ckpt_path = os.path.join(out_dir, 'ckpt.pt') if init_from == 'resume' else init_from
     if not os.path.exists(ckpt_path):
         sys.exit(f"init_from={init_from!r}: no checkpoint at {ckpt_path}")
-    checkpoint = read_checkpoint(ckpt_path)  # onto the CPU on every device (its RNG states must be CPU tensors)
+    checkpoint = read_checkpoint(ckpt_path, device)
     if init_from == 'resume':  # the run goes on as it was: an architecture flag that differs is an error
         old = checkpoint['model_args']
         differ = [f"{k}={model_args[k]!r} (checkpoint: {old[k]!r})" for k in model_args
@@ -303,9 +303,9 @@ optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-    torch.set_rng_state(checkpoint['rng']['torch'])
+    torch.set_rng_state(checkpoint['rng']['torch'].cpu())  # RNG states are CPU tensors, wherever the checkpoint is
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
-        torch.cuda.set_rng_state(checkpoint['rng']['cuda'])
+        torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
     log_path = os.path.join(out_dir, 'eval_log.jsonl')
     if master_process and os.path.exists(log_path):  # the log goes on from the checkpoint: drop what came after it
         with open(log_path) as f:

@@ -18,12 +18,13 @@ from torch.nn import functional as F
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
-def read_checkpoint(path):
-    """The dict of a ckpt.pt (or best.pt) written by train.py, on the CPU; one clear line when it is not one."""
+def read_checkpoint(path, device='cpu'):
+    """The dict of a ckpt.pt (or best.pt) written by train.py, its tensors on device; one clear line when the
+    file is not one."""
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
     try:
-        ckpt = torch.load(path, map_location='cpu', weights_only=False)
+        ckpt = torch.load(path, map_location=device, weights_only=False)
     except Exception as err:  # empty, truncated, or not a torch file at all
         raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): "
                          "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
