@@ -3,6 +3,7 @@ Train a GPT with PoPE (or another position encoding). nanoGPT conventions:
 
     python train.py config/indirect_pope.py                  # one GPU (or the CPU)
     python train.py config/indirect_pope.py --batch_size=32   # a config file, then --key=value overrides
+    python train.py config/indirect_pope.py --init_from=resume  # go on from out_dir/ckpt.pt (see README, Training)
     torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py          # 8 GPUs, one node
     torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=IP --master_port=1234 train.py config/owt_pope.py
     torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=IP --master_port=1234 train.py config/owt_pope.py
@@ -308,10 +309,8 @@ if init_from == 'resume':
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
     log_path = os.path.join(out_dir, 'eval_log.jsonl')
     if master_process and os.path.exists(log_path):  # the log goes on from the checkpoint: drop what came after it
-        with open(log_path) as f:
-            lines = [line for line in f if json.loads(line)['iter'] < iter_num]
-        with open(log_path, 'w') as f:
-            f.writelines(lines)
+        kept = [line for line in open(log_path) if json.loads(line)['iter'] < iter_num]
+        open(log_path, 'w').writelines(kept)
 checkpoint = None  # free memory
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it below)
