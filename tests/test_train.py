@@ -266,6 +266,7 @@ def test_an_unreadable_checkpoint_is_one_clear_line(workdir, content):
     (['--num_samples=0'], '--num_samples=0: must be 1 or more'),
     (['--max_new_tokens=-3'], '--max_new_tokens=-3: must be 1 or more'),
     (['--start=FILE:nowhere.txt'], 'no such file'),
+    (['--ckpt=nothing.pt'], 'no checkpoint at straight/nothing.pt'),
 ])
 def test_sample_bad_arguments_exit_with_a_clear_message(workdir, args, message):
     p = run(workdir, 'sample.py', '--out_dir=straight', '--device=cpu', *args, check=False)
