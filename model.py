@@ -9,8 +9,8 @@ whose phase carries position ("where"):
     theta_c = base ** (-c / d),  c = 0..d-1
     a_ts = Re(sum_c conj(q~_tc) k~_sc) = sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c)
 
-delta is a learnable phase bias per (layer, head, frequency), clamped to [-2pi, 0]; values are
-untouched and the logits keep the usual 1/sqrt(d) scale.
+delta is a learnable phase bias per (layer, head, frequency), kept in [-2pi, 0] (train.py projects it after each
+optimizer step); values are untouched and the logits keep the usual 1/sqrt(d) scale.
 
 Other encodings (baselines of the paper): rope, rope_half, alibi_half, learned, sinusoidal, none.
 """

@@ -14,6 +14,7 @@ from eval import load_checkpoint, tokenizer
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
+p.add_argument('--ckpt', default='ckpt.pt', help='ckpt.pt (the latest weights) or best.pt (the lowest val loss)')
 p.add_argument('--start', default='\n', help='the prompt, or FILE:path to read it from a file')
 p.add_argument('--num_samples', type=int, default=1)
 p.add_argument('--max_new_tokens', type=int, default=200)
@@ -22,12 +23,20 @@ p.add_argument('--top_k', type=int, default=None, help='keep only the k most lik
 p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
 p.add_argument('--seed', type=int, default=1337)
 args = p.parse_args()
+for name in ('num_samples', 'max_new_tokens', 'top_k'):
+    if getattr(args, name) is not None and getattr(args, name) < 1:
+        raise SystemExit(f"--{name}={getattr(args, name)}: must be 1 or more")
+if not args.temperature > 0:
+    raise SystemExit(f"--temperature={args.temperature}: must be above 0 (for the most likely token use --top_k=1)")
+if args.start == '':
+    raise SystemExit("--start is empty: give a prompt (the default is a newline), or FILE:path")
+if args.start.startswith('FILE:') and not os.path.isfile(args.start[5:]):
+    raise SystemExit(f"--start={args.start}: no such file")
+if 'cuda' in args.device and not torch.cuda.is_available():
+    raise SystemExit(f"--device={args.device}, but torch finds no CUDA GPU here: use --device=cpu")
 
 torch.manual_seed(args.seed)
-ckpt_path = os.path.join(args.out_dir, 'ckpt.pt')
-if not os.path.exists(ckpt_path):
-    raise SystemExit(f"no checkpoint at {ckpt_path}: train one first (python train.py config/...)")
-model, ckpt = load_checkpoint(ckpt_path, args.device)
+model, ckpt = load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device)
 meta = ckpt['meta']
 encode, decode = tokenizer(meta)  # the data set's own: GPT-2 BPE, or its token list
 
@@ -42,6 +51,8 @@ try:
     x = torch.tensor(encode(start), dtype=torch.long, device=args.device)[None, ...]
 except ValueError as err:
     raise SystemExit(f"--start: {err}")
+if x.size(1) == 0:
+    raise SystemExit("--start encodes to no tokens: give a longer prompt")
 with torch.no_grad():
     for _ in range(args.num_samples):
         y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k)

@@ -3,6 +3,7 @@ Train a GPT with PoPE (or another position encoding). nanoGPT conventions:
 
     python train.py config/indirect_pope.py                  # one GPU (or the CPU)
     python train.py config/indirect_pope.py --batch_size=32   # a config file, then --key=value overrides
+    python train.py config/indirect_pope.py --init_from=resume  # go on from out_dir/ckpt.pt (see README, Training)
     torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py          # 8 GPUs, one node
     torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=IP --master_port=1234 train.py config/owt_pope.py
     torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=IP --master_port=1234 train.py config/owt_pope.py
@@ -15,6 +16,7 @@ indirect-indexing task, accuracy on the target token, the loss too unless loss_o
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from ast import literal_eval
@@ -25,6 +27,7 @@ import torch
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from eval import read_checkpoint
 from model import GPT, GPTConfig
 from prepare.common import example_batch
 
@@ -36,8 +39,10 @@ eval_interval = 2000  # iterations between evaluations (and checkpoints)
 log_interval = 100  # iterations between log lines
 eval_iters = 100  # batches per train/val loss estimate (indirect indexing's val/test use the whole split)
 eval_only = False  # evaluate once and exit
-always_save_checkpoint = True  # save at every evaluation, not only when val loss improves
+final_weights = 'last'  # final.json scores the 'last' weights (indirect indexing) or the 'best' (best.pt, lowest val)
+divergence_margin = 3.0  # stop (saving nothing) when val loss exceeds the best so far by this many nats (0 = never)
 init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), or a path to a ckpt.pt to fine-tune from
+overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
 dataset = 'indirect_indexing'  # folder under data/
 gradient_accumulation_steps = 1  # micro-steps per optimizer step, summed over all GPUs
@@ -77,6 +82,7 @@ cuda_graph = False  # replay the whole training step as one CUDA graph (one GPU,
 seed = 1337  # model init and batch order
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
+given = set()  # the keys that a config file or an override set (resume checks them against the checkpoint)
 
 
 def configure(args):
@@ -105,10 +111,30 @@ def configure(args):
             if type(val) is not want:
                 sys.exit(f"config key '{key}' wants a {want.__name__}, got {val!r} (in {arg})")
             globals()[key] = val
+            given.add(key)
 
 
-if __name__ == '__main__':
-    configure(sys.argv[1:])
+configure(sys.argv[1:])  # train.py is a script: it reads its arguments and trains, imported or run
+# values that cannot work stop here, one line each
+for key in ('eval_interval', 'log_interval', 'eval_iters', 'batch_size', 'gradient_accumulation_steps', 'block_size',
+            'n_layer', 'n_head', 'n_embd'):
+    if globals()[key] < 1:
+        sys.exit(f"{key}={globals()[key]}: must be 1 or more")
+if max_iters < 0 or warmup_iters < 0:
+    sys.exit(f"max_iters={max_iters}, warmup_iters={warmup_iters}: must be 0 or more")
+if n_embd % n_head:
+    sys.exit(f"n_embd={n_embd} is not a multiple of n_head={n_head} (each head gets n_embd // n_head channels)")
+for key, choices in (('loss_on', ('target', 'all')), ('final_weights', ('last', 'best')),
+                     ('dtype', ('float32', 'bfloat16', 'float16'))):
+    if globals()[key] not in choices:
+        sys.exit(f"{key}={globals()[key]!r}: choose one of {', '.join(choices)}")
+device_type = 'cuda' if 'cuda' in device else 'cpu'
+if device_type == 'cuda' and not torch.cuda.is_available():
+    sys.exit(f"device={device!r}, but torch finds no CUDA GPU here: use --device=cpu")
+if device_type == 'cpu' and dtype != 'float32':  # the CPU trains in float32 (no autocast)
+    if 'dtype' in given:
+        sys.exit(f"dtype={dtype!r} on the CPU: it trains in float32 there; use --dtype=float32")
+    dtype = 'float32'  # the GPU default, on a GPU machine run with --device=cpu
 config = {k: globals()[k] for k in config_keys}  # for logging and the checkpoint
 # -----------------------------------------------------------------------------
 # distributed setup, as nanoGPT
@@ -129,13 +155,18 @@ master_process = ddp_rank == 0
 torch.manual_seed(seed)
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
-device_type = 'cuda' if 'cuda' in device else 'cpu'
-if dtype not in ('float32', 'bfloat16', 'float16'):
-    sys.exit(f"dtype={dtype!r}: choose 'float32', 'bfloat16' or 'float16'")
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=ptdtype)
+# out_dir holds one run: ckpt.pt (its latest state), best.pt (its best val loss), eval_log.jsonl, final.json
+RUN_FILES = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')
+if init_from != 'resume' and not overwrite and any(os.path.exists(os.path.join(out_dir, f)) for f in RUN_FILES[:2]):
+    sys.exit(f"{out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume, "
+             f"choose another --out_dir, or replace it with --overwrite=True")
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
+    for f in RUN_FILES if init_from != 'resume' else ():  # a new run: nothing of an earlier one stays
+        if os.path.exists(os.path.join(out_dir, f)):
+            os.remove(os.path.join(out_dir, f))
 
 # -----------------------------------------------------------------------------
 # data
@@ -151,8 +182,6 @@ if not os.path.exists(os.path.join(data_dir, 'meta.json')):
 with open(os.path.join(data_dir, 'meta.json')) as f:
     meta = json.load(f)
 examples = meta['kind'] == 'examples'
-if loss_on not in ('target', 'all'):
-    sys.exit(f"loss_on={loss_on!r}: choose 'target' or 'all'")
 SPLITS = ('train', 'val', 'test')
 
 
@@ -168,8 +197,6 @@ def load_split(split):
 
 
 data = {s: load_split(s) for s in SPLITS}
-if examples and block_size < meta['row_len'] - 1:
-    sys.exit(f"block_size={block_size} is shorter than the examples of {dataset} ({meta['row_len'] - 1} tokens)")
 
 
 def batch_from(split, ix, all_tokens=False):
@@ -240,26 +267,61 @@ if init_from != 'scratch':
     ckpt_path = os.path.join(out_dir, 'ckpt.pt') if init_from == 'resume' else init_from
     if not os.path.exists(ckpt_path):
         sys.exit(f"init_from={init_from!r}: no checkpoint at {ckpt_path}")
-    checkpoint = torch.load(ckpt_path, map_location=device, weights_only=False)
+    checkpoint = read_checkpoint(ckpt_path, device)
+    if init_from == 'resume':  # the run goes on as it was: an architecture flag that differs is an error
+        old = checkpoint['model_args']
+        differ = [f"{k}={model_args[k]!r} (checkpoint: {old[k]!r})" for k in model_args
+                  if k in given and k != 'attn_impl' and model_args[k] != old.get(k, model_args[k])]
+        if differ:
+            sys.exit(f"init_from='resume' goes on with {ckpt_path} as it was trained, but {', '.join(differ)}: "
+                     f"drop these flags, or fine-tune from it with --init_from={ckpt_path} and a new out_dir")
     # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
     keep = ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout', 'attn_impl') if init_from != 'resume' else ('attn_impl',)
     model_args.update({k: v for k, v in checkpoint['model_args'].items() if k not in keep})
-model = GPT(GPTConfig(**model_args))
-if checkpoint is not None:
-    state = checkpoint['model']
-    if model_args['pos_emb'] == 'learned' and state['wpe.weight'].shape != model.wpe.weight.shape:
-        sys.exit("a learned-position model cannot change block_size when fine-tuning")
-    model.load_state_dict(state)
+for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
+    config[k] = globals()[k] = model_args[k]
+if examples and block_size < meta['row_len'] - 1:
+    sys.exit(f"block_size={block_size} is shorter than the examples of {dataset} ({meta['row_len'] - 1} tokens)")
+for split in ('train', 'val'):
+    n = 0 if data[split] is None else len(data[split])
+    if n < (1 if examples else block_size + 1):
+        sys.exit(f"{data_dir}/{split}.bin holds {n} {'examples' if examples else 'tokens'}, too few for "
+                 f"block_size={block_size}: prepare the data again (python -m prepare.{dataset}) or lower block_size")
+try:
+    model = GPT(GPTConfig(**model_args))
+    if checkpoint is not None:
+        state = checkpoint['model']
+        if model_args['pos_emb'] == 'learned' and state['wpe.weight'].shape != model.wpe.weight.shape:
+            sys.exit("a learned-position model cannot change block_size when fine-tuning")
+        model.load_state_dict(state)
+except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit the model
+    sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
+deltas = [p for n, p in model.named_parameters() if n.endswith('delta')]  # PoPE's phase biases
+
+
+@torch.no_grad()
+def project_delta():
+    """delta = its projection onto [-2pi, 0], in place, after every optimizer step (the forward pass uses delta as
+    it is) and on loading a checkpoint (one saved before this projection existed may hold values outside)."""
+    for d in deltas:
+        d.clamp_(-2 * math.pi, 0.0)
+
+
+project_delta()
 if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps != 1 or not examples or dtype == 'float16'):
     sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept on the GPU (kind 'examples')")
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-    torch.set_rng_state(checkpoint['rng']['torch'])
+    torch.set_rng_state(checkpoint['rng']['torch'].cpu())  # RNG states are CPU tensors, wherever the checkpoint is
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
-        torch.cuda.set_rng_state(checkpoint['rng']['cuda'])
+        torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
+    log_path = os.path.join(out_dir, 'eval_log.jsonl')
+    if master_process and os.path.exists(log_path):  # the log goes on from the checkpoint: drop what came after it
+        kept = [line for line in open(log_path) if json.loads(line)['iter'] < iter_num]
+        open(log_path, 'w').writelines(kept)
 checkpoint = None  # free memory
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it below)
@@ -273,14 +335,18 @@ if ddp:
 eval_model = model.module if ddp else model
 
 
-def save_checkpoint():
-    """Write out_dir/ckpt.pt atomically: a crash mid-save leaves the previous checkpoint intact."""
+def save_checkpoint(best):
+    """Write out_dir/ckpt.pt (the latest state) and, when best, the same as best.pt; each atomically (a crash
+    mid-save leaves the previous file intact), so best.pt only ever holds the lowest val loss so far."""
     ckpt = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'model_args': model_args,
             'iter_num': iter_num, 'best_val_loss': best_val_loss, 'config': config, 'meta': meta,
             'rng': {'torch': torch.get_rng_state(), 'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
     path = os.path.join(out_dir, 'ckpt.pt')
     torch.save(ckpt, path + '.tmp')
     os.replace(path + '.tmp', path)
+    if best:
+        shutil.copyfile(path, os.path.join(out_dir, 'best.pt.tmp'))
+        os.replace(os.path.join(out_dir, 'best.pt.tmp'), os.path.join(out_dir, 'best.pt'))
 
 
 def log_eval(record):
@@ -289,8 +355,15 @@ def log_eval(record):
         f.write(json.dumps(record) + '\n')
 
 
+def stop(why):
+    """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep the last good state."""
+    path = os.path.join(out_dir, 'ckpt.pt')
+    kept = f"last good checkpoint: {path}" if os.path.exists(path) else "no checkpoint was saved"
+    sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({kept})")
+
+
 def train_step(ixs):
-    """One optimizer step over the micro-batches at ixs: forward, backward, clip, AdamW.
+    """One optimizer step over the micro-batches at ixs: forward, backward, clip, AdamW, delta's projection.
     Nothing in it waits for the GPU, so it can be captured once as a CUDA graph and replayed."""
     for micro_step, ix in enumerate(ixs):
         x, y = batch_from('train', ix, all_tokens=loss_on == 'all')
@@ -304,17 +377,49 @@ def train_step(ixs):
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     scaler.step(optimizer)
     scaler.update()
+    project_delta()
     return loss.detach()  # not its graph: a live graph keeps its AccumulateGrad nodes (and their stream) into a capture
+
+
+def plain_step(ixs):
+    loss = train_step(ixs)
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
+def cuda_graph_step():
+    """The same step, replayed as one CUDA graph: 3 eager warm-up steps on a side stream, then one capture of
+    train_step on a static index buffer, then replays (the gradients stay in the buffers the capture owns)."""
+    static_ix, side = sample_ix('train', 0).clone(), torch.cuda.Stream()
+    graph, static_loss, warm_up = None, None, 3
+
+    def step(ixs):
+        nonlocal graph, static_loss, warm_up
+        static_ix.copy_(ixs[0])
+        if warm_up:
+            warm_up -= 1
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                loss = plain_step([static_ix])
+            torch.cuda.current_stream().wait_stream(side)
+            return loss
+        if graph is None:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                static_loss = train_step([static_ix])
+        graph.replay()
+        return static_loss
+    return step
 
 
 # -----------------------------------------------------------------------------
 # training loop
-tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
+step = cuda_graph_step() if cuda_graph else plain_step
+seq_len = meta['row_len'] if examples else block_size  # tokens per sequence: a whole example, or a window
+tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * seq_len
 if master_process:
     print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, {tokens_per_iter:,} tokens per iteration, device {device}")
 t_start, t_last, it_last, it_first = time.time(), time.time(), iter_num, iter_num
-if cuda_graph:  # static input buffer, warm-up stream, and the graph once captured
-    static_ix, side, graph = sample_ix('train', 0).clone(), torch.cuda.Stream(), None
 while True:
     if (iter_num % eval_interval == 0 or iter_num == max_iters) and master_process:
         record = {'iter': iter_num}
@@ -322,12 +427,15 @@ while True:
             for k, v in evaluate(split, whole=examples and split != 'train').items():
                 record[f'{split}_{k}'] = v
         log_eval(record)
-        if not math.isfinite(record['val_loss']):
-            sys.exit(f"val loss is {record['val_loss']} at iter {iter_num}: stopping without saving; "
-                     f"lower learning_rate or check the data (last good checkpoint: {out_dir}/ckpt.pt)")
-        if iter_num > 0 and (record['val_loss'] < best_val_loss or always_save_checkpoint):
-            best_val_loss = min(best_val_loss, record['val_loss'])
-            save_checkpoint()
+        val_loss = record['val_loss']
+        if not math.isfinite(val_loss):
+            stop(f"val loss is {val_loss} at iter {iter_num}")
+        if divergence_margin and val_loss > best_val_loss + divergence_margin:
+            stop(f"val loss {val_loss:.4g} at iter {iter_num} exceeds the best so far ({best_val_loss:.4g}) by more "
+                 f"than divergence_margin={divergence_margin}")
+        if iter_num > it_first:  # (a resumed run's first evaluation is of its checkpoint)
+            is_best, best_val_loss = val_loss < best_val_loss, min(best_val_loss, val_loss)
+            save_checkpoint(is_best)
         t_last, it_last = time.time(), iter_num  # keep evaluation out of the step timing
     if iter_num >= max_iters or eval_only:
         break
@@ -337,31 +445,13 @@ while True:
             group['lr'].fill_(lr)  # a capturable optimizer reads lr on the GPU
         else:
             group['lr'] = lr
-    ixs = [sample_ix('train', iter_num * gradient_accumulation_steps + m) for m in range(gradient_accumulation_steps)]
-    if not cuda_graph:
-        loss = train_step(ixs)
-        optimizer.zero_grad(set_to_none=True)
-    else:  # the same step: a few eager warm-up steps on a side stream, then one capture, then replays
-        static_ix.copy_(ixs[0])
-        if iter_num < it_first + 3:
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                loss = train_step([static_ix])
-                optimizer.zero_grad(set_to_none=True)  # the capture then owns the gradient buffers
-            torch.cuda.current_stream().wait_stream(side)
-        else:
-            if graph is None:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    static_loss = train_step([static_ix])
-            graph.replay()
-            loss = static_loss
+    loss = step([sample_ix('train', iter_num * gradient_accumulation_steps + m)
+                 for m in range(gradient_accumulation_steps)])
     iter_num += 1
     if iter_num % log_interval == 0 and master_process:
         lossf = loss.item()  # the only host sync of a training step
         if not math.isfinite(lossf):
-            sys.exit(f"loss is {lossf} at iter {iter_num}: stopping without saving; "
-                     f"lower learning_rate or check the data (last good checkpoint: {out_dir}/ckpt.pt)")
+            stop(f"loss is {lossf} at iter {iter_num}")
         now = time.time()
         dt = (now - t_last) / (iter_num - it_last)
         t_last, it_last = now, iter_num
@@ -371,14 +461,15 @@ while True:
               f"{tokens_per_iter / dt:,.0f} tok/s, mfu {mfu * 100:.1f}%, eta {eta // 60:.0f}m{eta % 60:02.0f}s")
 
 if master_process and not eval_only:
-    # final numbers: the paper reports test accuracy (indirect indexing) or the best test NLL per token,
-    # so a run that keeps only its best checkpoint is scored with that checkpoint's weights
-    final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': (time.time() - t_start) / 60, 'weights_of_iter': iter_num}
-    ckpt_path = os.path.join(out_dir, 'ckpt.pt')
-    if not always_save_checkpoint and os.path.exists(ckpt_path):
-        best = torch.load(ckpt_path, map_location=device, weights_only=False)
+    # the paper's numbers: test accuracy of the last weights (indirect indexing), test NLL per token of the
+    # best checkpoint (the other data sets: final_weights='best' in their configs)
+    final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': (time.time() - t_start) / 60,
+             'weights': 'last', 'weights_of_iter': iter_num}
+    best_path = os.path.join(out_dir, 'best.pt')
+    if final_weights == 'best' and os.path.exists(best_path):
+        best = read_checkpoint(best_path)
         raw_model.load_state_dict(best['model'])
-        final['weights_of_iter'] = best['iter_num']
+        final['weights'], final['weights_of_iter'] = 'best', best['iter_num']
     for split in ('val', 'test'):
         if data[split] is not None:
             final.update({f'{split}_{k}': v for k, v in evaluate(split, whole=True).items()})

@@ -15,5 +15,5 @@ gradient_accumulation_steps = 8  # micro-steps summed over all GPUs: 8 x 8 = the
 learning_rate = 2.5e-4
 min_lr = 2.5e-5
 beta2 = 0.999
-always_save_checkpoint = False  # keep the checkpoint with the best val loss (the paper reports the best)
+final_weights = 'best'  # final.json scores best.pt (the lowest val loss): the paper reports the best
 log_interval = 50

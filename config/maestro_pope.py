@@ -17,5 +17,5 @@ max_iters = 60000
 lr_decay_iters = 60000  # cosine decay over the whole run
 eval_interval = 1000
 eval_iters = 50
-always_save_checkpoint = False  # keep the checkpoint with the best val loss (the paper reports the best)
+final_weights = 'best'  # final.json scores best.pt (the lowest val loss): the paper reports the best
 log_interval = 50

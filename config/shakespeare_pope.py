@@ -20,5 +20,5 @@ lr_decay_iters = 3000  # cosine decay over the whole run
 weight_decay = 0.1  # more than the paper's 0.01: small data
 eval_interval = 250
 eval_iters = 50
-always_save_checkpoint = False  # keep the checkpoint with the best val loss
+final_weights = 'best'  # final.json scores best.pt (the lowest val loss): the paper reports the best
 log_interval = 25

@@ -18,18 +18,37 @@ from torch.nn import functional as F
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
+def read_checkpoint(path, device='cpu'):
+    """The dict of a ckpt.pt (or best.pt) written by train.py, its tensors on device; one clear line when the
+    file is not one."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=False)
+    except Exception as err:  # empty, truncated, or not a torch file at all
+        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): "
+                         "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
+    if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
+        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
+    return ckpt
+
+
 def load_checkpoint(path, device='cpu', **overrides):
     """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...)."""
     import sys
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
     from model import GPT, GPTConfig
 
-    ckpt = torch.load(path, map_location='cpu', weights_only=False)
+    ckpt = read_checkpoint(path)
     args = dict(ckpt['model_args'])
     args.update({k: v for k, v in overrides.items() if v is not None})
     args['dropout'] = 0.0
     model = GPT(GPTConfig(**args))
     model.load_state_dict(ckpt['model'])
+    with torch.no_grad():  # PoPE's delta in [-2pi, 0], as train.py keeps it (and older checkpoints' forward clamped it)
+        for n, p in model.named_parameters():
+            if n.endswith('delta'):
+                p.clamp_(-2 * math.pi, 0.0)
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
 

@@ -9,9 +9,11 @@ Layout of a prepared data set (what train.py, sample.py and eval/ read):
     data/<name>/meta.json                      vocab_size, dtype, kind="stream", tokenizer ("gpt2"|"itos"),
                                                itos + sep (for "itos"), eot, source, tokens {split: count}
 
-Crash safety: every file is written to `<file>.tmp` and moved into place with os.replace only once it
-is complete, and meta.json is written last. `start_dataset` removes an old meta.json first, so a data
-folder whose meta.json exists is complete; one without it is not.
+Crash safety: a script writes its data set into a staging folder, `<out_dir>.partial` (from
+`start_dataset`), and `write_meta`, called last, swaps it in for out_dir only once it is complete. A run
+that fails or is killed leaves out_dir as it was (the next run clears the staging folder); a source that
+gives no tokens is rejected. Within a folder every file is written to `<file>.tmp` and moved into place
+with os.replace, meta.json last: a data folder whose meta.json exists is complete.
 
 This module must stay cheap to import (sample.py and eval/ import `gpt2_encoding` from it): heavy
 imports (tiktoken, datasets) happen inside the functions that need them.
@@ -20,12 +22,14 @@ imports (tiktoken, datasets) happen inside the functions that need them.
 import json
 import os
 import random
+import shutil
 
 import numpy as np
 
 GPT2_EOT = 50256
 GPT2_VOCAB = 50257
 SPLITS = ('train', 'val', 'test')
+PARTIAL = '.partial'  # the staging folder of a data set being written: <out_dir>.partial
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -133,6 +137,7 @@ def example_batch(rows, pad_id, all_tokens=False):
 
 
 def write_json_atomic(path, obj):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = str(path) + '.tmp'
     with open(tmp, 'w', encoding='utf-8') as f:
         json.dump(obj, f, indent=1, ensure_ascii=False)
@@ -143,19 +148,17 @@ def write_json_atomic(path, obj):
 
 
 def start_dataset(out_dir):
-    """Creates out_dir and removes a previous meta.json, so the folder reads as incomplete until
-    `write_meta` runs at the end."""
-    os.makedirs(out_dir, exist_ok=True)
-    for name in ('meta.json', 'meta.json.tmp'):
-        try:
-            os.remove(os.path.join(out_dir, name))
-        except FileNotFoundError:
-            pass
+    """The staging folder for the data set out_dir, `<out_dir>.partial`, cleared of an earlier failed run.
+    Write every file there, then call `write_meta(staging, ...)`: it swaps the folder in for out_dir."""
+    staging = os.path.normpath(out_dir) + PARTIAL
+    shutil.rmtree(staging, ignore_errors=True)
+    return staging  # created by the first file written into it
 
 
 def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos=None, sep='',
                **extra):
-    """Writes out_dir/meta.json (atomically; call it last). `tokens` maps split -> token count."""
+    """Writes out_dir/meta.json (atomically; call it last). `tokens` maps split -> token count. Given the
+    staging folder of `start_dataset`, it then swaps that folder in for the data set's own."""
     vocab_size = int(vocab_size)
     if tokenizer not in ('gpt2', 'itos'):
         raise ValueError(f"tokenizer must be 'gpt2' or 'itos', got {tokenizer!r}")
@@ -175,7 +178,19 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
         meta['itos'] = list(itos)
         meta['sep'] = sep
     meta.update(extra)
+    staging = os.path.normpath(out_dir).endswith(PARTIAL)
+    final_dir = os.path.normpath(out_dir)[:-len(PARTIAL)] if staging else out_dir
+    if sum(meta['tokens'].values()) == 0:
+        if staging:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise SourceMissing(f'the source holds no usable data (0 tokens): {final_dir} not written; check the input')
     write_json_atomic(os.path.join(out_dir, 'meta.json'), meta)
+    if staging:  # swap the complete data set in: out_dir -> out_dir.old, staging -> out_dir, remove the old one
+        shutil.rmtree(final_dir + '.old', ignore_errors=True)
+        if os.path.exists(final_dir):
+            os.replace(final_dir, final_dir + '.old')
+        os.replace(out_dir, final_dir)
+        shutil.rmtree(final_dir + '.old', ignore_errors=True)
     return meta
 
 
@@ -185,7 +200,7 @@ def read_meta(data_dir):
 
 
 def write_split_streams(out_dir, pieces_by_split, vocab_size, eot, desc=None):
-    """Writes each split's pieces (lists/arrays of ids) as one stream with `eot` after every piece.
+    """Writes each split's pieces (lists/arrays of ids) as one stream with `eot` after every non-empty piece.
 
     Returns {split: token count}; splits with no pieces are not written."""
     from tqdm import tqdm
@@ -196,6 +211,8 @@ def write_split_streams(out_dir, pieces_by_split, vocab_size, eot, desc=None):
             continue
         with TokenWriter(os.path.join(out_dir, f'{split}.bin'), vocab_size) as w:
             for p in tqdm(pieces, desc=f'{desc or "writing"} {split}', leave=False):
+                if len(p) == 0:
+                    continue  # an empty document (an empty file): no tokens, not even its eot
                 w.write(p)
                 if eot is not None:
                     w.write(np.array([eot]))

@@ -177,9 +177,9 @@ def main(argv=None):
 
     from tqdm import tqdm
 
-    start_dataset(args.out_dir)
+    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
     names, nucleotides = [], 0
-    writers = {s: TokenWriter(os.path.join(args.out_dir, f'{s}.bin'), VOCAB) for s in
+    writers = {s: TokenWriter(os.path.join(work, f'{s}.bin'), VOCAB) for s in
                ('train', 'val', 'test')}
     for w in writers.values():
         w.__enter__()
@@ -212,7 +212,7 @@ def main(argv=None):
         else:
             counts[s] = w.count
     meta = write_meta(
-        args.out_dir, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep='', eot=EOS, tokens=counts,
+        work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep='', eot=EOS, tokens=counts,
         source=(f'{desc}: {len(names)} record(s), {nucleotides:,} nucleotides, as non-overlapping 6-mers '
                 f'(Nucleotide Transformer vocabulary, see prepare/genome.py); N-runs >= {args.n_gap} cut '
                 f'out; split by position in {args.chunk:,}-nt chunks (i % 20: 18 val, 19 test).'

@@ -145,8 +145,13 @@ def load_music21(limit=None, num_proc=1):
 
 
 def load_json(path):
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:  # not JSON (json's errors are ValueErrors)
+        raise SourceMissing(f'{path} is not JSON ({e}): give the JSON release, Jsb16thSeparated.json')
+    if not isinstance(data, dict):
+        raise SourceMissing(f'{path}: expected an object with keys train/valid/test')
     key = {'train': 'train', 'val': 'valid', 'test': 'test'}
     missing = [k for k in key.values() if k not in data]
     if missing and 'validation' in data:
@@ -176,7 +181,7 @@ def main(argv=None):
             raise SourceMissing(f'{args.source} not found: the JSON release of the JSB chorales '
                                 '(Jsb16thSeparated.json, 16th-note steps, 229/76/77 pieces); or omit '
                                 '--source for the music21 stand-in')
-        start_dataset(args.out_dir)
+        work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
         pieces = load_json(args.source)
         ids = {s: [encode_piece(c) for c in v] for s, v in pieces.items()}
         source = (f'JSON release of the JSB chorales ({os.path.basename(args.source)}), its own '
@@ -184,7 +189,7 @@ def main(argv=None):
         extra = {'pieces': {s: len(v) for s, v in pieces.items()}}
     else:
         chorales, names = load_music21(args.limit, args.num_proc)
-        start_dataset(args.out_dir)
+        work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
         split = deterministic_split(sorted(chorales), PAPER_SPLIT, args.seed)
         ids = {s: [encode_piece(chorales[n]) for n in nums] for s, nums in split.items()}
         source = (f'offline stand-in: {len(chorales)} Bach chorales of the music21 corpus (riemenschneider '
@@ -193,8 +198,8 @@ def main(argv=None):
                   f'paper\'s proportions 229:76:77 ({"/".join(str(len(v)) for v in split.values())}; '
                   'riemenschneider numbers in "pieces")')
         extra = {'pieces': {s: sorted(v) for s, v in split.items()}}
-    counts = write_split_streams(args.out_dir, ids, VOCAB, SEP, desc='jsb')
-    meta = write_meta(args.out_dir, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep=' ', eot=SEP,
+    counts = write_split_streams(work, ids, VOCAB, SEP, desc='jsb')
+    meta = write_meta(work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep=' ', eot=SEP,
                       tokens=counts, source=source,
                       representation='raster order S,A,T,B per 16th-note step; id = MIDI pitch + 1, '
                                      '0 = rest (-1), 89 = end of piece', **extra)

