@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from eval import read_checkpoint
 from model import GPT, GPTConfig
-from prepare.common import example_batch
+from prepare.common import SPLITS, example_batch
 
 # -----------------------------------------------------------------------------
 # default config: the paper's indirect-indexing run with PoPE (a config file, then --key=value, override it)
@@ -52,6 +52,7 @@ loss_on = 'target'  # examples: train on the 'target' token alone (the paper), o
 # model
 n_layer = 8
 n_head = 8
+n_kv_head = 0  # key/value heads (grouped-query attention; must divide n_head); 0 = n_head
 n_embd = 512
 dropout = 0.0  # on embeddings and residual branches
 bias = False  # biases in Linear layers
@@ -124,6 +125,8 @@ if max_iters < 0 or warmup_iters < 0:
     sys.exit(f"max_iters={max_iters}, warmup_iters={warmup_iters}: must be 0 or more")
 if n_embd % n_head:
     sys.exit(f"n_embd={n_embd} is not a multiple of n_head={n_head} (each head gets n_embd // n_head channels)")
+if n_kv_head < 0 or n_kv_head and n_head % n_kv_head:
+    sys.exit(f"n_kv_head={n_kv_head} must divide n_head={n_head} (0: as many key/value heads as query heads)")
 for key, choices in (('loss_on', ('target', 'all')), ('final_weights', ('last', 'best')),
                      ('dtype', ('float32', 'bfloat16', 'float16'))):
     if globals()[key] not in choices:
@@ -182,7 +185,6 @@ if not os.path.exists(os.path.join(data_dir, 'meta.json')):
 with open(os.path.join(data_dir, 'meta.json')) as f:
     meta = json.load(f)
 examples = meta['kind'] == 'examples'
-SPLITS = ('train', 'val', 'test')
 
 
 def load_split(split):
@@ -259,8 +261,8 @@ def get_lr(it):
 
 # -----------------------------------------------------------------------------
 # model, optimizer, resume
-model_args = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, bias=bias,
-                  vocab_size=meta['vocab_size'], dropout=dropout, pos_emb=pos_emb, pos_base=pos_base,
+model_args = dict(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd, block_size=block_size,
+                  bias=bias, vocab_size=meta['vocab_size'], dropout=dropout, pos_emb=pos_emb, pos_base=pos_base,
                   pope_delta_init=pope_delta_init, attn_impl=attn_impl, yarn_scale=yarn_scale, yarn_orig_ctx=yarn_orig_ctx)
 iter_num, best_val_loss, checkpoint = 0, 1e9, None
 if init_from != 'scratch':
@@ -329,7 +331,8 @@ if compile:
     print("compiling the model... (takes a minute)")
     model = torch.compile(model)
 if ddp:
-    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None)
+    # gradients as views of DDP's all-reduce buckets: no copy into the buckets and back
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None, gradient_as_bucket_view=True)
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
 eval_model = model.module if ddp else model
