@@ -66,6 +66,34 @@ def test_other_readings_of_the_task(variant):
     assert sep in decode(rows[0]) and len(decode(rows[0]).split(sep)) == 4
 
 
+@pytest.mark.parametrize('variant', ['indirect_indexing_next', 'indirect_indexing_prev', 'indirect_indexing_start',
+                                     'indirect_indexing_end', 'indirect_indexing_shift3'])
+def test_sub_tasks_are_what_they_say(variant):
+    """Same format and lengths as the task; content-only tasks fix the shift (the source must still be found),
+    position-only tasks fix the source at an end (the target position follows from length and shift)."""
+    from collections import defaultdict
+    options, rng = VARIANTS[variant], random.Random(2)
+    texts = [make_example(rng, **options) for _ in range(3000)]
+    assert max(len(t) for t, _, _ in texts) == row_length(**options)
+    where = defaultdict(set)  # (length, shift) -> target positions seen
+    for text, src, shift in texts:
+        string, source, shift_text, target = text.split(',')
+        assert 20 <= len(string) <= 40 and len(set(string)) == len(string) and set(string) <= set(LETTERS)
+        assert string[src] == source and int(shift_text) == shift and string[src + shift] == target
+        where[len(string), shift].add(src + shift)
+    shifts = {s for _, _, s in texts}
+    if variant in ('indirect_indexing_next', 'indirect_indexing_prev'):
+        assert shifts == {1 if variant.endswith('next') else -1}
+        assert all(len(p) > 10 for p in where.values())  # the target's position is anyone's guess: find the source
+    elif variant == 'indirect_indexing_shift3':
+        assert shifts == {-3, -2, -1, 1, 2, 3}
+    else:
+        assert shifts == (set(range(1, 16)) if variant.endswith('start') else set(range(-15, 0)))
+        assert {src for _, src, _ in texts if variant.endswith('start')} <= {0}
+        assert all(len(p) == 1 for p in where.values())  # length and shift alone give the target position
+        assert all(text.split(',')[1] == text.split(',')[0][0 if variant.endswith('start') else -1] for text, _, _ in texts)
+
+
 def test_example_batch_targets():
     pad = PAD
     rows = torch.tensor([[5, 6, 7, 8, pad, pad], [1, 2, 3, 4, 9, 0]])
