@@ -36,32 +36,38 @@ def causal_mask(Tq, Tk, q_offset, device):
     return s[None, :] <= t[:, None]
 
 
-def pope_cartesian(x, pos, base, delta=None):
+def pope_cartesian(x, pos, base, delta=None, softplus=True, zero_freqs=0):
     """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
     mu = softplus(x), phi = pos * theta (+ delta for keys). Phases are formed in float64, exact to
-    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
+    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad).
+    Probes of the indirect-indexing task (defaults = PoPE): softplus=False takes mu = x (the paper's
+    ablation; mu may be negative, a phase of pi), zero_freqs=n sets theta_c = 0 for the n lowest
+    frequencies c = d-n..d-1 (those channels match content alone: mu_q mu_k cos(delta_c))."""
     d = x.shape[-1]
     dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
     theta = base ** (-torch.arange(d, dtype=torch.float64, device=x.device) / d)
+    if zero_freqs:
+        theta[d - zero_freqs:] = 0.0
     phi = pos.to(torch.float64)[:, None] * theta  # (T, d)
     if delta is not None:
         phi = phi + delta.to(torch.float64)[:, None, :]  # (H, T, d)
-    mu = F.softplus(x.to(dt))
+    mu = F.softplus(x.to(dt)) if softplus else x.to(dt)
     return mu * phi.cos().to(dt), mu * phi.sin().to(dt)
 
 
-def pope_qk(q, k, delta, base, q_offset):
-    """Cartesian queries at positions q_offset.. and keys at positions 0.. (with delta)."""
+def pope_qk(q, k, delta, base, q_offset, **options):
+    """Cartesian queries at positions q_offset.. and keys at positions 0.. (with delta);
+    options: pope_cartesian's softplus and zero_freqs."""
     t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
     s = torch.arange(k.shape[-2], device=k.device)
-    return (*pope_cartesian(q, t, base), *pope_cartesian(k, s, base, delta))
+    return (*pope_cartesian(q, t, base, **options), *pope_cartesian(k, s, base, delta, **options))
 
 
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
+def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, **options):
     """Plain PoPE attention with explicit scores: the ground truth for every faster path.
     q (B, H, Tq, d), k and v (B, H, Tk, d), delta (H, d); returns (B, H, Tq, d) in v's dtype."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset)
+    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset, **options)
     att = (qx @ kx.transpose(-2, -1) + qy @ ky.transpose(-2, -1)) * sm_scale
     if causal:
         att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
@@ -69,10 +75,10 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
     return (att @ v.to(att.dtype)).to(v.dtype)
 
 
-def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
+def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, **options):
     """PoPE as ordinary attention on 2d-wide real queries and keys [mu cos phi, mu sin phi]."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
-    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset)
+    qx, qy, kx, ky = pope_qk(q, k, delta, base, q_offset, **options)
     q2, k2 = torch.cat([qx, qy], -1).to(v.dtype), torch.cat([kx, ky], -1).to(v.dtype)
     return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
 
@@ -156,6 +162,10 @@ class GPTConfig:
     attn_impl: str = 'auto'  # 'auto': triton for PoPE on CUDA (head dim 32/64/128), else sdpa; or 'torch', 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
+    # probes of the indirect-indexing task (issue #16); the defaults are PoPE as in the paper
+    pope_softplus: bool = True  # mu = softplus(x); False: mu = x (the paper's ablation; sdpa/torch paths only)
+    pope_zero_freqs: int = 0  # theta_c = 0 for the n lowest frequencies of each head (sdpa/torch paths only)
+    qk_init_scale: float = 1.0  # init std of the query and key weights, x 0.02 (any encoding)
 
 
 class KVCache:
@@ -185,6 +195,12 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
         self.pos_emb, self.base, self.impl = config.pos_emb, config.pos_base, config.attn_impl
         if self.pos_emb == 'pope':
+            # the fused kernel computes softplus(x) and every theta_c itself: the probes need sdpa/torch
+            self.pope_options = {}  # pope_cartesian's probe options where they differ from PoPE's
+            if not config.pope_softplus:
+                self.pope_options['softplus'] = False
+            if config.pope_zero_freqs:
+                self.pope_options['zero_freqs'] = config.pope_zero_freqs
             self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
             if config.pope_delta_init == 'uniform':
                 nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
@@ -202,7 +218,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, self.hd).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
         impl = self.impl
         if impl == 'auto':
-            impl = 'triton' if self.pos_emb == 'pope' and x.is_cuda and self.hd in (32, 64, 128) else 'sdpa'  # the kernel's head dims
+            impl = 'triton' if self.pos_emb == 'pope' and x.is_cuda and self.hd in (32, 64, 128) and not self.pope_options else 'sdpa'  # the kernel's head dims
         if self.pos_emb in ('rope', 'rope_half'):
             pos = torch.arange(t0, t0 + T, device=x.device)
             q, k = rope_rotate(q, pos, self.theta) * self.yarn_mscale, rope_rotate(k, pos, self.theta) * self.yarn_mscale
@@ -214,7 +230,7 @@ class CausalSelfAttention(nn.Module):
                 from pope_kernel import pope_attention as attend
             else:
                 attend = pope_attention if impl == 'torch' else pope_attention_sdpa
-            y = attend(q, k, v, delta, causal=True, base=self.base, q_offset=t0)
+            y = attend(q, k, v, delta, causal=True, base=self.base, q_offset=t0, **self.pope_options)
         else:
             bias = None
             if self.pos_emb == 'alibi_half':  # -m * (t - s), per head
@@ -261,6 +277,11 @@ class GPT(nn.Module):
             raise ValueError(f"attn_impl={config.attn_impl!r}; choose one of {ATTN_IMPLS}")
         if config.pope_delta_init not in ('zero', 'uniform'):
             raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
+        if not 0 <= config.pope_zero_freqs <= config.n_embd // config.n_head:
+            raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..head dim ({config.n_embd // config.n_head})")
+        if config.pos_emb == 'pope' and config.attn_impl == 'triton' and (not config.pope_softplus or config.pope_zero_freqs):
+            raise ValueError("attn_impl='triton' computes mu = softplus(x) with every theta_c: use attn_impl='auto' or "
+                             "'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
@@ -275,6 +296,8 @@ class GPT(nn.Module):
         for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
             if pn.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+            if pn.endswith('attn.c_attn.weight') and config.qk_init_scale != 1.0:  # rows of q and k, not v
+                torch.nn.init.normal_(p[:2 * config.n_embd], mean=0.0, std=0.02 * config.qk_init_scale)
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -311,13 +334,19 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False, delta_lr_mult=1.0):
         # decay only the matrices of Linear layers: not norms, biases, embeddings, nor PoPE's delta
         decay = [p for n, p in self.named_parameters() if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
-        ids = {id(p) for p in decay}
+        # with delta_lr_mult != 1, PoPE's delta is a group of its own: its lr is lr_mult x the schedule's (train.py)
+        deltas = [p for n, p in self.named_parameters() if n.endswith('delta')] if delta_lr_mult != 1.0 else []
+        ids = {id(p) for p in decay + deltas}
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
-        if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU
+        if deltas:
+            groups.append({'params': deltas, 'weight_decay': 0.0, 'lr_mult': delta_lr_mult, 'lr': learning_rate * delta_lr_mult})
+        if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU (one tensor per group)
+            for g in groups:
+                g['lr'] = torch.tensor(g.get('lr', learning_rate), device=self.lm_head.weight.device)
             learning_rate = torch.tensor(learning_rate, device=self.lm_head.weight.device)
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda', capturable=capturable)
 

@@ -132,6 +132,19 @@ def test_train_evaluates_and_resume_continues_the_same_run(workdir):
     assert 'tok/s' in p.stdout and 'eta' in p.stdout
 
 
+def test_delta_lr_mult_scales_the_steps_of_delta_alone(workdir):
+    """One AdamW step moves delta by ~lr x mult x sign(grad) (mult 0: not at all); the other weights as without it."""
+    ckpt = {}
+    for mult in (0.0, 100.0):
+        run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--eval_interval=1', f'--delta_lr_mult={mult}',
+            '--pope_delta_init=uniform', f'--out_dir=dlr{mult:g}')
+        ckpt[mult] = torch.load(workdir / f'dlr{mult:g}' / 'ckpt.pt', weights_only=False)['model']
+    lr = 0.003 / 3  # TINY's learning rate at step 0 of a 2-step warmup
+    step = (ckpt[100.0]['h.0.attn.delta'] - ckpt[0.0]['h.0.attn.delta']).abs().mean().item()
+    assert 0.8 * 100 * lr < step <= 1.001 * 100 * lr, step
+    assert torch.equal(ckpt[0.0]['lm_head.weight'], ckpt[100.0]['lm_head.weight'])
+
+
 def test_final_scores_the_best_checkpoint_when_only_the_best_is_kept(workdir):
     run(workdir, 'train.py', POPE, *TINY, '--max_iters=8', '--eval_interval=2', '--always_save_checkpoint=False',
         '--out_dir=best_only')
