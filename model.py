@@ -218,7 +218,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, self.hd).transpose(1, 2) for t in (q, k, v))  # (B, H, T, hd)
         impl = self.impl
         if impl == 'auto':
-            impl = 'triton' if self.pos_emb == 'pope' and x.is_cuda and self.hd in (32, 64, 128) and not self.pope_options else 'sdpa'  # the kernel's head dims
+            kernel = self.pos_emb == 'pope' and x.is_cuda and self.hd in (32, 64, 128)  # the kernel's head dims
+            impl = 'triton' if kernel and not self.pope_options else 'sdpa'  # the kernel knows PoPE's defaults alone
         if self.pos_emb in ('rope', 'rope_half'):
             pos = torch.arange(t0, t0 + T, device=x.device)
             q, k = rope_rotate(q, pos, self.theta) * self.yarn_mscale, rope_rotate(k, pos, self.theta) * self.yarn_mscale
@@ -278,8 +279,10 @@ class GPT(nn.Module):
         if config.pope_delta_init not in ('zero', 'uniform'):
             raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
         if not 0 <= config.pope_zero_freqs <= config.n_embd // config.n_head:
-            raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..head dim ({config.n_embd // config.n_head})")
-        if config.pos_emb == 'pope' and config.attn_impl == 'triton' and (not config.pope_softplus or config.pope_zero_freqs):
+            hd = config.n_embd // config.n_head
+            raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..{hd} (the head dim)")
+        probe_options = not config.pope_softplus or config.pope_zero_freqs
+        if config.pos_emb == 'pope' and config.attn_impl == 'triton' and probe_options:
             raise ValueError("attn_impl='triton' computes mu = softplus(x) with every theta_c: use attn_impl='auto' or "
                              "'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
         self.config = config
@@ -334,7 +337,8 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False, delta_lr_mult=1.0):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,
+                             delta_lr_mult=1.0):
         # decay only the matrices of Linear layers: not norms, biases, embeddings, nor PoPE's delta
         decay = [p for n, p in self.named_parameters() if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
         # with delta_lr_mult != 1, PoPE's delta is a group of its own: its lr is lr_mult x the schedule's (train.py)
@@ -343,7 +347,8 @@ class GPT(nn.Module):
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
         if deltas:
-            groups.append({'params': deltas, 'weight_decay': 0.0, 'lr_mult': delta_lr_mult, 'lr': learning_rate * delta_lr_mult})
+            groups.append({'params': deltas, 'weight_decay': 0.0, 'lr_mult': delta_lr_mult,
+                           'lr': learning_rate * delta_lr_mult})
         if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU (one tensor per group)
             for g in groups:
                 g['lr'] = torch.tensor(g.get('lr', learning_rate), device=self.lm_head.weight.device)

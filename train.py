@@ -239,8 +239,9 @@ def get_lr(it):
 # model, optimizer, resume
 model_args = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size, bias=bias,
                   vocab_size=meta['vocab_size'], dropout=dropout, pos_emb=pos_emb, pos_base=pos_base,
-                  pope_delta_init=pope_delta_init, attn_impl=attn_impl, yarn_scale=yarn_scale, yarn_orig_ctx=yarn_orig_ctx,
-                  pope_softplus=pope_softplus, pope_zero_freqs=pope_zero_freqs, qk_init_scale=qk_init_scale)
+                  pope_delta_init=pope_delta_init, attn_impl=attn_impl, yarn_scale=yarn_scale,
+                  yarn_orig_ctx=yarn_orig_ctx, pope_softplus=pope_softplus, pope_zero_freqs=pope_zero_freqs,
+                  qk_init_scale=qk_init_scale)
 iter_num, best_val_loss, checkpoint = 0, 1e9, None
 if init_from != 'scratch':
     ckpt_path = os.path.join(out_dir, 'ckpt.pt') if init_from == 'resume' else init_from

@@ -87,14 +87,15 @@ def forward_recorded(model, x):
         for h in hooks:
             h.remove()
     if len(maps) != len(model.h):
-        raise RuntimeError(f"recorded {len(maps)} attention maps for {len(model.h)} layers: load with attn_impl='torch'")
+        raise RuntimeError(f"recorded {len(maps)} attention maps for {len(model.h)} layers: "
+                           "load the model with attn_impl='torch'")
     return logits, maps, inputs
 
 
 def attention_to(maps, q, k):
     """Per layer and head: mean weight from query positions q (B,) to key positions k (B,), and the share of
     examples whose largest weight (over keys) is at k. Returns two (n_layer, n_head) tensors."""
-    b = torch.arange(len(q))
+    b = torch.arange(len(q), device=q.device)
     weight = torch.stack([m[b, :, q, k].mean(0) for m in maps])  # m[b, :, q, k] is (B, H)
     top = torch.stack([(m[b, :, q, :].argmax(-1) == k[:, None]).float().mean(0) for m in maps])
     return weight, top
@@ -120,16 +121,18 @@ def pope_stats(model, inputs, real):
 
 
 @torch.no_grad()
-def probe(ckpt_path, data_dir=None, n=2000, batch=500):
-    model, ckpt = load_checkpoint(ckpt_path, attn_impl='torch')
+def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
+    """Everything above for one checkpoint, in float32 (attn_impl='torch'), as a JSON-ready dict."""
+    model, ckpt = load_checkpoint(ckpt_path, device, attn_impl='torch')
     rows, meta = read_test_rows(ckpt, data_dir, n), ckpt['meta']
-    f = parse_rows(rows.numpy(), meta)
+    f = {k: v.to(device) for k, v in parse_rows(rows.numpy(), meta).items()}
+    rows = rows.to(device)
     correct, weights, tops, inputs_all, real_all = [], defaultdict(list), defaultdict(list), None, []
     for i in range(0, len(rows), batch):
         x, y = example_batch(rows[i:i + batch], meta['pad_id'])
         logits, maps, inputs = forward_recorded(model, x)
         g = {k: v[i:i + batch] for k, v in f.items()}
-        b = torch.arange(len(x))
+        b = torch.arange(len(x), device=device)
         correct.append(logits[b, g['q_last']].argmax(-1) == y[b, g['q_last']])
         for qn in ('q_last', 'q_src'):
             for kn, k in (('src', g['src']), ('target', g['src'] + g['shift'])):
@@ -143,8 +146,8 @@ def probe(ckpt_path, data_dir=None, n=2000, batch=500):
     result = {'ckpt': ckpt_path, 'dataset': ckpt['config']['dataset'], 'pos_emb': ckpt['model_args']['pos_emb'],
               'iter': ckpt['iter_num'], 'examples': len(rows), 'acc': correct.mean().item(),
               'acc_per_shift': per('shift'), 'acc_per_source_position': per('src'),
-              'attention': {k: {'weight': (sum(weights[k]) / len(rows)).tolist(), 'top': (sum(tops[k]) / len(rows)).tolist()}
-                            for k in weights},
+              'attention': {k: {'weight': (sum(weights[k]) / len(rows)).tolist(),
+                                'top': (sum(tops[k]) / len(rows)).tolist()} for k in weights},
               'uniform_weight_at_q_last': (1.0 / (f['q_last'] + 1)).mean().item()}
     if result['pos_emb'] == 'pope':
         result['pope'] = pope_stats(model, inputs_all, real_all)
@@ -156,14 +159,16 @@ def summary(r, label):
     lines = [f"## {label}: {r['dataset']}, {r['pos_emb']}, iter {r['iter']}, test acc {100 * r['acc']:.2f}% "
              f"({r['examples']} examples)",
              "acc per shift: " + ' '.join(f"{s:+d}:{100 * a:.0f}" for s, a in sorted(r['acc_per_shift'].items())),
-             "acc per source position: " + ' '.join(f"{s}:{100 * a:.0f}" for s, a in sorted(r['acc_per_source_position'].items())),
+             "acc per source position: "
+             + ' '.join(f"{s}:{100 * a:.0f}" for s, a in sorted(r['acc_per_source_position'].items())),
              f"attention (uniform weight from the last position: {r['uniform_weight_at_q_last']:.3f}); "
              "best three (layer.head weight/top) per query -> key:"]
     for k, v in r['attention'].items():
         w, t = torch.tensor(v['weight']), torch.tensor(v['top'])
         best = w.flatten().topk(3).indices.tolist()
         nh = w.shape[1]
-        lines.append(f"  {k:16s} " + '  '.join(f"{i // nh}.{i % nh} {w.flatten()[i]:.2f}/{t.flatten()[i]:.2f}" for i in best))
+        lines.append(f"  {k:16s} " + '  '.join(f"{i // nh}.{i % nh} {w.flatten()[i]:.2f}/{t.flatten()[i]:.2f}"
+                                               for i in best))
     for layer, p in enumerate(r.get('pope', [])):
         lines.append(f"  PoPE layer {layer}: " + ', '.join(f"{k} {v:.3f}" for k, v in p.items()))
     return '\n'.join(lines)
@@ -235,7 +240,8 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
     for name, rs in groups.items():
         accs = [100 * r['final'] for r in rs]
         std = np.std(accs, ddof=1) if len(accs) > 1 else 0.0
-        lines.append(f"| {name} | {len(rs)} | {' / '.join(f'{a:.1f}' for a in accs)} | {np.mean(accs):.1f} +- {std:.1f} |")
+        per_seed = ' / '.join(f'{a:.1f}' for a in accs)
+        lines.append(f"| {name} | {len(rs)} | {per_seed} | {np.mean(accs):.1f} +- {std:.1f} |")
     return '\n'.join(lines)
 
 
@@ -247,6 +253,7 @@ def main(argv=None):
     a.add_argument('--label', action='append', default=[], help='one per checkpoint (default: its folder)')
     a.add_argument('--data_dir', default=None, help='default: data/<the data set the run trained on>')
     a.add_argument('--n', type=int, default=2000, help='test examples (the first n)')
+    a.add_argument('--device', default='cpu', help="'cpu' or 'cuda' (float32 either way)")
     a.add_argument('--out', default='out-probe-eval', help='folder for <label>.json, acc_per_shift.png, summary.md')
     b = sub.add_parser('table', help='final and best test accuracy, step to thresholds, per run and per group')
     b.add_argument('folders', nargs='+', help="train.py out_dir folders (eval_log.jsonl, final.json)")
@@ -256,7 +263,8 @@ def main(argv=None):
         print(table(args.folders, tuple(args.threshold or (0.2, 0.5, 0.9))))
         return
     if args.label and len(args.label) != len(args.ckpts):
-        raise SystemExit(f"{len(args.label)} --label for {len(args.ckpts)} checkpoints: give one per checkpoint or none")
+        raise SystemExit(f"{len(args.label)} --label for {len(args.ckpts)} checkpoints: "
+                         "give one per checkpoint or none")
     for path in args.ckpts:
         if not os.path.exists(path):
             raise SystemExit(f"{path}: no such checkpoint (train.py writes <out_dir>/ckpt.pt)")
@@ -264,7 +272,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     results, texts = [], []
     for path, label in zip(args.ckpts, labels):
-        r = probe(path, args.data_dir, args.n)
+        r = probe(path, args.data_dir, args.n, device=args.device)
         results.append(r)
         with open(os.path.join(args.out, re.sub(r'[^\w.-]+', '_', label) + '.json'), 'w') as f:
             json.dump(r, f)

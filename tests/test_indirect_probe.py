@@ -16,7 +16,8 @@ from prepare.indirect_indexing import prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--batch_size=16', '--eval_iters=2', '--log_interval=10',
-        '--warmup_iters=5', '--learning_rate=0.003', '--device=cpu', '--compile=False', '--max_iters=20', '--eval_interval=20']
+        '--warmup_iters=5', '--learning_rate=0.003', '--device=cpu', '--compile=False', '--max_iters=20',
+        '--eval_interval=20']
 
 
 @pytest.fixture(scope='module')
@@ -27,7 +28,8 @@ def runs(tmp_path_factory):
     prepare(str(d / 'data' / 'indirect_indexing_next'), sizes={'train': 1000, 'val': 100, 'test': 100},
             variant='indirect_indexing_next')
     for name, flags in (('pope_s1', ['--pos_emb=pope', '--pope_softplus=False']), ('rope_s1', ['--pos_emb=rope'])):
-        subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), os.path.join(ROOT, 'config', 'indirect_pope.py'),
+        config = os.path.join(ROOT, 'config', 'indirect_pope.py')
+        subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), config,
                         '--dataset=indirect_indexing_next', *TINY, *flags, f'--out_dir=out-{name}'],
                        cwd=d, env=dict(os.environ, PYTHONPATH=ROOT), check=True, capture_output=True, timeout=300)
     return d

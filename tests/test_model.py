@@ -226,8 +226,9 @@ def naive_pope_options(q, k, v, delta, base, softplus, zero_freqs):
     for b in range(B):
         for h in range(H):
             for t in range(T):
-                scores = [sum(mu(q[b, h, t, c].item()) * mu(k[b, h, s, c].item()) * math.cos((s - t) * theta[c] + delta[h, c].item())
-                              for c in range(d)) / math.sqrt(d) for s in range(t + 1)]
+                scores = [sum(mu(q[b, h, t, c].item()) * mu(k[b, h, s, c].item())
+                              * math.cos((s - t) * theta[c] + delta[h, c].item()) for c in range(d)) / math.sqrt(d)
+                              for s in range(t + 1)]
                 out[b, h, t] = torch.softmax(torch.tensor(scores, dtype=F64), 0) @ v[b, h, :t + 1]
     return out
 

@@ -91,7 +91,8 @@ def test_sub_tasks_are_what_they_say(variant):
         assert shifts == (set(range(1, 16)) if variant.endswith('start') else set(range(-15, 0)))
         assert {src for _, src, _ in texts if variant.endswith('start')} <= {0}
         assert all(len(p) == 1 for p in where.values())  # length and shift alone give the target position
-        assert all(text.split(',')[1] == text.split(',')[0][0 if variant.endswith('start') else -1] for text, _, _ in texts)
+        end = 0 if variant.endswith('start') else -1
+        assert all(text.split(',')[1] == text.split(',')[0][end] for text, _, _ in texts)  # the source field
 
 
 def test_example_batch_targets():
