@@ -13,7 +13,7 @@ probe, per checkpoint, on the first --n examples of the test split of the data s
     'weight' is the mean attention weight, 'top' how often that key gets the head's largest weight
     (a head that finds the source has 'top' near 1; a uniform head has weight ~ 1 / (query position + 1));
   - PoPE: per layer, delta (mean, std, share at the ends of [-2pi, 0]) and the magnitudes mu of queries and
-    keys at the example's tokens: mean, and spread = std over tokens / mean (how much content moves mu).
+    keys at the example's tokens: mean, and spread = std over tokens / RMS, in [0, 1] (how much content moves mu).
 table, per run folder (train.py's out_dir): final test accuracy (final.json, else the last evaluation), best,
 the first evaluated step at which test accuracy reaches each --threshold, and the data set's chance levels
 (eval.indirect_baselines: 'window' is the plateau of a model that cannot find the source); then per group
@@ -103,7 +103,7 @@ def attention_to(maps, q, k):
 
 def pope_stats(model, inputs, real):
     """Per layer: delta's mean, std and share at 0 or -2pi; the magnitudes mu of queries and keys at the real
-    tokens (real: (B, T) bool): mean, and spread = std over tokens / mean, averaged over heads and channels."""
+    tokens (real: (B, T) bool): mean, and spread = std over tokens / RMS, averaged over heads and channels."""
     out = []
     for block, x in zip(model.h, inputs):
         attn, C = block.attn, x.shape[-1]
@@ -115,7 +115,7 @@ def pope_stats(model, inputs, real):
                'delta_at_-2pi': (delta < -2 * math.pi + 1e-4).float().mean().item()}
         for name, m in (('q', mu[:, :C]), ('k', mu[:, C:])):
             row[f'mu_{name}_mean'] = m.mean().item()
-            row[f'mu_{name}_spread'] = (m.std(0) / m.mean(0).abs().clamp_min(1e-6)).mean().item()
+            row[f'mu_{name}_spread'] = (m.std(0) / m.pow(2).mean(0).sqrt().clamp_min(1e-6)).mean().item()
         out.append(row)
     return out
 
@@ -165,7 +165,7 @@ def summary(r, label):
              "best three (layer.head weight/top) per query -> key:"]
     for k, v in r['attention'].items():
         w, t = torch.tensor(v['weight']), torch.tensor(v['top'])
-        best = w.flatten().topk(3).indices.tolist()
+        best = w.flatten().topk(min(3, w.numel())).indices.tolist()
         nh = w.shape[1]
         lines.append(f"  {k:16s} " + '  '.join(f"{i // nh}.{i % nh} {w.flatten()[i]:.2f}/{t.flatten()[i]:.2f}"
                                                for i in best))
