@@ -43,33 +43,40 @@ def repeat_kv(x, n_head):
     return x if x.shape[1] == n_head else x.repeat_interleave(n_head // x.shape[1], dim=1)
 
 
-def pope_cartesian(x, pos, base, delta=None):
+def pope_cartesian(x, pos, base, delta=None, softplus=True, zero_freqs=0):
     """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
     mu = softplus(x), phi = pos * theta (+ delta for keys). Phases are formed in float64, exact to
-    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
+    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad).
+    Probes of the indirect-indexing task (defaults = PoPE): softplus=False takes mu = x (the paper's
+    ablation; mu may be negative, a phase of pi), zero_freqs=n sets theta_c = 0 for the n lowest
+    frequencies c = d-n..d-1 (those channels match content alone: mu_q mu_k cos(delta_c))."""
     d = x.shape[-1]
     dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
     theta = base ** (-torch.arange(d, dtype=torch.float64, device=x.device) / d)
+    if zero_freqs:
+        theta[d - zero_freqs:] = 0.0
     phi = pos.to(torch.float64)[:, None] * theta  # (T, d)
     if delta is not None:
         phi = phi + delta.to(torch.float64)[:, None, :]  # (H, T, d)
-    mu = F.softplus(x.to(dt))
+    mu = F.softplus(x.to(dt)) if softplus else x.to(dt)
     return mu * phi.cos().to(dt), mu * phi.sin().to(dt)
 
 
-def pope_qk(q, k, delta, base, q_offset):
+def pope_qk(q, k, delta, base, q_offset, **options):
     """Cartesian queries Qc, Qs at positions q_offset.. and keys Kc, Ks at positions 0.. (with delta);
-    k may have fewer heads than q (grouped-query attention): it is repeated per group first."""
+    k may have fewer heads than q (grouped-query attention): it is repeated per group first.
+    options: pope_cartesian's softplus and zero_freqs."""
     t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
     s = torch.arange(k.shape[-2], device=k.device)
-    return (*pope_cartesian(q, t, base), *pope_cartesian(repeat_kv(k, q.shape[1]), s, base, delta))
+    k = repeat_kv(k, q.shape[1])
+    return (*pope_cartesian(q, t, base, **options), *pope_cartesian(k, s, base, delta, **options))
 
 
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
+def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, **options):
     """Plain PoPE attention with explicit scores: the ground truth for every faster path.
     q (B, H, Tq, d), k and v (B, H_kv, Tk, d) with H_kv dividing H, delta (H, d); returns (B, H, Tq, d) in v's dtype."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset)
+    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, **options)
     att = (Qc @ Kc.transpose(-2, -1) + Qs @ Ks.transpose(-2, -1)) * sm_scale
     if causal:
         att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
@@ -77,10 +84,10 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
     return (att @ repeat_kv(v, q.shape[1]).to(att.dtype)).to(v.dtype)
 
 
-def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0):
+def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, **options):
     """PoPE as ordinary attention on 2d-wide real queries and keys [mu cos phi, mu sin phi]."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
-    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset)
+    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, **options)
     q2, k2 = torch.cat([Qc, Qs], -1).to(v.dtype), torch.cat([Kc, Ks], -1).to(v.dtype)
     return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
 
@@ -173,6 +180,10 @@ class GPTConfig:
     attn_impl: str = 'auto'  # PoPE: 'auto' (pope_kernel's fastest path on CUDA, else sdpa), 'torch', 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
+    # probes of the indirect-indexing task (issue #16); the defaults are PoPE as in the paper
+    pope_softplus: bool = True  # mu = softplus(x); False: mu = x (the paper's ablation; sdpa/torch paths only)
+    pope_zero_freqs: int = 0  # theta_c = 0 for the n lowest frequencies of each head (sdpa/torch paths only)
+    qk_init_scale: float = 1.0  # init std of the query and key weights, x 0.02 (any encoding)
 
 
 class KVCache:
@@ -210,13 +221,19 @@ class CausalSelfAttention(nn.Module):
             self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
             if config.pope_delta_init == 'uniform':
                 nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
-            if impl == 'auto' and not torch.cuda.is_available():
-                impl = 'sdpa'  # pope_kernel needs CUDA (or its CPU interpreter); PoPE's SDPA form runs anywhere
+            self.pope_options = {}  # pope_cartesian's probe options where they differ from PoPE's
+            if not config.pope_softplus:
+                self.pope_options['softplus'] = False
+            if config.pope_zero_freqs:
+                self.pope_options['zero_freqs'] = config.pope_zero_freqs
+            if impl == 'auto' and (self.pope_options or not torch.cuda.is_available()):
+                impl = 'sdpa'  # pope_kernel needs CUDA and knows PoPE's defaults alone; PoPE's SDPA form does all
             if impl in ('auto', 'triton'):  # pope_kernel: 'auto' = its measured fastest path, 'triton' = all-Triton
                 import pope_kernel  # Triton: imported only where the kernel is used
                 self.attend = functools.partial(pope_kernel.pope_attention, impl=impl)
             else:
-                self.attend = pope_attention if impl == 'torch' else pope_attention_sdpa
+                self.attend = functools.partial(pope_attention if impl == 'torch' else pope_attention_sdpa,
+                                                **self.pope_options)
         else:
             self.attend = plain_attention if impl == 'torch' else sdpa  # (triton is PoPE's kernel: sdpa here)
         if self.pos_emb in ('rope', 'rope_half'):
@@ -296,6 +313,13 @@ class GPT(nn.Module):
             raise ValueError(f"attn_impl={config.attn_impl!r}; choose one of {ATTN_IMPLS}")
         if config.pope_delta_init not in ('zero', 'uniform'):
             raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
+        if not 0 <= config.pope_zero_freqs <= config.n_embd // config.n_head:
+            hd = config.n_embd // config.n_head
+            raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..{hd} (the head dim)")
+        probe_options = not config.pope_softplus or config.pope_zero_freqs
+        if config.pos_emb == 'pope' and config.attn_impl == 'triton' and probe_options:
+            raise ValueError("attn_impl='triton' computes mu = softplus(x) with every theta_c: use attn_impl='auto' or "
+                             "'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
@@ -310,6 +334,9 @@ class GPT(nn.Module):
         for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
             if pn.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+            if pn.endswith('attn.c_attn.weight') and config.qk_init_scale != 1.0:  # rows of q and k, not v
+                qk_rows = config.n_embd + (config.n_kv_head or config.n_head) * (config.n_embd // config.n_head)
+                torch.nn.init.normal_(p[:qk_rows], mean=0.0, std=0.02 * config.qk_init_scale)
         # the tied vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304),
         # after the init so that the random numbers drawn are those of the unpadded model; the extra rows are never
         # looked up, and forward() drops their logits
@@ -352,16 +379,25 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,
+                             delta_lr_mult=1.0):
         # decay only the matrices of Linear layers: not norms, biases, embeddings, nor PoPE's delta
         decay = [p for n, p in self.named_parameters()
                  if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
-        ids = {id(p) for p in decay}
+        # with delta_lr_mult != 1, PoPE's delta is a group of its own: its lr is lr_mult x the schedule's (train.py)
+        deltas = [p for n, p in self.named_parameters() if n.endswith('delta')] if delta_lr_mult != 1.0 else []
+        ids = {id(p) for p in decay + deltas}
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
-        if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU
+        if deltas:
+            groups.append({'params': deltas, 'weight_decay': 0.0, 'lr_mult': delta_lr_mult,
+                           'lr': learning_rate * delta_lr_mult})
+        if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU (one tensor per group)
+            for g in groups:
+                g['lr'] = torch.tensor(g.get('lr', learning_rate), device=self.lm_head.weight.device)
             learning_rate = torch.tensor(learning_rate, device=self.lm_head.weight.device)
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda', capturable=capturable)
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda',
+                                 capturable=capturable)
 
     def flops_per_token(self, T):
         """6N for the matrices plus attention: 12 * L * d_model * T for fwd+bwd of q k^T and att v;

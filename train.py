@@ -62,6 +62,11 @@ pope_delta_init = 'uniform'  # 'zero' or 'uniform' in [-2pi, 0]
 attn_impl = 'auto'  # auto (triton for PoPE on CUDA at head dim 32/64/128, else sdpa), torch, sdpa, triton
 yarn_scale = 1.0  # YaRN scale s for RoPE models (1.0 = off)
 yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
+# probes of the indirect-indexing task (issue #16; results/indirect_probes_plan.md); defaults = the paper's PoPE
+pope_softplus = True  # PoPE magnitude mu = softplus(x); False: mu = x (the paper's ablation; not the fused kernel)
+pope_zero_freqs = 0  # PoPE: theta_c = 0 for the n lowest frequencies per head, content-only channels (not the kernel)
+qk_init_scale = 1.0  # init std of the query/key weights is 0.02 x this (PoPE: a wider spread of mu at init)
+delta_lr_mult = 1.0  # PoPE's delta learns at this multiple of the learning rate (a param group of its own)
 # AdamW
 learning_rate = 2e-4  # peak learning rate
 max_iters = 100000  # optimizer steps in all
@@ -263,7 +268,9 @@ def get_lr(it):
 # model, optimizer, resume
 model_args = dict(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd, block_size=block_size,
                   bias=bias, vocab_size=meta['vocab_size'], dropout=dropout, pos_emb=pos_emb, pos_base=pos_base,
-                  pope_delta_init=pope_delta_init, attn_impl=attn_impl, yarn_scale=yarn_scale, yarn_orig_ctx=yarn_orig_ctx)
+                  pope_delta_init=pope_delta_init, attn_impl=attn_impl, yarn_scale=yarn_scale,
+                  yarn_orig_ctx=yarn_orig_ctx, pope_softplus=pope_softplus, pope_zero_freqs=pope_zero_freqs,
+                  qk_init_scale=qk_init_scale)
 iter_num, best_val_loss, checkpoint = 0, 1e9, None
 if init_from != 'scratch':
     ckpt_path = os.path.join(out_dir, 'ckpt.pt') if init_from == 'resume' else init_from
@@ -313,7 +320,8 @@ def project_delta():
 project_delta()
 if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps != 1 or not examples or dtype == 'float16'):
     sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept on the GPU (kind 'examples')")
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph)
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
+                                       delta_lr_mult=delta_lr_mult)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
@@ -445,9 +453,9 @@ while True:
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         if torch.is_tensor(group['lr']):
-            group['lr'].fill_(lr)  # a capturable optimizer reads lr on the GPU
+            group['lr'].fill_(lr * group.get('lr_mult', 1.0))  # a capturable optimizer reads lr on the GPU
         else:
-            group['lr'] = lr
+            group['lr'] = lr * group.get('lr_mult', 1.0)
     loss = step([sample_ix('train', iter_num * gradient_accumulation_steps + m)
                  for m in range(gradient_accumulation_steps)])
     iter_num += 1

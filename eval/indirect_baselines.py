@@ -13,21 +13,24 @@ that keep the target inside the string. What a model scores when it knows only p
 
 from fractions import Fraction
 
-from prepare.indirect_indexing import VARIANTS, shift_choices
+from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices
 
 
-def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=','):
+def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', shifts=None, anchor=None):
     """Expected accuracy (a float in [0, 1]) of each partial-knowledge guess above, for make_example's
-    options (sep is accepted so that a variant's options pass straight in; it changes nothing here)."""
-    shifts = shift_choices(max_shift, zero_shift)
+    options (sep is accepted so that a variant's options pass straight in; it changes nothing here).
+    For the sub-tasks: content only (shift fixed at +-1) has window = letter, a guess among the L - 1
+    letters; position only (anchor 'start' / 'end') is solved by reading the shift, so 'position' is
+    what reading the length alone gives."""
+    shifts = shift_choices(max_shift, zero_shift, shifts)
     n_lengths = lengths[1] - lengths[0] + 1
     letter = position = window = Fraction(0)
     for L in range(lengths[0], lengths[1] + 1):
-        pairs = [(src, s) for src in range(L) for s in shifts if 0 <= src + s < L]
+        pairs = [(src, s) for src in source_choices(L, anchor) for s in shifts if 0 <= src + s < L]
         at = [0] * L  # how many pairs put the target at each position
         for src, s in pairs:
             at[src + s] += 1
-        letter += Fraction(1, L if zero_shift else L - 1) / n_lengths
+        letter += Fraction(1, L if 0 in shifts else L - 1) / n_lengths
         position += Fraction(max(at), len(pairs)) / n_lengths
         window += sum(Fraction(1, L - abs(s)) for _, s in pairs) / len(pairs) / n_lengths
     return {'letter': float(letter), 'position': float(position), 'window': float(window)}

@@ -19,6 +19,17 @@ The other readings are variants (`--variant`, or `--dataset=<variant>` in train.
 indirect_indexing_spaces (the printed format ", " with a space token, rows of 51), indirect_indexing_len40
 (strings of 20-32 letters, so every example fits 40 tokens) and indirect_indexing_shift0 (shifts of 0 allowed).
 
+Sub-tasks that separate the task's two halves (finding the source letter; moving by the shift), in the
+task's own format, alphabet and lengths, so a model and its data pipeline see no difference but the rule:
+- content only: the shift is always +1 (indirect_indexing_next: the letter after the source, an induction
+  look-up) or always -1 (indirect_indexing_prev: the letter before it). The source must still be found by
+  its content; the move is fixed, so the shift field is a constant "+1" / "-1".
+- position only: the source is always the string's first letter and the shift +1..+15
+  (indirect_indexing_start: the letter k places after the start, an absolute position) or always its last
+  letter and the shift -1..-15 (indirect_indexing_end: k places before the end, a fixed offset back from
+  the ',' after the string). The source field still holds that letter, so nothing has to be found.
+- the whole task with small shifts, -3..+3 (indirect_indexing_shift3).
+
     python -m prepare.indirect_indexing            # data/indirect_indexing/{train,val,test}.bin, seconds
 """
 
@@ -44,21 +55,36 @@ VARIANTS = {
     'indirect_indexing_spaces': {'sep': ', '},                 # the paper's printed format, space token
     'indirect_indexing_len40': {'lengths': (20, 32)},          # every example within "sequence length 40"
     'indirect_indexing_shift0': {'zero_shift': True},          # shifts of 0 too (target = source)
+    # sub-tasks (module docstring): one half of the task each
+    'indirect_indexing_next': {'shifts': (1,)},                # content only: the letter after the source
+    'indirect_indexing_prev': {'shifts': (-1,)},               # content only: the letter before the source
+    'indirect_indexing_start': {'anchor': 'start'},            # position only: k places after the first letter
+    'indirect_indexing_end': {'anchor': 'end'},                # position only: k places before the last letter
+    'indirect_indexing_shift3': {'max_shift': 3},              # the whole task, shifts -3..+3
 }
+ANCHORS = (None, 'start', 'end')  # where the source sits: drawn, or the string's first / last letter
 ROW_LEN = 48  # the paper's longest example: 40 letters + ',' + source + ',' + '+15' + ',' + target
 
 
-def shift_choices(max_shift=15, zero_shift=False):
-    """The shifts an example may draw: -max_shift..+max_shift, without 0 unless zero_shift."""
+def shift_choices(max_shift=15, zero_shift=False, shifts=None):
+    """The shifts an example may draw: -max_shift..+max_shift, without 0 unless zero_shift; or the list shifts."""
+    if shifts is not None:
+        return list(shifts)
     return [s for s in range(-max_shift, max_shift + 1) if s != 0 or zero_shift]
 
 
-def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False):
-    """One example as (text, source index, shift); text ends with the target character."""
+def source_choices(L, anchor=None):
+    """The source positions an example of L letters may draw: any, or only the first / the last."""
+    return {None: range(L), 'start': [0], 'end': [L - 1]}[anchor]
+
+
+def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None):
+    """One example as (text, source index, shift); text ends with the target character.
+    (source, shift) is uniform over the pairs that keep the target inside the string."""
     letters = rng.sample(LETTERS, rng.randint(*lengths))  # without replacement
-    shifts = shift_choices(max_shift, zero_shift)
+    shifts, sources = shift_choices(max_shift, zero_shift, shifts), source_choices(len(letters), anchor)
     while True:
-        src, shift = rng.randrange(len(letters)), rng.choice(shifts)
+        src, shift = rng.choice(sources), rng.choice(shifts)
         if 0 <= src + shift < len(letters):
             break
     text = sep.join([''.join(letters), letters[src], f'{shift:+d}', letters[src + shift]])
@@ -73,9 +99,10 @@ def decode(ids):
     return ''.join(SPACE_ITOS[i] for i in ids if i != PAD)
 
 
-def row_length(*, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False):
+def row_length(*, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None):
     """Tokens of the longest example: letters, 3 separators, source, sign, shift digits, target."""
-    return lengths[1] + 3 * len(sep) + 3 + len(str(max_shift))
+    digits = max(len(str(abs(s))) for s in shift_choices(max_shift, zero_shift, shifts))
+    return lengths[1] + 3 * len(sep) + 3 + digits
 
 
 def make_split(n, seed, row_len=ROW_LEN, **variant):

@@ -8,6 +8,9 @@
 #   music     JSB chorales (paper scale), MAESTRO and E. coli genome (reduced), RoPE vs PoPE -> results/music_genome.md
 #   indirect  indirect indexing, 6 encodings x 3 seeds, the paper's schedule -> results/indirect_indexing.md
 #   readings  indirect indexing, other readings of the task, PoPE and RoPE -> results/indirect_indexing.md
+#   probes    indirect indexing, issue #16: sub-tasks x PoPE/RoPE/RoPE-half x 3 seeds, PoPE hypotheses on the
+#             spaces format (short schedules, <= 11 min on 2 H200s under MPS) -> results/indirect_probes_plan.md
+#   probes_more  what did not fit the probes' budget: the hypotheses on the default format, batch 64
 #
 #   bash results/run_all.sh                                  # all stages, one GPU, one run at a time
 #   GPUS=2 PER_GPU=8 bash results/run_all.sh lm music indirect   # 8 runs at a time on each of 2 GPUs
@@ -42,7 +45,8 @@ job() {  # name, command...: start it when one of GPUS*PER_GPU slots is free; GP
 }
 
 prepare() {
-  for v in indirect_indexing indirect_indexing_spaces indirect_indexing_len40 indirect_indexing_shift0; do
+  for v in indirect_indexing indirect_indexing_spaces indirect_indexing_len40 indirect_indexing_shift0 \
+           indirect_indexing_{next,prev,start,end,shift3}; do
     [ -f data/$v/meta.json ] || python -m prepare.indirect_indexing --variant $v > /dev/null &
   done
   wait
@@ -133,8 +137,72 @@ readings() {  # each reading for PoPE and RoPE, seed 1337; batch 256 (4x the com
   done
 }
 
+probe_run() {  # name, encoding, iters, flags...: a short schedule (lr 4e-4 -> 4e-5 over iters), eval every 500
+  local name=$1 pe=$2 iters=$3; shift 3
+  indirect_run "$name" "$pe" --max_iters="$iters" --lr_decay_iters="$iters" --learning_rate=4e-4 --min_lr=4e-5 \
+    --eval_interval=500 --log_interval=100 --eval_iters=10 "$@"
+}
+
+# probes (issue #16): why does PoPE not learn indirect indexing? results/indirect_probes_plan.md says what each run
+# asks. 52 runs: 45 sub-task runs (5 tasks x PoPE, RoPE, RoPE-half x seeds 1337/2/3; 1500 steps of 128, warmup 100)
+# and 7 PoPE hypotheses on the spaces format (1 seed; 3500 steps of 256, warmup 300). Start them all at once:
+#   nvidia-cuda-mps-control -d; GPUS=2 PER_GPU=27 bash results/run_all.sh lm probes
+# Seed 1337 of every sub-task and the hypotheses start first; seeds 2 and 3 PROBE_WARM (60) s later, when the first
+# runs have compiled, so they load the same graphs from the inductor caches instead of compiling all at once.
+# Estimate (from results/indirect_indexing/run_all_queue_others.log: ~400 steps/s of batch 64 per GPU under MPS,
+# i.e. ~25.6k examples/s per GPU for RoPE-like runs; a PoPE step costs 1.57x (4.4 vs 2.8 ms alone), its sdpa path
+# (no softplus, zero frequencies) ~2x; spaces rows 51/48): sub-tasks 45 x (192k train + ~35k eval) examples x
+# (1.57 + 1 + 1)/3 = 12.2M RoPE-equivalent examples; hypotheses 7 x ~0.95M (train + eval) x 1.06 x cost = 11.3M;
+# the LM job ~3.5M; 27M / 51k per s = 8.8 min, plus ~1.5 min of compiles and tail: ~10.3 min. The estimate is
+# the throughput at batch 64 (batches of 128/256 should do better); if it runs long, the hypotheses are the runs
+# still going (evaluated every 500 steps, so their curves exist), the sub-tasks are done.
+probes() {
+  local sub_iters=${PROBE_SUB_ITERS:-1500} hyp_iters=${PROBE_HYP_ITERS:-3500} task pe seed h
+  local sub_flags="--batch_size=128 --warmup_iters=100"
+  local hyp_flags="--dataset=indirect_indexing_spaces --block_size=51 --batch_size=256 --warmup_iters=300" pids=()
+  for task in next prev start end shift3 spaces; do  # the data first (~20 s), not by 15 runs at once
+    [[ -f data/indirect_indexing_$task/meta.json || -n ${DRY:-} ]] && continue
+    python -m prepare.indirect_indexing --variant indirect_indexing_$task > /dev/null & pids+=($!)
+  done
+  (( ${#pids[@]} )) && wait "${pids[@]}"
+  for seed in 1337 2 3; do
+    for task in next prev start end shift3; do
+      for pe in pope rope rope_half; do
+        # shellcheck disable=SC2086
+        probe_run probe_${task}_${pe}_s$seed $pe "$sub_iters" --dataset=indirect_indexing_$task $sub_flags --seed=$seed
+      done
+    done
+    [[ $seed == 1337 ]] || continue
+    # the hypotheses (name, encoding, flags): PoPE as it is and RoPE (which learns this format at batch 256), then
+    # one change to PoPE each
+    for h in "rope rope" "pope pope" "dlr100 pope --delta_lr_mult=100.0" "nosoftplus pope --pope_softplus=False" \
+             "base100_zero16 pope --pos_base=100.0 --pope_zero_freqs=16" "qkinit4 pope --qk_init_scale=4.0" \
+             "dlr10 pope --delta_lr_mult=10.0"; do
+      # shellcheck disable=SC2086
+      set -- $h
+      # shellcheck disable=SC2086
+      probe_run probe_spaces_$1 $2 "$hyp_iters" $hyp_flags "${@:3}"
+    done
+    [[ -n ${DRY:-} ]] || sleep "${PROBE_WARM:-60}"
+  done
+}
+
+probes_more() {  # not in the probes' budget: the hypotheses on the default format; batch 64 on the spaces format
+  local iters=${PROBE_HYP_ITERS:-3500} h
+  for h in "rope rope" "pope pope" "dlr100 pope --delta_lr_mult=100.0" "nosoftplus pope --pope_softplus=False" \
+           "base100_zero16 pope --pos_base=100.0 --pope_zero_freqs=16" "qkinit4 pope --qk_init_scale=4.0"; do
+    # shellcheck disable=SC2086
+    set -- $h
+    probe_run probe_default_$1 $2 "$iters" --batch_size=256 --warmup_iters=300 "${@:3}"
+  done
+  for pe in pope rope; do  # the examples of the batch-256 runs in 4x the steps
+    probe_run probe_spaces_b64_$pe $pe $(( 4 * iters )) --dataset=indirect_indexing_spaces --block_size=51 \
+      --batch_size=64 --warmup_iters=1200
+  done
+}
+
 stages=("$@")
-(( ${#stages[@]} )) || stages=(prepare speed lm music indirect readings)
+(( ${#stages[@]} )) || stages=(prepare speed lm music indirect readings)  # probes, probes_more: by name
 for stage in "${stages[@]}"; do
   echo "$(date +%T) stage $stage"
   $stage

@@ -174,7 +174,8 @@ def test_run_all_uses_existing_configs_and_known_keys(tmp_path):
     code = ''.join(line for line in open(script) if not line.lstrip().startswith('#'))
     keys = set(re.findall(r'--(\w+)=', code)) - {'nproc_per_node'}
     assert keys and keys <= set(merged()), sorted(keys - set(merged()))
-    p = subprocess.run(['bash', script, 'lm', 'music', 'indirect', 'readings'], cwd=ROOT, capture_output=True,
+    stages = ['lm', 'music', 'indirect', 'readings', 'probes', 'probes_more']
+    p = subprocess.run(['bash', script, *stages], cwd=ROOT, capture_output=True,
                        text=True, env=dict(os.environ, DRY='1', LOGS=str(tmp_path)), timeout=60)
     configs = set(re.findall(r'train\.py (config/\S+\.py)', p.stdout))
     assert len(configs) >= 14, p.stdout + p.stderr  # 6 indirect, 2 shakespeare, 2 fine-tunes, 6 music/genome

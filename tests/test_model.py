@@ -250,3 +250,82 @@ def test_triton_path_agrees_in_the_model():
     la.backward(), lb.backward()
     for (n, pa), pb in zip(a.named_parameters(), b.parameters()):
         torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-3, atol=1e-5, msg=n)
+
+# -----------------------------------------------------------------------------
+# probes of the indirect-indexing task (issue #16): each option changes PoPE as its comment says
+
+
+def naive_pope_options(q, k, v, delta, base, softplus, zero_freqs):
+    """Causal PoPE from the formula, one score at a time, mu = x without softplus, theta_c = 0 for the
+    zero_freqs lowest frequencies."""
+    B, H, T, d = q.shape
+    mu = (lambda x: math.log1p(math.exp(x))) if softplus else (lambda x: x)
+    theta = [0.0 if c >= d - zero_freqs else base ** (-c / d) for c in range(d)]
+    out = torch.zeros(B, H, T, d, dtype=F64)
+    for b in range(B):
+        for h in range(H):
+            for t in range(T):
+                scores = [sum(mu(q[b, h, t, c].item()) * mu(k[b, h, s, c].item())
+                              * math.cos((s - t) * theta[c] + delta[h, c].item()) for c in range(d)) / math.sqrt(d)
+                              for s in range(t + 1)]
+                out[b, h, t] = torch.softmax(torch.tensor(scores, dtype=F64), 0) @ v[b, h, :t + 1]
+    return out
+
+
+@pytest.mark.parametrize('softplus,zero_freqs', [(False, 0), (True, 3), (False, 8)])
+def test_pope_options_equal_the_formula(softplus, zero_freqs):
+    q, k, v, delta = rand_qkvd(B=1, H=2, Tq=5, Tk=5, d=8, seed=11)
+    want = naive_pope_options(q, k, v, delta, 10.0, softplus, zero_freqs)
+    for attend in (pope_attention, pope_attention_sdpa):
+        got = attend(q, k, v, delta, base=10.0, softplus=softplus, zero_freqs=zero_freqs)
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    assert not torch.allclose(pope_attention(q, k, v, delta, base=10.0), want)  # the option changed something
+
+
+def test_zero_frequency_channels_ignore_position():
+    """With theta_c = 0 on the last n channels, a query and key living only there score the same at every distance;
+    the other channels keep their frequencies."""
+    d, n, T = 8, 3, 6
+    x = torch.zeros(T, d, dtype=F64)
+    x[:, d - n:] = torch.randn(n, dtype=F64)  # the same content at every position
+    pos, delta = torch.arange(T), -torch.rand(1, d, dtype=F64)
+    qx, qy = pope_cartesian(x, pos, 10.0, softplus=False, zero_freqs=n)
+    kx, ky = pope_cartesian(x, pos, 10.0, delta, softplus=False, zero_freqs=n)
+    scores = qx @ kx[0].T + qy @ ky[0].T
+    torch.testing.assert_close(scores, torch.full_like(scores, scores[0, 0].item()))
+    y = torch.randn(T, d, dtype=F64)
+    a, b = pope_cartesian(y, pos, 10.0, zero_freqs=n), pope_cartesian(y, pos, 10.0)
+    torch.testing.assert_close(a[0][:, :d - n], b[0][:, :d - n])
+    assert not torch.allclose(a[0][1:, d - n:], b[0][1:, d - n:])
+
+
+def test_pope_options_in_the_model_and_the_triton_guard():
+    cfg = dict(block_size=16, vocab_size=32, n_layer=1, n_head=2, n_embd=16, pos_emb='pope', pope_delta_init='uniform')
+    idx = torch.randint(0, 32, (2, 12))
+    torch.manual_seed(0)
+    base = GPT(GPTConfig(**cfg)).double()
+    for opts in ({'pope_softplus': False}, {'pope_zero_freqs': 2}):
+        outs = []
+        for impl in ('torch', 'sdpa', 'auto'):
+            torch.manual_seed(0)
+            outs.append(GPT(GPTConfig(**cfg, **opts, attn_impl=impl)).double()(idx, idx)[0])
+        torch.testing.assert_close(outs[0], outs[1])
+        torch.testing.assert_close(outs[0], outs[2])
+        assert not torch.allclose(outs[0], base(idx, idx)[0])  # same weights, another function
+        with pytest.raises(ValueError, match="attn_impl='triton'"):
+            GPT(GPTConfig(**cfg, **opts, attn_impl='triton'))
+    with pytest.raises(ValueError, match='pope_zero_freqs'):
+        GPT(GPTConfig(**cfg, pope_zero_freqs=9))
+
+
+def test_qk_init_scale_and_delta_learning_rate_group():
+    cfg = dict(block_size=16, vocab_size=32, n_layer=2, n_head=2, n_embd=64, pos_emb='pope')
+    torch.manual_seed(0)
+    w = GPT(GPTConfig(**cfg, qk_init_scale=4.0)).h[0].attn.c_attn.weight
+    assert abs(w[:128].std().item() / 0.08 - 1) < 0.05 and abs(w[128:].std().item() / 0.02 - 1) < 0.05  # q, k; v
+    model = GPT(GPTConfig(**cfg))
+    groups = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu', delta_lr_mult=100.0).param_groups
+    assert sorted(id(p) for g in groups for p in g['params']) == sorted(id(p) for p in model.parameters())
+    assert {id(p) for p in groups[2]['params']} == {id(b.attn.delta) for b in model.h}
+    assert (groups[2]['lr'], groups[2]['lr_mult'], groups[2]['weight_decay']) == (pytest.approx(0.1), 100.0, 0.0)
+    assert len(model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu').param_groups) == 2  # the default: as before

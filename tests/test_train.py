@@ -67,6 +67,35 @@ def test_other_readings_of_the_task(variant):
     assert sep in decode(rows[0]) and len(decode(rows[0]).split(sep)) == 4
 
 
+@pytest.mark.parametrize('variant', ['indirect_indexing_next', 'indirect_indexing_prev', 'indirect_indexing_start',
+                                     'indirect_indexing_end', 'indirect_indexing_shift3'])
+def test_sub_tasks_are_what_they_say(variant):
+    """Same format and lengths as the task; content-only tasks fix the shift (the source must still be found),
+    position-only tasks fix the source at an end (the target position follows from length and shift)."""
+    from collections import defaultdict
+    options, rng = VARIANTS[variant], random.Random(2)
+    texts = [make_example(rng, **options) for _ in range(3000)]
+    assert max(len(t) for t, _, _ in texts) == row_length(**options)
+    where = defaultdict(set)  # (length, shift) -> target positions seen
+    for text, src, shift in texts:
+        string, source, shift_text, target = text.split(',')
+        assert 20 <= len(string) <= 40 and len(set(string)) == len(string) and set(string) <= set(LETTERS)
+        assert string[src] == source and int(shift_text) == shift and string[src + shift] == target
+        where[len(string), shift].add(src + shift)
+    shifts = {s for _, _, s in texts}
+    if variant in ('indirect_indexing_next', 'indirect_indexing_prev'):
+        assert shifts == {1 if variant.endswith('next') else -1}
+        assert all(len(p) > 10 for p in where.values())  # the target's position is anyone's guess: find the source
+    elif variant == 'indirect_indexing_shift3':
+        assert shifts == {-3, -2, -1, 1, 2, 3}
+    else:
+        assert shifts == (set(range(1, 16)) if variant.endswith('start') else set(range(-15, 0)))
+        assert {src for _, src, _ in texts if variant.endswith('start')} <= {0}
+        assert all(len(p) == 1 for p in where.values())  # length and shift alone give the target position
+        end = 0 if variant.endswith('start') else -1
+        assert all(text.split(',')[1] == text.split(',')[0][end] for text, _, _ in texts)  # the source field
+
+
 def test_example_batch_targets():
     pad = PAD
     rows = torch.tensor([[5, 6, 7, 8, pad, pad], [1, 2, 3, 4, 9, 0]])
@@ -151,6 +180,19 @@ def test_delta_stays_in_range_and_trainable(workdir):
                             .astype(np.int64).reshape(-1, ROW_LEN))
     model(*example_batch(rows[:64], PAD, all_tokens=True))[1].backward()
     assert (delta.grad != 0).all()
+
+
+def test_delta_lr_mult_scales_the_steps_of_delta_alone(workdir):
+    """One AdamW step moves delta by ~lr x mult x sign(grad) (mult 0: not at all); the other weights as without it."""
+    ckpt = {}
+    for mult in (0.0, 100.0):
+        run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--eval_interval=1', f'--delta_lr_mult={mult}',
+            '--pope_delta_init=uniform', f'--out_dir=dlr{mult:g}')
+        ckpt[mult] = torch.load(workdir / f'dlr{mult:g}' / 'ckpt.pt', weights_only=False)['model']
+    lr = 0.003 / 3  # TINY's learning rate at step 0 of a 2-step warmup
+    step = (ckpt[100.0]['h.0.attn.delta'] - ckpt[0.0]['h.0.attn.delta']).abs().mean().item()
+    assert 0.8 * 100 * lr < step <= 1.001 * 100 * lr, step
+    assert torch.equal(ckpt[0.0]['lm_head.weight'], ckpt[100.0]['lm_head.weight'])
 
 
 def test_final_scores_the_best_checkpoint_when_final_weights_is_best(workdir):

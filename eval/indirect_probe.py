@@ -1,0 +1,288 @@
+"""
+Probes of indirect-indexing checkpoints (issue #16: why does PoPE not learn the task?), and the table of a
+batch of runs. Small checkpoints run on the CPU in seconds.
+
+    python -m eval.indirect_probe probe out-probe_spaces_pope_s1337/ckpt.pt out-probe_spaces_rope_s1337/ckpt.pt \
+        --label PoPE --label RoPE --out out-probe-eval            # JSON per checkpoint, a plot, a summary
+    python -m eval.indirect_probe table out-probe_*               # markdown: one row per run, one per group
+
+probe, per checkpoint, on the first --n examples of the test split of the data set it was trained on:
+  - accuracy on the target per shift and per source position (plot: <out>/acc_per_shift.png, every checkpoint);
+  - attention, per layer and head, from two query positions: the last one (it predicts the target) and the
+    source letter in the question; to two key positions: the source letter in the string and the target.
+    'weight' is the mean attention weight, 'top' how often that key gets the head's largest weight
+    (a head that finds the source has 'top' near 1; a uniform head has weight ~ 1 / (query position + 1));
+  - PoPE: per layer, delta (mean, std, share at the ends of [-2pi, 0]) and the magnitudes mu of queries and
+    keys at the example's tokens: mean, and spread = std over tokens / RMS, in [0, 1] (how much content moves mu).
+table, per run folder (train.py's out_dir): final test accuracy (final.json, else the last evaluation), best,
+the first evaluated step at which test accuracy reaches each --threshold, and the data set's chance levels
+(eval.indirect_baselines: 'window' is the plateau of a model that cannot find the source); then per group
+(the run's name without _s<seed>): mean +- std over seeds.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+from collections import defaultdict
+from unittest import mock
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from eval import load_checkpoint
+from prepare.common import example_batch
+
+# -----------------------------------------------------------------------------
+# the test examples, parsed back into (string, source, shift, target)
+
+
+def parse_rows(rows, meta):
+    """Each padded row's fields: string length L, source index src, shift, and the token indices of the
+    source letter in the question (q_src) and of the last input position (q_last, it predicts the target)."""
+    itos, pad, sep = meta['itos'], meta['pad_id'], meta['task']['sep']
+    out = defaultdict(list)
+    for row in rows:
+        n = int((row != pad).sum())
+        string, source, shift, _ = ''.join(itos[i] for i in row[:n]).split(sep)
+        out['L'].append(len(string))
+        out['src'].append(string.index(source))
+        out['shift'].append(int(shift))
+        out['q_src'].append(len(string) + len(sep))
+        out['q_last'].append(n - 2)
+    return {k: torch.tensor(v) for k, v in out.items()}
+
+
+def read_test_rows(ckpt, data_dir=None, n=None):
+    meta = ckpt['meta']
+    path = os.path.join(data_dir or os.path.join('data', ckpt['config']['dataset']), 'test.bin')
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} not found: make the data with `python -m prepare.indirect_indexing "
+                         f"--variant {ckpt['config']['dataset']}` or pass --data_dir")
+    rows = np.fromfile(path, dtype=meta['dtype']).reshape(-1, meta['row_len'])
+    return torch.from_numpy(rows[:n].astype(np.int64))
+
+# -----------------------------------------------------------------------------
+# one forward pass that keeps the attention maps and the attention inputs
+
+
+def forward_recorded(model, x):
+    """(logits, maps, inputs): maps[l] (B, H, T, T) are layer l's attention probabilities and inputs[l] the
+    normed input of its attention. The model must use attn_impl='torch', whose plain paths call F.softmax
+    once per layer on the scores (the maps are those very numbers, not recomputed)."""
+    maps, inputs, softmax = [], [], F.softmax
+
+    def record(att, *args, **kwargs):
+        p = softmax(att, *args, **kwargs)
+        maps.append(p.detach().float())
+        return p
+
+    hooks = [b.attn.register_forward_pre_hook(lambda m, args: inputs.append(args[0].detach())) for b in model.h]
+    try:
+        with mock.patch.object(F, 'softmax', record):
+            logits, _ = model(x, torch.zeros_like(x))  # targets: logits at every position
+    finally:
+        for h in hooks:
+            h.remove()
+    if len(maps) != len(model.h):
+        raise RuntimeError(f"recorded {len(maps)} attention maps for {len(model.h)} layers: "
+                           "load the model with attn_impl='torch'")
+    return logits, maps, inputs
+
+
+def attention_to(maps, q, k):
+    """Per layer and head: mean weight from query positions q (B,) to key positions k (B,), and the share of
+    examples whose largest weight (over keys) is at k. Returns two (n_layer, n_head) tensors."""
+    b = torch.arange(len(q), device=q.device)
+    weight = torch.stack([m[b, :, q, k].mean(0) for m in maps])  # m[b, :, q, k] is (B, H)
+    top = torch.stack([(m[b, :, q, :].argmax(-1) == k[:, None]).float().mean(0) for m in maps])
+    return weight, top
+
+
+def pope_stats(model, inputs, real):
+    """Per layer: delta's mean, std and share at 0 or -2pi; the magnitudes mu of queries and keys at the real
+    tokens (real: (B, T) bool): mean, and spread = std over tokens / RMS, averaged over heads and channels."""
+    out = []
+    for block, x in zip(model.h, inputs):
+        attn, C = block.attn, x.shape[-1]
+        delta = attn.delta.detach().clamp(-2 * math.pi, 0.0)
+        qk = attn.c_attn(x)[..., :2 * C][real]  # (tokens, 2C): queries, then keys
+        mu = F.softplus(qk) if getattr(attn, 'pope_options', {}).get('softplus', True) else qk
+        row = {'delta_mean': delta.mean().item(), 'delta_std': delta.std().item(),
+               'delta_at_0': (delta > -1e-4).float().mean().item(),
+               'delta_at_-2pi': (delta < -2 * math.pi + 1e-4).float().mean().item()}
+        for name, m in (('q', mu[:, :C]), ('k', mu[:, C:])):
+            row[f'mu_{name}_mean'] = m.mean().item()
+            row[f'mu_{name}_spread'] = (m.std(0) / m.pow(2).mean(0).sqrt().clamp_min(1e-6)).mean().item()
+        out.append(row)
+    return out
+
+
+@torch.no_grad()
+def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
+    """Everything above for one checkpoint, in float32 (attn_impl='torch'), as a JSON-ready dict."""
+    model, ckpt = load_checkpoint(ckpt_path, device, attn_impl='torch')
+    rows, meta = read_test_rows(ckpt, data_dir, n), ckpt['meta']
+    f = {k: v.to(device) for k, v in parse_rows(rows.numpy(), meta).items()}
+    rows = rows.to(device)
+    correct, weights, tops, inputs_all, real_all = [], defaultdict(list), defaultdict(list), None, []
+    for i in range(0, len(rows), batch):
+        x, y = example_batch(rows[i:i + batch], meta['pad_id'])
+        logits, maps, inputs = forward_recorded(model, x)
+        g = {k: v[i:i + batch] for k, v in f.items()}
+        b = torch.arange(len(x), device=device)
+        correct.append(logits[b, g['q_last']].argmax(-1) == y[b, g['q_last']])
+        for qn in ('q_last', 'q_src'):
+            for kn, k in (('src', g['src']), ('target', g['src'] + g['shift'])):
+                w, t = attention_to(maps, g[qn], k)
+                weights[f'{qn}->{kn}'].append(w * len(x))
+                tops[f'{qn}->{kn}'].append(t * len(x))
+        if inputs_all is None:  # mu statistics from the first batch
+            inputs_all, real_all = inputs, x != meta['pad_id']
+    correct = torch.cat(correct).float()
+    per = lambda key: {int(v): correct[f[key] == v].mean().item() for v in f[key].unique()}
+    result = {'ckpt': ckpt_path, 'dataset': ckpt['config']['dataset'], 'pos_emb': ckpt['model_args']['pos_emb'],
+              'iter': ckpt['iter_num'], 'examples': len(rows), 'acc': correct.mean().item(),
+              'acc_per_shift': per('shift'), 'acc_per_source_position': per('src'),
+              'attention': {k: {'weight': (sum(weights[k]) / len(rows)).tolist(),
+                                'top': (sum(tops[k]) / len(rows)).tolist()} for k in weights},
+              'uniform_weight_at_q_last': (1.0 / (f['q_last'] + 1)).mean().item()}
+    if result['pos_emb'] == 'pope':
+        result['pope'] = pope_stats(model, inputs_all, real_all)
+    return result
+
+
+def summary(r, label):
+    """A few lines of text: accuracy, the heads that attend most to source and target, PoPE per layer."""
+    lines = [f"## {label}: {r['dataset']}, {r['pos_emb']}, iter {r['iter']}, test acc {100 * r['acc']:.2f}% "
+             f"({r['examples']} examples)",
+             "acc per shift: " + ' '.join(f"{s:+d}:{100 * a:.0f}" for s, a in sorted(r['acc_per_shift'].items())),
+             "acc per source position: "
+             + ' '.join(f"{s}:{100 * a:.0f}" for s, a in sorted(r['acc_per_source_position'].items())),
+             f"attention (uniform weight from the last position: {r['uniform_weight_at_q_last']:.3f}); "
+             "best three (layer.head weight/top) per query -> key:"]
+    for k, v in r['attention'].items():
+        w, t = torch.tensor(v['weight']), torch.tensor(v['top'])
+        best = w.flatten().topk(min(3, w.numel())).indices.tolist()
+        nh = w.shape[1]
+        lines.append(f"  {k:16s} " + '  '.join(f"{i // nh}.{i % nh} {w.flatten()[i]:.2f}/{t.flatten()[i]:.2f}"
+                                               for i in best))
+    for layer, p in enumerate(r.get('pope', [])):
+        lines.append(f"  PoPE layer {layer}: " + ', '.join(f"{k} {v:.3f}" for k, v in p.items()))
+    return '\n'.join(lines)
+
+
+def plot_per_shift(results, labels, out):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for r, label in zip(results, labels):
+        for ax, key in zip(axes, ('acc_per_shift', 'acc_per_source_position')):
+            xs = sorted(r[key])
+            ax.plot(xs, [100 * r[key][x] for x in xs], marker='.', label=label)
+    for ax, name in zip(axes, ('shift', 'source position in the string')):
+        ax.set_xlabel(name)
+        ax.set_ylabel('test accuracy (%)')
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize='small')
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+# -----------------------------------------------------------------------------
+# the table of a batch of runs
+
+
+def read_run(folder, thresholds):
+    log_path = os.path.join(folder, 'eval_log.jsonl')
+    if not os.path.exists(log_path):
+        return None
+    log = [json.loads(line) for line in open(log_path) if line.strip()]
+    log = [r for r in log if 'test_acc' in r]
+    if not log:
+        return None
+    final_path = os.path.join(folder, 'final.json')
+    final = json.load(open(final_path)) if os.path.exists(final_path) else None
+    row = {'run': os.path.basename(os.path.normpath(folder)).removeprefix('out-'), 'iter': log[-1]['iter'],
+           'final': final['test_acc'] if final else log[-1]['test_acc'], 'finished': final is not None,
+           'best': max(r['test_acc'] for r in log), 'train': log[-1].get('train_acc', float('nan'))}
+    for t in thresholds:
+        row[t] = next((r['iter'] for r in log if r['test_acc'] >= t), None)
+    ckpt_path = os.path.join(folder, 'ckpt.pt')
+    row['chance'] = None
+    if os.path.exists(ckpt_path):
+        from eval.indirect_baselines import chance_levels
+        from prepare.indirect_indexing import VARIANTS
+        config = torch.load(ckpt_path, map_location='cpu', weights_only=False, mmap=True)['config']
+        if config['dataset'] in VARIANTS:
+            row['chance'] = chance_levels(**VARIANTS[config['dataset']])['window']
+    return row
+
+
+def table(folders, thresholds=(0.2, 0.5, 0.9)):
+    """Markdown: one row per run folder that has an eval log, then one per group of seeds."""
+    rows = [r for r in (read_run(f, thresholds) for f in sorted(folders)) if r is not None]
+    pct = lambda v: '' if v is None else f"{100 * v:.1f}"
+    head = ['run', 'steps', 'test acc %', 'best %', 'train acc %', *[f'step to {100 * t:g}%' for t in thresholds],
+            'chance (window) %']
+    lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+    for r in rows:
+        cells = [r['run'], f"{r['iter']}" + ('' if r['finished'] else ' (cut)'), pct(r['final']), pct(r['best']),
+                 pct(r['train']), *['-' if r[t] is None else str(r[t]) for t in thresholds], pct(r['chance'])]
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    groups = defaultdict(list)
+    for r in rows:
+        groups[re.sub(r'_s\d+$', '', r['run'])].append(r)
+    lines += ['', '| group | runs | test acc % per seed | mean +- std |', '|---|---|---|---|']
+    for name, rs in groups.items():
+        accs = [100 * r['final'] for r in rs]
+        std = np.std(accs, ddof=1) if len(accs) > 1 else 0.0
+        per_seed = ' / '.join(f'{a:.1f}' for a in accs)
+        lines.append(f"| {name} | {len(rs)} | {per_seed} | {np.mean(accs):.1f} +- {std:.1f} |")
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest='command', required=True)
+    a = sub.add_parser('probe', help='accuracy per shift / source position, attention, PoPE statistics')
+    a.add_argument('ckpts', nargs='+', help="train.py ckpt.pt files")
+    a.add_argument('--label', action='append', default=[], help='one per checkpoint (default: its folder)')
+    a.add_argument('--data_dir', default=None, help='default: data/<the data set the run trained on>')
+    a.add_argument('--n', type=int, default=2000, help='test examples (the first n)')
+    a.add_argument('--device', default='cpu', help="'cpu' or 'cuda' (float32 either way)")
+    a.add_argument('--out', default='out-probe-eval', help='folder for <label>.json, acc_per_shift.png, summary.md')
+    b = sub.add_parser('table', help='final and best test accuracy, step to thresholds, per run and per group')
+    b.add_argument('folders', nargs='+', help="train.py out_dir folders (eval_log.jsonl, final.json)")
+    b.add_argument('--threshold', type=float, action='append', default=None, help='test accuracy in [0, 1]; repeatable')
+    args = p.parse_args(argv)
+    if args.command == 'table':
+        print(table(args.folders, tuple(args.threshold or (0.2, 0.5, 0.9))))
+        return
+    if args.label and len(args.label) != len(args.ckpts):
+        raise SystemExit(f"{len(args.label)} --label for {len(args.ckpts)} checkpoints: "
+                         "give one per checkpoint or none")
+    for path in args.ckpts:
+        if not os.path.exists(path):
+            raise SystemExit(f"{path}: no such checkpoint (train.py writes <out_dir>/ckpt.pt)")
+    labels = args.label or [os.path.basename(os.path.dirname(os.path.abspath(c))) for c in args.ckpts]
+    os.makedirs(args.out, exist_ok=True)
+    results, texts = [], []
+    for path, label in zip(args.ckpts, labels):
+        r = probe(path, args.data_dir, args.n, device=args.device)
+        results.append(r)
+        with open(os.path.join(args.out, re.sub(r'[^\w.-]+', '_', label) + '.json'), 'w') as f:
+            json.dump(r, f)
+        texts.append(summary(r, label))
+        print(texts[-1])
+    with open(os.path.join(args.out, 'summary.md'), 'w') as f:
+        f.write('\n\n'.join(texts) + '\n')
+    plot_per_shift(results, labels, os.path.join(args.out, 'acc_per_shift.png'))
+    print(f"wrote {args.out}/summary.md, acc_per_shift.png and one JSON per checkpoint")
+
+
+if __name__ == '__main__':
+    main()
