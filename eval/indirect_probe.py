@@ -106,14 +106,15 @@ def pope_stats(model, inputs, real):
     tokens (real: (B, T) bool): mean, and spread = std over tokens / RMS, averaged over heads and channels."""
     out = []
     for block, x in zip(model.h, inputs):
-        attn, C = block.attn, x.shape[-1]
+        attn = block.attn
         delta = attn.delta.detach().clamp(-2 * math.pi, 0.0)
-        qk = attn.c_attn(x)[..., :2 * C][real]  # (tokens, 2C): queries, then keys
-        mu = F.softplus(qk) if getattr(attn, 'pope_options', {}).get('softplus', True) else qk
+        nq = attn.n_head * attn.hd  # = C; then n_kv_head * hd key channels (grouped-query attention: fewer)
+        qk = attn.c_attn(x)[..., :nq + attn.n_kv_head * attn.hd][real]  # (tokens, .): queries, then keys
+        mu = F.softplus(qk) if attn.pope_options.get('softplus', True) else qk
         row = {'delta_mean': delta.mean().item(), 'delta_std': delta.std().item(),
                'delta_at_0': (delta > -1e-4).float().mean().item(),
                'delta_at_-2pi': (delta < -2 * math.pi + 1e-4).float().mean().item()}
-        for name, m in (('q', mu[:, :C]), ('k', mu[:, C:])):
+        for name, m in (('q', mu[:, :nq]), ('k', mu[:, nq:])):
             row[f'mu_{name}_mean'] = m.mean().item()
             row[f'mu_{name}_spread'] = (m.std(0) / m.pow(2).mean(0).sqrt().clamp_min(1e-6)).mean().item()
         out.append(row)
