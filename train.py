@@ -36,6 +36,8 @@ eval_interval = 2000  # iterations between evaluations (and checkpoints)
 log_interval = 100  # iterations between log lines
 eval_iters = 100  # batches per train/val loss estimate (indirect indexing's val/test use the whole split)
 eval_only = False  # evaluate once and exit
+eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size (extrapolation); '' = off
+eval_context_tokens = 65536  # val tokens scored at each of those lengths (the same tokens, non-overlapping windows)
 always_save_checkpoint = True  # save at every evaluation, not only when val loss improves
 init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), or a path to a ckpt.pt to fine-tune from
 # data
@@ -88,6 +90,8 @@ def configure(args):
                 val = literal_eval(text)
             except (ValueError, SyntaxError):
                 val = text  # a bare string such as --dataset=shakespeare
+            if isinstance(globals().get(key), str) and not isinstance(val, str):
+                val = text  # a string key takes the text as written: --eval_contexts=1,2,4
             items = [(key, val)]
         else:
             if not os.path.exists(arg):
@@ -144,6 +148,9 @@ if dataset.startswith('indirect_indexing') and not os.path.exists(os.path.join(d
     from prepare.indirect_indexing import VARIANTS, prepare
     if dataset in VARIANTS:
         prepare(data_dir, variant=dataset)  # generated in seconds, deterministic: no download
+if dataset == 'shakespeare_char' and not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process:
+    from prepare.shakespeare_char import prepare
+    prepare(data_dir)  # from the text committed in prepare/texts/, in about a second
 if ddp:
     torch.distributed.barrier()
 if not os.path.exists(os.path.join(data_dir, 'meta.json')):
@@ -271,6 +278,12 @@ if ddp:
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
 eval_model = model.module if ddp else model
+# length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
+from eval.extrapolation import context_lengths, context_losses, context_table  # noqa: E402
+ctx_lengths, ctx_note = ([], None) if examples else context_lengths(
+    eval_contexts, raw_model.config.block_size, raw_model.config.pos_emb, len(data['val']))
+if ctx_note and master_process:
+    print(ctx_note)
 
 
 def save_checkpoint():
@@ -321,6 +334,8 @@ while True:
         for split in ('train', 'val', 'test') if examples else ('train', 'val'):  # the paper reports test accuracy
             for k, v in evaluate(split, whole=examples and split != 'train').items():
                 record[f'{split}_{k}'] = v
+        record.update(context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size,
+                                     device, dtype))
         log_eval(record)
         if not math.isfinite(record['val_loss']):
             sys.exit(f"val loss is {record['val_loss']} at iter {iter_num}: stopping without saving; "
@@ -382,7 +397,13 @@ if master_process and not eval_only:
     for split in ('val', 'test'):
         if data[split] is not None:
             final.update({f'{split}_{k}': v for k, v in evaluate(split, whole=True).items()})
+    final.update(block_size=raw_model.config.block_size, **context_losses(
+        raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size, device, dtype))
+    if ctx_note:
+        final['eval_contexts_note'] = ctx_note
     print("final: " + json.dumps(final))
+    if ctx_lengths:
+        print(context_table(final, raw_model.config.block_size))
     with open(os.path.join(out_dir, 'final.json'), 'w') as f:
         json.dump(final, f, indent=1)
 if ddp:
