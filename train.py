@@ -280,8 +280,9 @@ if ddp:
 eval_model = model.module if ddp else model
 # length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
 from eval.extrapolation import context_lengths, context_losses, context_table  # noqa: E402
-ctx_lengths, ctx_note = ([], None) if examples else context_lengths(
-    eval_contexts, raw_model.config.block_size, raw_model.config.pos_emb, len(data['val']))
+ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, raw_model.config.block_size,
+                                                                    raw_model.config.pos_emb,
+                                                                    min(eval_context_tokens, len(data['val']) - 1))
 if ctx_note and master_process:
     print(ctx_note)
 

@@ -56,7 +56,8 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
     for L in lengths:
         if absolute and L > model.config.block_size:
             if not quiet:
-                print(f"{desc}: skipping length {L}: {model.config.pos_emb} positions stop at block_size={model.config.block_size}")
+                print(f"{desc}: skipping length {L}: {model.config.pos_emb} positions stop at "
+                      f"block_size={model.config.block_size}")
             out[L] = None
             continue
         n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
@@ -83,8 +84,8 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
 # length extrapolation during training: train.py's eval_contexts
 
 def context_lengths(spec, block_size, pos_emb, n_tokens):
-    """(lengths, note) for train.py's eval_contexts spec '1,2,4,8' (multiples of block_size) on a stream of
-    n_tokens: the lengths to evaluate, and a line saying which were left out and why (None if none were)."""
+    """(lengths, note) for train.py's eval_contexts spec '1,2,4,8' (multiples of block_size) when n_tokens
+    tokens are scored: the lengths to evaluate, and a line saying which were left out and why (None if none)."""
     try:
         lengths = [int(s) * block_size for s in spec.split(',') if s.strip()]
     except ValueError:
@@ -92,27 +93,28 @@ def context_lengths(spec, block_size, pos_emb, n_tokens):
     if any(L <= 0 for L in lengths):
         raise SystemExit(f"eval_contexts={spec!r}: multiples of block_size must be positive")
     skipped = [L for L in lengths if L > block_size and pos_emb in ABSOLUTE]
-    short = [L for L in lengths if L not in skipped and L >= n_tokens]  # a window needs L + 1 tokens
+    short = [L for L in lengths if L not in skipped and L > n_tokens]
     note = []
     if skipped:
         note.append(f"{pos_emb} positions stop at block_size={block_size}: lengths {skipped} skipped")
     if short:
-        note.append(f"the val split has {n_tokens} tokens: lengths {short} skipped")
+        note.append(f"{n_tokens} val tokens to score (eval_context_tokens or the split): lengths {short} skipped")
     return [L for L in lengths if L not in skipped + short], ('eval_contexts: ' + '; '.join(note)) if note else None
 
 
 def context_losses(model, tokens, lengths, n_tokens, batch_tokens, device, dtype):
     """{'val_loss_ctx<L>': mean loss} for each length L, on the first n_tokens of tokens (cut to a multiple of
     the longest L: the same tokens at every length) in non-overlapping windows, each read from its own start.
-    Forward passes of ~batch_tokens tokens; model in eval mode (no dropout), then back in train mode."""
+    Forward passes of ~batch_tokens tokens, in eval mode (no dropout); the model's mode is restored after."""
     if not lengths:
         return {}
     n = min(n_tokens, len(tokens) - 1) // max(lengths) * max(lengths)
+    training = model.training
     model.eval()
     out = perplexities(model, tokens[:n + 1], lengths, device=device, dtype=dtype, batch_tokens=batch_tokens,
                        quiet=True)
-    model.train()
-    return {f'val_loss_ctx{L}': r[0] for L, r in out.items()}
+    model.train(training)
+    return {f'val_loss_ctx{L}': r[0] for L, r in out.items() if r is not None}
 
 
 def context_table(record, block_size):
@@ -152,6 +154,8 @@ def plot(results, labels, train_ctx, path, key='ppl'):
         ax.set_yscale('log')
     else:  # train.py's lengths: multiples 1, 2, 4, 8 of the context
         ax.set_xscale('log', base=2)
+        ax.set_xticks(sorted({r['length'] for r in results}), [str(L) for L in sorted({r['length'] for r in results})])
+        ax.minorticks_off()
     ax.set_xlabel('context length (tokens)')
     ax.set_ylabel('perplexity (log scale)' if key == 'ppl' else 'val loss (nats per token)')
     ax.grid(True, which='both', alpha=0.3)

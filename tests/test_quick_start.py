@@ -79,7 +79,7 @@ def test_context_lengths_skip_what_cannot_be_evaluated():
     lengths, note = context_lengths('1,2,4', 64, 'learned', 10000)
     assert lengths == [64] and 'learned positions stop at block_size=64' in note and '[128, 256]' in note
     lengths, note = context_lengths('1,8', 64, 'alibi_half', 300)
-    assert lengths == [64] and 'val split has 300 tokens' in note
+    assert lengths == [64] and '300 val tokens to score' in note and '[512]' in note
     with pytest.raises(SystemExit, match="give multiples of block_size"):
         context_lengths('1,x2', 64, 'pope', 10000)
 
