@@ -41,6 +41,8 @@ eval_iters = 100  # batches per train/val loss estimate (indirect indexing's val
 eval_only = False  # evaluate once and exit
 final_weights = 'last'  # final.json scores the 'last' weights (indirect indexing) or the 'best' (best.pt, lowest val)
 divergence_margin = 3.0  # stop (saving nothing) when val loss exceeds the best so far by this many nats (0 = never)
+eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size (extrapolation); '' = off
+eval_context_tokens = 65536  # val tokens scored at each of those lengths (the same tokens, non-overlapping windows)
 init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), or a path to a ckpt.pt to fine-tune from
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
@@ -100,6 +102,8 @@ def configure(args):
                 val = literal_eval(text)
             except (ValueError, SyntaxError):
                 val = text  # a bare string such as --dataset=shakespeare
+            if isinstance(globals().get(key), str) and not isinstance(val, str):
+                val = text  # a string key takes the text as written: --eval_contexts=1,2,4
             items = [(key, val)]
         else:
             if not os.path.exists(arg):
@@ -183,6 +187,9 @@ if dataset.startswith('indirect_indexing') and not os.path.exists(os.path.join(d
     from prepare.indirect_indexing import VARIANTS, prepare
     if dataset in VARIANTS:
         prepare(data_dir, variant=dataset)  # generated in seconds, deterministic: no download
+if dataset == 'shakespeare_char' and not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process:
+    from prepare.shakespeare_char import prepare
+    prepare(data_dir)  # from the text committed in prepare/texts/, in about a second
 if ddp:
     torch.distributed.barrier()
 if not os.path.exists(os.path.join(data_dir, 'meta.json')):
@@ -344,6 +351,13 @@ if ddp:
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
 eval_model = model.module if ddp else model
+# length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
+from eval.extrapolation import context_lengths, context_losses, context_table  # noqa: E402
+ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, raw_model.config.block_size,
+                                                                    raw_model.config.pos_emb,
+                                                                    min(eval_context_tokens, len(data['val']) - 1))
+if ctx_note and master_process:
+    print(ctx_note)
 
 
 def save_checkpoint(best):
@@ -437,6 +451,8 @@ while True:
         for split in ('train', 'val', 'test') if examples else ('train', 'val'):  # the paper reports test accuracy
             for k, v in evaluate(split, whole=examples and split != 'train').items():
                 record[f'{split}_{k}'] = v
+        record.update(context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size,
+                                     device, dtype))
         log_eval(record)
         val_loss = record['val_loss']
         if not math.isfinite(val_loss):
@@ -484,7 +500,13 @@ if master_process and not eval_only:
     for split in ('val', 'test'):
         if data[split] is not None:
             final.update({f'{split}_{k}': v for k, v in evaluate(split, whole=True).items()})
+    final.update(block_size=raw_model.config.block_size, **context_losses(
+        raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size, device, dtype))
+    if ctx_note:
+        final['eval_contexts_note'] = ctx_note
     print("final: " + json.dumps(final))
+    if ctx_lengths:
+        print(context_table(final, raw_model.config.block_size))
     with open(os.path.join(out_dir, 'final.json'), 'w') as f:
         json.dump(final, f, indent=1)
 if ddp:

@@ -85,16 +85,21 @@ def tokenizer(meta):
     return encode, (lambda ids: sep.join(itos[i] for i in ids))
 
 
+def vocab_weight(model):
+    """lm_head's rows of the tokenizer's vocabulary (the model pads them to a multiple of 64), in float32."""
+    return model.lm_head.weight[:model.config.vocab_size].float()
+
+
 def log_probs(model, h, weight=None):
     """log_softmax(lm_head(h)) in float32, autocast or not (bf16 logits would cost ~1e-2 nats)."""
-    w = model.lm_head.weight.float() if weight is None else weight
+    w = vocab_weight(model) if weight is None else weight
     with torch.autocast(h.device.type, enabled=False):
         return F.log_softmax(F.linear(h.float(), w), dim=-1)
 
 
 def chunked_log_probs(model, h, chunk=1024):
     """log_probs over time chunks of h (B, T, C): yields (t0, log-probs (B, t, V))."""
-    w = model.lm_head.weight.float()
+    w = vocab_weight(model)
     for t0 in range(0, h.size(1), chunk):
         yield t0, log_probs(model, h[:, t0:t0 + chunk], w)
 

@@ -42,7 +42,7 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
-from eval import ABSOLUTE, autocast, default_dtype, load_checkpoint, log_probs
+from eval import ABSOLUTE, autocast, default_dtype, load_checkpoint, log_probs, vocab_weight
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
 PAPER_TASKS = 'lambada_openai,blimp,cbt_cn,cbt_ne,hellaswag,piqa,arc_easy'
@@ -74,7 +74,7 @@ class PopeLM(TemplateLM):
         self.enc = gpt2_encoding()
         self._eot = c['meta'].get('eot') or self.enc.eot_token
         self.block_size = self.model.config.block_size
-        self.head_w = self.model.lm_head.weight.detach().float()  # float32 log-probs even under autocast
+        self.head_w = vocab_weight(self.model).detach()  # float32 log-probs even under autocast
         absolute = self.model.config.pos_emb in ABSOLUTE
         self.max_length = int(max_length) if max_length else (self.block_size if absolute else None)
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 1  # 'auto' -> 1

