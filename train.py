@@ -64,7 +64,7 @@ pope_delta_init = 'uniform'  # 'zero' or 'uniform' in [-2pi, 0]
 attn_impl = 'auto'  # auto (triton for PoPE on CUDA at head dim 32/64/128, else sdpa), torch, sdpa, triton
 yarn_scale = 1.0  # YaRN scale s for RoPE models (1.0 = off)
 yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
-# probes of the indirect-indexing task (issue #16; results/indirect_probes_plan.md); defaults = the paper's PoPE
+# probes of the indirect-indexing task (issue #16; results/indirect_probes.md); defaults = the paper's PoPE
 pope_softplus = True  # PoPE magnitude mu = softplus(x); False: mu = x (the paper's ablation; not the fused kernel)
 pope_zero_freqs = 0  # PoPE: theta_c = 0 for the n lowest frequencies per head, content-only channels (not the kernel)
 qk_init_scale = 1.0  # init std of the query/key weights is 0.02 x this (PoPE: a wider spread of mu at init)

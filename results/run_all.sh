@@ -9,7 +9,7 @@
 #   indirect  indirect indexing, 6 encodings x 3 seeds, the paper's schedule -> results/indirect_indexing.md
 #   readings  indirect indexing, other readings of the task, PoPE and RoPE -> results/indirect_indexing.md
 #   probes    indirect indexing, issue #16: sub-tasks x PoPE/RoPE/RoPE-half x 3 seeds, PoPE hypotheses on the
-#             spaces format (short schedules, <= 11 min on 2 H200s under MPS) -> results/indirect_probes_plan.md
+#             spaces format (short schedules, <= 11 min on 2 H200s under MPS) -> results/indirect_probes.md
 #   probes_more  what did not fit the probes' budget: the hypotheses on the default format, batch 64
 #
 #   bash results/run_all.sh                                  # all stages, one GPU, one run at a time
@@ -41,7 +41,7 @@ job() {  # name, command...: start it when one of GPUS*PER_GPU slots is free; GP
   while (( $(jobs -rp | wc -l) >= GPUS * PER_GPU )); do wait -n; done
   local gpu=$(( started % GPUS )); started=$(( started + 1 ))
   echo "$(date +%T) start $name on GPU $gpu"
-  ( CUDA_VISIBLE_DEVICES=$gpu "$@" > "$LOGS/$name.log" 2>&1; echo "$(date +%T) end $name, exit $?" ) &
+  ( CUDA_VISIBLE_DEVICES=$gpu "$@" > "$LOGS/$name.log" 2>&1; rc=$?; echo "$(date +%T) end $name, exit $rc" ) &
 }
 
 prepare() {
@@ -143,7 +143,7 @@ probe_run() {  # name, encoding, iters, flags...: a short schedule (lr 4e-4 -> 4
     --eval_interval=500 --log_interval=100 --eval_iters=10 "$@"
 }
 
-# probes (issue #16): why does PoPE not learn indirect indexing? results/indirect_probes_plan.md says what each run
+# probes (issue #16): why does PoPE not learn indirect indexing? results/indirect_probes.md says what each run
 # asks. 52 runs: 45 sub-task runs (5 tasks x PoPE, RoPE, RoPE-half x seeds 1337/2/3; 1500 steps of 128, warmup 100)
 # and 7 PoPE hypotheses on the spaces format (1 seed; 3500 steps of 256, warmup 300). Start them all at once:
 #   nvidia-cuda-mps-control -d; GPUS=2 PER_GPU=27 bash results/run_all.sh lm probes
