@@ -112,15 +112,20 @@ def _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos, offs_d, d, keep, HAS_DELTA: 
     return cos_phi, sin_phi
 
 
+@triton.jit
+def _program_rows(H, T, d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr):
+    # this program's (batch * H + head, batch, head), its rows [t0, t0 + BLOCK_T), channels, and valid elements
+    bh = tl.program_id(1).to(tl.int64)
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, BLOCK_D)
+    return bh, bh // H, bh % H, offs_t, offs_d, (offs_t < T)[:, None] & (offs_d < d)[None, :]
+
+
 @triton.jit(do_not_specialize=["T", "pos0"])
 def _cartesian_fwd(X, COS, SIN, COS_DELTA, SIN_DELTA, XP, sxb, sxh, sxt, H, T, pos0,
                    d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
     # x' = [mu cos phi, mu sin phi] for the rows [t0, t0 + BLOCK_T) of one (batch, head); x' is contiguous
-    bh = tl.program_id(1).to(tl.int64)
-    b, h = bh // H, bh % H
-    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    offs_d = tl.arange(0, BLOCK_D)
-    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
+    bh, b, h, offs_t, offs_d, keep = _program_rows(H, T, d, BLOCK_D, BLOCK_T)
     x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
     cos_phi, sin_phi = _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
     mu = _softplus(x)
@@ -133,11 +138,7 @@ def _cartesian_fwd(X, COS, SIN, COS_DELTA, SIN_DELTA, XP, sxb, sxh, sxt, H, T, p
 def _cartesian_bwd(X, DXP, COS, SIN, COS_DELTA, SIN_DELTA, DX, DDELTA_PART, sxb, sxh, sxt, sgb, sgh, sgt, H, T,
                    pos0, d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
     # dx from dx' = [dX, dY]; with delta, this block's share of ddelta[h] (summed over the blocks afterwards)
-    bh = tl.program_id(1).to(tl.int64)
-    b, h = bh // H, bh % H
-    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    offs_d = tl.arange(0, BLOCK_D)
-    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
+    bh, b, h, offs_t, offs_d, keep = _program_rows(H, T, d, BLOCK_D, BLOCK_T)
     x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
     dX = _load_tile(DXP + b * sgb + h * sgh, offs_t, offs_d, sgt, keep)
     dY = _load_tile(DXP + b * sgb + h * sgh + d, offs_t, offs_d, sgt, keep)

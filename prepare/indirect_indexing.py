@@ -40,14 +40,14 @@ import string
 
 import numpy as np
 
-from prepare.common import start_dataset, write_meta, write_tokens
+from prepare.common import SPLITS, start_dataset, write_meta, write_tokens
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
 SPACE_ITOS = ITOS + [' ']  # the spaces variant adds a space token after the others
 STOI = {c: i for i, c in enumerate(SPACE_ITOS)}
 PAD = STOI['<pad>']
-SPLITS = {'train': (1_000_000, 0), 'val': (10_000, 1), 'test': (10_000, 2)}  # size, seed offset
+SIZES = {'train': 1_000_000, 'val': 10_000, 'test': 10_000}  # examples per split (its seed: seed * 1000 + index)
 # data set name -> how its examples differ from the paper's task as we read it (make_example's arguments)
 VARIANTS = {
     'indirect_indexing': {},                                   # our reading (module docstring)
@@ -119,10 +119,10 @@ def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indir
     options = VARIANTS[variant]
     row_len = row_length(**options)
     itos = SPACE_ITOS if ' ' in options.get('sep', ',') else ITOS
-    start_dataset(out_dir)
+    out_dir = start_dataset(out_dir)  # written in <out_dir>.partial; write_meta swaps it in once complete
     counts = {}
-    for split, (n, offset) in SPLITS.items():
-        n = (sizes or {}).get(split, n)
+    for offset, split in enumerate(SPLITS):
+        n = (sizes or {}).get(split, SIZES[split])
         print(f"indirect indexing: {n:,} {split} examples")
         counts[split] = write_tokens(os.path.join(out_dir, f'{split}.bin'),
                                      make_split(n, seed * 1000 + offset, row_len, **options), len(itos))
@@ -138,6 +138,6 @@ if __name__ == '__main__':
                    help="the paper's task as we read it, a short one for quick runs, or another reading (see above)")
     p.add_argument('--out_dir', default=None, help='default: data/<variant>')
     p.add_argument('--seed', type=int, default=0, help='data seed (the splits use seed*1000 + 0, 1, 2)')
-    p.add_argument('--train_size', type=int, default=SPLITS['train'][0])
+    p.add_argument('--train_size', type=int, default=SIZES['train'])
     args = p.parse_args()
     prepare(args.out_dir or os.path.join('data', args.variant), args.seed, {'train': args.train_size}, args.variant)
