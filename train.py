@@ -50,7 +50,7 @@ dataset = 'indirect_indexing'  # folder under data/
 gradient_accumulation_steps = 1  # micro-steps per optimizer step, summed over all GPUs
 batch_size = 64  # sequences per micro-step and GPU
 block_size = 48  # context length in tokens
-loss_on = 'target'  # examples: train on the 'target' token alone (the paper), or on 'all' next tokens (val/test: target)
+loss_on = 'target'  # examples: train on the 'target' token alone (the paper) or on 'all' next tokens (val/test: target)
 # model
 n_layer = 8
 n_head = 8
@@ -111,7 +111,8 @@ def configure(args):
             print(f"config: {arg}")
             scope = {}
             exec(open(arg).read(), scope)
-            items = [(k, v) for k, v in scope.items() if not k.startswith('_') and not callable(v) and type(v).__name__ != 'module']
+            items = [(k, v) for k, v in scope.items()
+                     if not k.startswith('_') and not callable(v) and type(v).__name__ != 'module']
         for key, val in items:
             if key not in config_keys:
                 sys.exit(f"unknown config key '{key}' (in {arg}); valid keys: {', '.join(config_keys)}")
@@ -153,13 +154,14 @@ config = {k: globals()[k] for k in config_keys}  # for logging and the checkpoin
 ddp = int(os.environ.get('RANK', -1)) != -1
 if ddp:
     init_process_group(backend=backend)
-    ddp_rank, ddp_local_rank, ddp_world_size = int(os.environ['RANK']), int(os.environ['LOCAL_RANK']), int(os.environ['WORLD_SIZE'])
+    ddp_rank, ddp_local_rank = int(os.environ['RANK']), int(os.environ['LOCAL_RANK'])
+    ddp_world_size = int(os.environ['WORLD_SIZE'])
     if device != 'cpu':  # one GPU per process
         device = f'cuda:{ddp_local_rank}'
         torch.cuda.set_device(device)
     if gradient_accumulation_steps % ddp_world_size:
-        sys.exit(f"gradient_accumulation_steps={gradient_accumulation_steps} counts micro-steps over all {ddp_world_size} "
-                 f"processes: make it a multiple of {ddp_world_size}")
+        sys.exit(f"gradient_accumulation_steps={gradient_accumulation_steps} counts micro-steps over all "
+                 f"{ddp_world_size} processes: make it a multiple of {ddp_world_size}")
     gradient_accumulation_steps //= ddp_world_size
 else:
     ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
@@ -183,11 +185,12 @@ if master_process:
 # -----------------------------------------------------------------------------
 # data
 data_dir = os.path.join('data', dataset)
-if dataset.startswith('indirect_indexing') and not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process:
+generated = not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process  # made here on first use
+if generated and dataset.startswith('indirect_indexing'):
     from prepare.indirect_indexing import VARIANTS, prepare
     if dataset in VARIANTS:
         prepare(data_dir, variant=dataset)  # generated in seconds, deterministic: no download
-if dataset == 'shakespeare_char' and not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process:
+if generated and dataset == 'shakespeare_char':
     from prepare.shakespeare_char import prepare
     prepare(data_dir)  # from the text committed in prepare/texts/, in about a second
 if ddp:
@@ -243,7 +246,8 @@ def evaluate(split, whole=False):
         n = len(data[split]) if examples else (len(data[split]) - 1) // block_size
         starts = np.arange(n) if examples else np.arange(n) * block_size
         bs = 16 * batch_size if examples else batch_size  # examples are short: big batches
-        batches = (torch.from_numpy(ix).to(device) if examples else ix for ix in np.array_split(starts, max(1, math.ceil(n / bs))))
+        chunks = np.array_split(starts, max(1, math.ceil(n / bs)))
+        batches = (torch.from_numpy(ix).to(device) if examples else ix for ix in chunks)
     else:
         batches = (sample_ix(split, k, purpose=1) for k in range(eval_iters))
     loss_sum, correct, count = 0.0, 0, 0
@@ -252,7 +256,8 @@ def evaluate(split, whole=False):
         with ctx:
             logits, loss = eval_model(x, y)
         n_tok = (y != -1).sum()
-        loss_sum, correct, count = loss_sum + loss.float() * n_tok, correct + (logits.argmax(-1) == y).sum(), count + n_tok
+        loss_sum, count = loss_sum + loss.float() * n_tok, count + n_tok
+        correct = correct + (logits.argmax(-1) == y).sum()
     eval_model.train()
     out = {'loss': (loss_sum / count).item()}  # one host sync per evaluation
     if examples:
@@ -292,7 +297,8 @@ if init_from != 'scratch':
             sys.exit(f"init_from='resume' goes on with {ckpt_path} as it was trained, but {', '.join(differ)}: "
                      f"drop these flags, or fine-tune from it with --init_from={ckpt_path} and a new out_dir")
     # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
-    keep = ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout', 'attn_impl') if init_from != 'resume' else ('attn_impl',)
+    keep = ('attn_impl',) if init_from == 'resume' else ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout',
+                                                          'attn_impl')
     model_args.update({k: v for k, v in checkpoint['model_args'].items() if k not in keep})
 for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
     config[k] = globals()[k] = model_args[k]
@@ -325,8 +331,10 @@ def project_delta():
 
 
 project_delta()
-if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps != 1 or not examples or dtype == 'float16'):
-    sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept on the GPU (kind 'examples')")
+if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps != 1 or not examples
+                   or dtype == 'float16'):
+    sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept "
+             "on the GPU (kind 'examples')")
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
                                        delta_lr_mult=delta_lr_mult)
 if init_from == 'resume':
@@ -365,7 +373,8 @@ def save_checkpoint(best):
     mid-save leaves the previous file intact), so best.pt only ever holds the lowest val loss so far."""
     ckpt = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'model_args': model_args,
             'iter_num': iter_num, 'best_val_loss': best_val_loss, 'config': config, 'meta': meta,
-            'rng': {'torch': torch.get_rng_state(), 'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
+            'rng': {'torch': torch.get_rng_state(),
+                    'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
     path = os.path.join(out_dir, 'ckpt.pt')
     torch.save(ckpt, path + '.tmp')
     os.replace(path + '.tmp', path)
@@ -443,7 +452,8 @@ step = cuda_graph_step() if cuda_graph else plain_step
 seq_len = meta['row_len'] if examples else block_size  # tokens per sequence: a whole example, or a window
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * seq_len
 if master_process:
-    print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, {tokens_per_iter:,} tokens per iteration, device {device}")
+    print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, {tokens_per_iter:,} tokens per iteration, "
+          f"device {device}")
 t_start, t_last, it_last, it_first = time.time(), time.time(), iter_num, iter_num
 while True:
     if (iter_num % eval_interval == 0 or iter_num == max_iters) and master_process:
