@@ -94,7 +94,8 @@ def main():
     p.add_argument('--out', default=None, help='folder for results.json')
     args = p.parse_args()
     rows = []
-    print("| task | head | accuracy (per seed) | attention on the target | step at 90% accuracy |\n|---|---|---|---|---|")
+    print("| task | head | accuracy (per seed) | attention on the target | step at 90% accuracy |")
+    print("|---|---|---|---|---|")
     for task in args.tasks.split(','):
         for kind in HEADS:
             runs = [train_head(kind, task, s, d=args.d, T=args.T, n=args.n, steps=args.steps)
