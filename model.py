@@ -226,6 +226,9 @@ class CausalSelfAttention(nn.Module):
                 self.pope_options['softplus'] = False
             if config.pope_zero_freqs:
                 self.pope_options['zero_freqs'] = config.pope_zero_freqs
+            if impl == 'triton' and self.pope_options:
+                raise ValueError("attn_impl='triton' computes mu = softplus(x) with every theta_c: use attn_impl="
+                                 "'auto' or 'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
             if impl == 'auto' and (self.pope_options or not torch.cuda.is_available()):
                 impl = 'sdpa'  # pope_kernel needs CUDA and knows PoPE's defaults alone; PoPE's SDPA form does all
             if impl in ('auto', 'triton'):  # pope_kernel: 'auto' = its measured fastest path, 'triton' = all-Triton
@@ -316,10 +319,6 @@ class GPT(nn.Module):
         if not 0 <= config.pope_zero_freqs <= config.n_embd // config.n_head:
             hd = config.n_embd // config.n_head
             raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..{hd} (the head dim)")
-        probe_options = not config.pope_softplus or config.pope_zero_freqs
-        if config.pos_emb == 'pope' and config.attn_impl == 'triton' and probe_options:
-            raise ValueError("attn_impl='triton' computes mu = softplus(x) with every theta_c: use attn_impl='auto' or "
-                             "'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
@@ -348,6 +347,14 @@ class GPT(nn.Module):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             torch.nn.init.zeros_(module.bias)
+
+    @torch.no_grad()
+    def project_delta(self):
+        """PoPE's delta onto [-2pi, 0], in place. train.py calls it after every optimizer step (the forward pass
+        uses delta as it is, so no value loses its gradient) and on loading a checkpoint (an older version's,
+        whose forward pass clamped instead, may hold values outside)."""
+        for block in self.h if self.config.pos_emb == 'pope' else ():
+            block.attn.delta.clamp_(-2 * math.pi, 0.0)
 
     def get_num_params(self, non_embedding=True):
         """Parameters, the tied token embedding counted once; learned positions left out by default."""

@@ -319,18 +319,7 @@ try:
 except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit the model
     sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
-deltas = [p for n, p in model.named_parameters() if n.endswith('delta')]  # PoPE's phase biases
-
-
-@torch.no_grad()
-def project_delta():
-    """delta = its projection onto [-2pi, 0], in place, after every optimizer step (the forward pass uses delta as
-    it is) and on loading a checkpoint (one saved before this projection existed may hold values outside)."""
-    for d in deltas:
-        d.clamp_(-2 * math.pi, 0.0)
-
-
-project_delta()
+model.project_delta()  # a checkpoint of an older version may hold deltas outside [-2pi, 0]
 if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps != 1 or not examples
                    or dtype == 'float16'):
     sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept "
@@ -411,7 +400,7 @@ def train_step(ixs):
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     scaler.step(optimizer)
     scaler.update()
-    project_delta()
+    raw_model.project_delta()  # PoPE's delta back onto [-2pi, 0] (model.py)
     return loss.detach()  # not its graph: a live graph keeps its AccumulateGrad nodes (and their stream) into a capture
 
 

@@ -45,10 +45,7 @@ def load_checkpoint(path, device='cpu', **overrides):
     args['dropout'] = 0.0
     model = GPT(GPTConfig(**args))
     model.load_state_dict(ckpt['model'])
-    with torch.no_grad():  # PoPE's delta in [-2pi, 0], as train.py keeps it (and older checkpoints' forward clamped it)
-        for n, p in model.named_parameters():
-            if n.endswith('delta'):
-                p.clamp_(-2 * math.pi, 0.0)
+    model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
 
