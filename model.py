@@ -92,6 +92,15 @@ def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=1000
     return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
 
 
+def pope_attention_auto(q, k, v, delta, **kw):
+    """pope_kernel's fastest path for the CUDA tensors it takes (fp16/bf16/fp32), PoPE's SDPA form for the rest
+    (a model on the CPU, or in float64, on a machine with a GPU)."""
+    if q.is_cuda and q.dtype != torch.float64:
+        import pope_kernel  # Triton: imported only where the kernel runs
+        return pope_kernel.pope_attention(q, k, v, delta, **kw)
+    return pope_attention_sdpa(q, k, v, delta, **kw)
+
+
 def sdpa(q, k, v, causal, q_offset, bias=None, scale=None):
     """F.scaled_dot_product_attention with a causal mask that knows where the queries sit."""
     Tq, Tk = q.shape[-2], k.shape[-2]
@@ -231,7 +240,9 @@ class CausalSelfAttention(nn.Module):
                                  "'auto' or 'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
             if impl == 'auto' and (self.pope_options or not torch.cuda.is_available()):
                 impl = 'sdpa'  # pope_kernel needs CUDA and knows PoPE's defaults alone; PoPE's SDPA form does all
-            if impl in ('auto', 'triton'):  # pope_kernel: 'auto' = its measured fastest path, 'triton' = all-Triton
+            if impl == 'auto':  # pope_kernel's measured fastest path on CUDA tensors
+                self.attend = pope_attention_auto
+            elif impl == 'triton':  # pope_kernel's all-Triton path
                 import pope_kernel  # Triton: imported only where the kernel is used
                 self.attend = functools.partial(pope_kernel.pope_attention, impl=impl)
             else:
@@ -338,9 +349,10 @@ class GPT(nn.Module):
                 torch.nn.init.normal_(p[:qk_rows], mean=0.0, std=0.02 * config.qk_init_scale)
         # the tied vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304),
         # after the init so that the random numbers drawn are those of the unpadded model; the extra rows are never
-        # looked up, and forward() drops their logits
+        # looked up, and their logits are -inf in the loss (probability 0, no gradient) and cut from forward()'s
         padded = F.pad(self.lm_head.weight.detach(), (0, 0, 0, -config.vocab_size % 64))
         self.lm_head.weight = self.wte.weight = nn.Parameter(padded)
+        self.register_buffer('vocab_padding', torch.arange(len(padded)) >= config.vocab_size, persistent=False)
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -382,9 +394,11 @@ class GPT(nn.Module):
         x = self.hidden_states(idx, cache)
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
-        logits = self.lm_head(x)[..., :self.config.vocab_size]  # the tokenizer's vocabulary, not the padding
+        # masking the padding (rather than cutting the logits to the tokenizer's vocabulary) fuses into the loss's
+        # kernels: the cut's backward was a 1.6 ms copy of the (B*T, 50304) gradient per step of the 124M model
+        logits = self.lm_head(x).masked_fill(self.vocab_padding, float('-inf'))
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits, loss
+        return logits[..., :self.config.vocab_size], loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,
                              delta_lr_mult=1.0):

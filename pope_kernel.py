@@ -34,7 +34,6 @@ or phase_table(d, n, device, base)), since a table cannot be built inside one.
 
 import math
 import os
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -99,57 +98,76 @@ def _load_tile(ptr, offs_t, offs_d, stride, keep):
 
 
 @triton.jit
-def _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos, offs_d, d, keep, HAS_DELTA: tl.constexpr):
-    # cos phi, sin phi with phi = pos * theta (- delta[h]), from the float64-made table
+def _phases(COS, SIN, DELTA, h, pos, offs_d, d, keep, HAS_DELTA: tl.constexpr):
+    # cos phi, sin phi with phi = pos * theta (- delta[h]): the position's angles from the float64-made table;
+    # delta is in [-2pi, 0], where float32 cos and sin are exact to ~1e-7
     ptrs = pos[:, None] * d + offs_d[None, :]
     cos_phi = tl.load(COS + ptrs, mask=keep, other=0.0)
     sin_phi = tl.load(SIN + ptrs, mask=keep, other=0.0)
     if HAS_DELTA:
+        delta = tl.load(DELTA + h * d + offs_d, mask=offs_d < d, other=0.0).to(tl.float32)[None, :]
+        cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
         # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta
-        cos_delta = tl.load(COS_DELTA + h * d + offs_d, mask=offs_d < d, other=0.0)[None, :]
-        sin_delta = tl.load(SIN_DELTA + h * d + offs_d, mask=offs_d < d, other=0.0)[None, :]
         cos_phi, sin_phi = cos_phi * cos_delta + sin_phi * sin_delta, sin_phi * cos_delta - cos_phi * sin_delta
     return cos_phi, sin_phi
 
 
 @triton.jit
-def _program_rows(H, T, d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr):
-    # this program's (batch * H + head, batch, head), its rows [t0, t0 + BLOCK_T), channels, and valid elements
-    bh = tl.program_id(1).to(tl.int64)
+def _cartesian_rows(X, XP, COS, SIN, DELTA, b, h, heads, T, pos0, sxb, sxh, sxt,
+                    d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
+    # x' = [mu cos phi, mu sin phi] for the rows [t0, t0 + BLOCK_T) of head h of batch b; x' is contiguous
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, BLOCK_D)
-    return bh, bh // H, bh % H, offs_t, offs_d, (offs_t < T)[:, None] & (offs_d < d)[None, :]
-
-
-@triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_fwd(X, COS, SIN, COS_DELTA, SIN_DELTA, XP, sxb, sxh, sxt, H, T, pos0,
-                   d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
-    # x' = [mu cos phi, mu sin phi] for the rows [t0, t0 + BLOCK_T) of one (batch, head); x' is contiguous
-    bh, b, h, offs_t, offs_d, keep = _program_rows(H, T, d, BLOCK_D, BLOCK_T)
+    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
     x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
-    cos_phi, sin_phi = _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
+    cos_phi, sin_phi = _phases(COS, SIN, DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
     mu = _softplus(x)
-    out = XP + bh * T * 2 * d + offs_t[:, None] * 2 * d + offs_d[None, :]
+    out = XP + ((b * heads + h) * T + offs_t[:, None]) * 2 * d + offs_d[None, :]
     tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
     tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
 
 
-@triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_bwd(X, DXP, COS, SIN, COS_DELTA, SIN_DELTA, DX, DDELTA_PART, sxb, sxh, sxt, sgb, sgh, sgt, H, T,
-                   pos0, d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
-    # dx from dx' = [dX, dY]; with delta, this block's share of ddelta[h] (summed over the blocks afterwards)
-    bh, b, h, offs_t, offs_d, keep = _program_rows(H, T, d, BLOCK_D, BLOCK_T)
+@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
+def _cartesian_fwd(Q, K, COS, SIN, DELTA, QP, KP, sqb, sqh, sqt, skb, skh, skt, H, Hkv, Tq, Tk, q_offset,
+                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr):
+    # program (time block, b * H + h): query head h (phases with delta) and, for h < Hkv, key head h
+    b, h = tl.program_id(1).to(tl.int64) // H, tl.program_id(1).to(tl.int64) % H
+    _cartesian_rows(Q, QP, COS, SIN, DELTA, b, h, H, Tq, q_offset, sqb, sqh, sqt, d, BLOCK_D, True, BLOCK_T)
+    if h < Hkv:
+        _cartesian_rows(K, KP, COS, SIN, DELTA, b, h, Hkv, Tk, 0, skb, skh, skt, d, BLOCK_D, False, BLOCK_T)
+
+
+@triton.jit
+def _cartesian_rows_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, b, h, heads, T, pos0, sxb, sxh, sxt, sgb, sgh,
+                        sgt, d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
+    # dx from dx' = [dX, dY], stored (B, T, heads, d) in memory; with delta, this block's share of ddelta[h]
+    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs_d = tl.arange(0, BLOCK_D)
+    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
     x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
     dX = _load_tile(DXP + b * sgb + h * sgh, offs_t, offs_d, sgt, keep)
     dY = _load_tile(DXP + b * sgb + h * sgh + d, offs_t, offs_d, sgt, keep)
-    cos_phi, sin_phi = _phases(COS, SIN, COS_DELTA, SIN_DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
+    cos_phi, sin_phi = _phases(COS, SIN, DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
     dmu = dX * cos_phi + dY * sin_phi
-    tl.store(DX + bh * T * d + offs_t[:, None] * d + offs_d[None, :], (dmu * _sigmoid(x)).to(DX.dtype.element_ty),
-             mask=keep)
+    dx = DX + ((b * T + offs_t[:, None]) * heads + h) * d + offs_d[None, :]
+    tl.store(dx, (dmu * _sigmoid(x)).to(DX.dtype.element_ty), mask=keep)
     if HAS_DELTA:
         ddelta = _softplus(x) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY, the phases are 0)
-        tl.store(DDELTA_PART + (tl.program_id(0) * tl.num_programs(1) + bh) * d + offs_d, tl.sum(ddelta, 0),
-                 mask=offs_d < d)
+        part = DDELTA_PART + ((tl.program_id(0) * tl.num_programs(1) + b * heads + h) * d) + offs_d
+        tl.store(part, tl.sum(ddelta, 0), mask=offs_d < d)
+
+
+@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
+def _cartesian_bwd(Q, K, DQP, DKP, COS, SIN, DELTA, DQ, DK, DDELTA_PART, sqb, sqh, sqt, skb, skh, skt,
+                   sgqb, sgqh, sgqt, sgkb, sgkh, sgkt, H, Hkv, Tq, Tk, q_offset,
+                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr):
+    # the programs of _cartesian_fwd, backwards: dq and this block's share of ddelta; dk for h < Hkv
+    b, h = tl.program_id(1).to(tl.int64) // H, tl.program_id(1).to(tl.int64) % H
+    _cartesian_rows_bwd(Q, DQP, DQ, COS, SIN, DELTA, DDELTA_PART, b, h, H, Tq, q_offset, sqb, sqh, sqt,
+                        sgqb, sgqh, sgqt, d, BLOCK_D, True, BLOCK_T)
+    if h < Hkv:
+        _cartesian_rows_bwd(K, DKP, DK, COS, SIN, DELTA, DDELTA_PART, b, h, Hkv, Tk, 0, skb, skh, skt,
+                            sgkb, sgkh, sgkt, d, BLOCK_D, False, BLOCK_T)
 
 
 # -----------------------------------------------------------------------------
@@ -414,71 +432,67 @@ def phase_table(d, n, device, base=10000.0):
     return _tables[key]
 
 
-def _delta_cos_sin(delta):
-    if delta is None:
-        return None, None
-    delta = delta.detach().double()
-    return delta.cos().float().contiguous(), delta.sin().float().contiguous()
-
-
 # -----------------------------------------------------------------------------
 # Custom ops (opaque to torch.compile; no host sync, and the same allocations every call, for CUDA graphs)
 
 
 @torch.library.custom_op("pope::cartesian", mutates_args=())
-def cartesian(x: torch.Tensor, delta: Optional[torch.Tensor], pos0: int, base: float) -> torch.Tensor:
-    """x (B, H, T, d) -> x' = [mu cos phi, mu sin phi] (B, H, T, 2d) contiguous in x's dtype;
-    phi = (pos0 + t) theta (- delta[h] when delta (H, d) is given)."""
-    B, H, T, d = x.shape
-    cos, sin = phase_table(d, pos0 + T, x.device, base)
-    cos_delta, sin_delta = _delta_cos_sin(delta)
-    xp = torch.empty((B, H, T, 2 * d), dtype=x.dtype, device=x.device)
-    _cartesian_fwd[(triton.cdiv(T, BLOCK_T), B * H)](
-        x, cos, sin, cos_delta, sin_delta, xp, *x.stride()[:3], H, T, pos0,
-        d=d, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=delta is not None, BLOCK_T=BLOCK_T)
-    return xp
+def cartesian(q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor, q_offset: int,
+              base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prologue, one launch for q (B, H, Tq, d) and k (B, Hkv, Tk, d): q' = [mu cos phi, mu sin phi]
+    (B, H, Tq, 2d) with phi = (q_offset + t) theta - delta[h], and k' (B, Hkv, Tk, 2d) with phi = s theta,
+    contiguous, in q's dtype."""
+    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
+    cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
+    qp = torch.empty((B, H, Tq, 2 * d), dtype=q.dtype, device=q.device)
+    kp = torch.empty((B, Hkv, Tk, 2 * d), dtype=k.dtype, device=k.device)
+    _cartesian_fwd[(triton.cdiv(max(Tq, Tk), BLOCK_T), B * H)](
+        q, k, cos, sin, delta, qp, kp, *q.stride()[:3], *k.stride()[:3], H, Hkv, Tq, Tk, q_offset,
+        d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T)
+    return qp, kp
 
 
 @cartesian.register_fake
-def _(x, delta, pos0, base):
-    B, H, T, d = x.shape
-    return x.new_empty((B, H, T, 2 * d))
+def _(q, k, delta, q_offset, base):
+    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
+    return q.new_empty((B, H, Tq, 2 * d)), k.new_empty((B, Hkv, Tk, 2 * d))
 
 
 @torch.library.custom_op("pope::cartesian_backward", mutates_args=())
-def cartesian_backward(dxp: torch.Tensor, x: torch.Tensor, delta: Optional[torch.Tensor], pos0: int,
-                       base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The epilogue: (dx, ddelta) from dx' (ddelta is empty without delta)."""
-    B, H, T, d = x.shape
-    cos, sin = phase_table(d, pos0 + T, x.device, base)
-    cos_delta, sin_delta = _delta_cos_sin(delta)
-    dxp = dxp if dxp.stride(-1) == 1 else dxp.contiguous()  # SDPA's grads may come in any layout
-    dx = torch.empty((B, H, T, d), dtype=x.dtype, device=x.device)
-    n_blocks = triton.cdiv(T, BLOCK_T)
-    part = torch.empty((n_blocks, B, H, d) if delta is not None else (0,), dtype=torch.float32, device=x.device)
+def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor,
+                       q_offset: int, base: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The epilogue: (dq, dk, ddelta) from dq', dk'. dq (B, H, Tq, d) and dk are laid out (B, T, heads, d) in
+    memory, like the model's q and k (views of one (B, T, 3C) projection): their gradients then join into that
+    projection's gradient by a plain copy, not a transposing one."""
+    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
+    cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
+    dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # SDPA's grads: any layout
+    dq = torch.empty((B, Tq, H, d), dtype=q.dtype, device=q.device).transpose(1, 2)
+    dk = torch.empty((B, Tk, Hkv, d), dtype=k.dtype, device=k.device).transpose(1, 2)
+    n_blocks = triton.cdiv(max(Tq, Tk), BLOCK_T)
+    part = torch.empty((n_blocks, B, H, d), dtype=torch.float32, device=q.device)  # every program writes its row
     _cartesian_bwd[(n_blocks, B * H)](
-        x, dxp, cos, sin, cos_delta, sin_delta, dx, part, *x.stride()[:3], *dxp.stride()[:3], H, T, pos0,
-        d=d, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=delta is not None, BLOCK_T=BLOCK_T)
-    if delta is None:
-        return dx, part
-    return dx, part.sum(dim=(0, 1)).to(delta.dtype)  # over the time blocks and the batch, in fp32
+        q, k, dqp, dkp, cos, sin, delta, dq, dk, part, *q.stride()[:3], *k.stride()[:3], *dqp.stride()[:3],
+        *dkp.stride()[:3], H, Hkv, Tq, Tk, q_offset, d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T)
+    return dq, dk, part.sum(dim=(0, 1)).to(delta.dtype)  # over the time blocks and the batch, in fp32
 
 
 @cartesian_backward.register_fake
-def _(dxp, x, delta, pos0, base):
-    return x.new_empty(x.shape), (delta.new_empty(delta.shape) if delta is not None else x.new_empty(0))
+def _(dqp, dkp, q, k, delta, q_offset, base):
+    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
+    return (q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2),
+            delta.new_empty(delta.shape))
 
 
 def _cartesian_setup(ctx, inputs, output):
-    x, delta, pos0, base = inputs
-    ctx.save_for_backward(x, delta)
-    ctx.pos0, ctx.base = pos0, base
+    q, k, delta, q_offset, base = inputs
+    ctx.save_for_backward(q, k, delta)
+    ctx.q_offset, ctx.base = q_offset, base
 
 
-def _cartesian_grad(ctx, dxp):
-    x, delta = ctx.saved_tensors
-    dx, ddelta = cartesian_backward(dxp, x, delta, ctx.pos0, ctx.base)
-    return dx, (ddelta if delta is not None else None), None, None
+def _cartesian_grad(ctx, dqp, dkp):
+    q, k, delta = ctx.saved_tensors
+    return *cartesian_backward(dqp, dkp, q, k, delta, ctx.q_offset, ctx.base), None, None
 
 
 cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
@@ -642,8 +656,8 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
         impl = next(name for t_max, name in _FASTEST.get(d, [(2**31, "sdpa")]) if Tk <= t_max)
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
-    qp = cartesian(q, delta, q_offset, float(base))  # phi_q = (q_offset + i) theta - delta
-    kp = cartesian(k, None, 0, float(base))  # phi_k = s theta
+    delta = delta.contiguous()  # (the kernels read it as H rows of d)
+    qp, kp = cartesian(q, k, delta, q_offset, float(base))  # phi_q = (q_offset + i) theta - delta, phi_k = s theta
     if impl == "sdpa":
         return _sdpa(qp, kp, v, bool(causal), sm_scale, q_offset)
     return attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]

@@ -97,6 +97,14 @@ def test_bf16_matches_reference(shape, impl):
     check(impl, *shape, torch.bfloat16, tol=2e-2, grad_tol=3e-2)
 
 
+@pytest.mark.skipif(pope_kernel.INTERPRET, reason="long sequences: on a GPU only (too slow for the interpreter)")
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("d", [64, 128])
+def test_bf16_long_sequence_on_gpu(d, impl):
+    """T = 1000 > SHORT_T: the all-Triton path's large tiles (_BLOCKS), the prologue's many time blocks."""
+    check(impl, 1, 2, 1000, 1000, d, True, 0, torch.bfloat16, tol=2e-2, grad_tol=3e-2, n_kv_head=1)
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_bf16_gqa_matches_reference(impl):
     check(impl, 1, 4, 30, 30, 64, True, 0, torch.bfloat16, tol=2e-2, grad_tol=3e-2, n_kv_head=2)
@@ -156,12 +164,14 @@ def test_phase_table_precision():
 
 
 def test_prologue_matches_model_cartesian():
-    """q' = [mu cos phi, mu sin phi] with phi = (pos0 + t) theta - delta, against model.pope_cartesian."""
+    """q' = [mu cos phi, mu sin phi] with phi = (q_offset + t) theta - delta and k' with phi = s theta, against
+    model.pope_cartesian; k has fewer heads and more positions than q (grouped-query attention, a KV cache)."""
     from model import pope_cartesian
-    q, _, _, delta = make_inputs(2, 3, 7, 7, 32, torch.float32, seed=5)
-    qp = pope_kernel.cartesian(q, delta, 40, 10000.0)
-    qx, qy = pope_cartesian(q.double(), torch.arange(40, 47), 10000.0, -delta.double())
-    assert rel_err(qp, torch.cat([qx, qy], -1)) < 1e-6
+    q, k, _, delta = make_inputs(2, 3, 7, 50, 32, torch.float32, seed=5, n_kv_head=1)
+    qp, kp = pope_kernel.cartesian(q, k, delta, 40, 10000.0)
+    qx, qy = pope_cartesian(q.double(), torch.arange(40, 47, device=DEVICE), 10000.0, -delta.double())
+    kx, ky = pope_cartesian(k.double(), torch.arange(50, device=DEVICE), 10000.0)
+    assert rel_err(qp, torch.cat([qx, qy], -1)) < 1e-6 and rel_err(kp, torch.cat([kx, ky], -1)) < 1e-6
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -192,8 +202,9 @@ def test_torch_compile_one_graph(impl):
 
 def test_custom_op_registrations():
     """Schema, fake (meta) implementation and autograd registration of the prologue op."""
-    x, delta = torch.randn(1, 2, 5, 32, requires_grad=True), torch.randn(2, 32, requires_grad=True)
-    torch.library.opcheck(torch.ops.pope.cartesian.default, (x.to(DEVICE), delta.to(DEVICE), 3, 10000.0))
+    q, k, delta = (torch.randn(*shape, device=DEVICE, requires_grad=True) for shape in ((1, 2, 5, 32), (1, 1, 9, 32),
+                                                                                      (2, 32)))
+    torch.library.opcheck(torch.ops.pope.cartesian.default, (q, k, delta, 3, 10000.0))
 
 
 @pytest.mark.parametrize("case", ["head_dim_triton", "head_dim_large", "dtype_mismatch", "ndim", "kv_shape",

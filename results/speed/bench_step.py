@@ -6,6 +6,7 @@ versions see the same batches and their loss curves can be printed side by side.
 
     python results/speed/bench_step.py --pos_emb=rope                      # this repository's model
     python results/speed/bench_step.py --pos_emb=pope --code=DIR           # the model.py in DIR (an older version)
+    python results/speed/bench_step.py --code=.dev/nanogpt                 # nanoGPT's model.py in this same loop
     torchrun --standalone --nproc_per_node=2 results/speed/bench_step.py --pos_emb=rope --ddp_buckets=1
 
 Prints one line per step (loss, ms) and a summary line: median ms of the steps after the first 20 (compile and
@@ -27,8 +28,11 @@ p.add_argument('--code', default=os.path.join(os.path.dirname(__file__), '..', '
 p.add_argument('--data', default='data/shakespeare/train.bin')
 p.add_argument('--steps', type=int, default=200)
 p.add_argument('--batch_size', type=int, default=32)
+p.add_argument('--shape', default='124m', choices=('124m', 'indirect'),
+               help="indirect: the indirect-indexing model (8 x 8 heads x 512, T 48, 66 tokens) on random tokens")
 p.add_argument('--profile', type=int, default=0)
 p.add_argument('--ddp_buckets', type=int, default=1, help="0: one compiled graph, all-reduce after backward")
+p.add_argument('--bucket_mb', type=int, default=25, help="DDP's bucket_cap_mb (25 is DDP's default)")
 args = p.parse_args()
 sys.path.insert(0, os.path.abspath(args.code))
 from model import GPT, GPTConfig  # noqa: E402  (the chosen version)
@@ -41,22 +45,31 @@ if ddp:
     torch._dynamo.config.optimize_ddp = bool(args.ddp_buckets)
 torch.manual_seed(1337)
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-B, T = args.batch_size, 1024
+B, T = args.batch_size, (1024 if args.shape == '124m' else 48)
 data = np.memmap(args.data, dtype=np.uint16, mode='r')
+if args.shape == 'indirect':
+    data = np.random.default_rng(0).integers(0, 66, 1_000_000).astype(np.uint16)
 rng = np.random.default_rng((1337, rank))
 batches = []
 for _ in range(args.steps):
     ix = rng.integers(0, len(data) - T - 1, B)
     xy = torch.from_numpy(np.stack([data[i:i + T + 1].astype(np.int64) for i in ix])).cuda()
-    batches.append((xy[:, :-1], xy[:, 1:]))
+    batches.append((xy[:, :-1].contiguous(), xy[:, 1:].contiguous()))
 
-model = GPT(GPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=T, vocab_size=50257, dropout=0.0, bias=False,
-                      pos_emb=args.pos_emb, attn_impl=args.attn_impl, pope_delta_init='zero')).cuda()
+fields = GPTConfig.__dataclass_fields__
+nanogpt = 'pos_emb' not in fields  # nanoGPT's model.py: learned positions, LayerNorm, trains over its padded vocab
+if nanogpt:
+    args.pos_emb = 'nanogpt'
+cfg = dict(n_layer=12, n_head=12, n_embd=768, block_size=T, vocab_size=50304 if nanogpt else 50257, dropout=0.0,
+           bias=False, pos_emb=args.pos_emb, attn_impl=args.attn_impl, pope_delta_init='zero')
+if args.shape == 'indirect':
+    cfg.update(n_layer=8, n_head=8, n_embd=512, vocab_size=66)
+model = GPT(GPTConfig(**{k: v for k, v in cfg.items() if k in fields})).cuda()
 optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), 'cuda')
 model = torch.compile(model)
 if ddp:
     model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[int(os.environ['LOCAL_RANK'])],
-                                                      gradient_as_bucket_view=True)
+                                                      gradient_as_bucket_view=True, bucket_cap_mb=args.bucket_mb)
 ctx = torch.autocast('cuda', dtype=torch.bfloat16)
 
 
@@ -82,13 +95,14 @@ stats = torch._dynamo.utils.counters
 graphs, breaks = stats['stats']['unique_graphs'], sum(stats['graph_break'].values())
 if rank == 0:
     print(f"summary: pos_emb {args.pos_emb}, attn_impl {args.attn_impl}, code {os.path.abspath(args.code)}, "
-          f"gpus {world}, {ms:.1f} ms/step (median of steps 20..{args.steps - 1}), "
+          f"gpus {world}" + (f" (bucket_cap_mb {args.bucket_mb}, ddp_buckets {args.ddp_buckets})" if ddp else "")
+          + f", {ms:.1f} ms/step (median of steps 20..{args.steps - 1}), "
           f"{B * T * world / ms * 1000:,.0f} tokens/s, dynamo graphs {graphs}, graph breaks {breaks}"
           + ('' if not breaks else f" {dict(stats['graph_break'])}"))
 if args.profile and rank == 0:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for x, y in batches[:5]:
             step(x, y)
-    print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=15, max_name_column_width=70))
+    print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=25, max_name_column_width=70))
 if ddp:
     torch.distributed.destroy_process_group()
