@@ -19,7 +19,7 @@ p.add_argument('--start', default='\n', help='the prompt, or FILE:path to read i
 p.add_argument('--num_samples', type=int, default=1)
 p.add_argument('--max_new_tokens', type=int, default=200)
 p.add_argument('--temperature', type=float, default=1.0, help='< 1 sharper, > 1 more random')
-p.add_argument('--top_k', type=int, default=None, help='keep only the k most likely tokens')
+p.add_argument('--top_k', type=int, help='keep only the k most likely tokens')
 p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
 p.add_argument('--seed', type=int, default=1337)
 args = p.parse_args()

@@ -1,7 +1,5 @@
-# Indirect indexing (paper section 4.1, appendix A.1) with pos_emb='rope_half' (RoPE on half the channels),
-# at the paper's full scale: the run of config/indirect_pope.py (train.py's defaults) with another position encoding.
-# Paper's test accuracy (3 seeds): 28.50 +- 6.10 %.
-# python train.py config/indirect_rope_half.py  (generates data/indirect_indexing in seconds if missing)
+# Indirect indexing (paper section 4.1, appendix A.1) with RoPE on half the channels: config/indirect_pope.py with
+# pos_emb='rope_half'. Paper's test accuracy (3 seeds): 28.50 +- 6.10 %.
+exec(open('config/indirect_pope.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-indirect-rope_half'
 pos_emb = 'rope_half'
-log_interval = 500  # val and test accuracy every 2k steps (eval_interval) go to out_dir/eval_log.jsonl

@@ -1,6 +1,5 @@
 # JSB chorales (paper section 3) with RoPE: the run of config/jsb_pope.py with pos_emb='rope'.
 # Paper's best test NLL per token: 0.5081 (RoPE -> PoPE: 0.5081 -> 0.4889).
-# Run:  python train.py config/jsb_rope.py
 exec(open('config/jsb_pope.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-jsb-rope'
 pos_emb = 'rope'

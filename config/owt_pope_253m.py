@@ -1,6 +1,5 @@
 # OpenWebText language modelling (paper section 4), 253M model with PoPE: config/owt_pope.py at another size.
 # Paper's validation perplexity: 18.55 (RoPE -> PoPE at 253M: 18.88 -> 18.55).
-# Run:  torchrun --standalone --nproc_per_node=8 train.py config/owt_pope_253m.py
 exec(open('config/owt_pope.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-owt-pope-253m'
 n_layer = 16

@@ -1,6 +1,5 @@
 # OpenWebText language modelling (paper section 4), 774M model with PoPE: config/owt_pope.py at another size.
 # Paper's validation perplexity: 15.45 (RoPE -> PoPE at 774M: 15.85 -> 15.45).
-# Run:  torchrun --standalone --nproc_per_node=8 train.py config/owt_pope_774m.py
 exec(open('config/owt_pope.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-owt-pope-774m'
 n_layer = 36

@@ -1,5 +1,4 @@
 # Length extrapolation (paper section 6): config/owt_pope_ft.py for the 774M model of config/owt_pope_774m.py.
-# Run:  torchrun --standalone --nproc_per_node=8 train.py config/owt_pope_ft_774m.py
 exec(open('config/owt_pope_ft.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-owt-pope-ft-774m'
 init_from = 'out-owt-pope-774m/ckpt.pt'  # the pre-trained model

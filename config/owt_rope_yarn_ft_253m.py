@@ -1,5 +1,4 @@
 # Length extrapolation (paper section 6): config/owt_rope_yarn_ft.py for the 253M model of config/owt_rope_253m.py.
-# Run:  torchrun --standalone --nproc_per_node=8 train.py config/owt_rope_yarn_ft_253m.py
 exec(open('config/owt_rope_yarn_ft.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-owt-rope-yarn-ft-253m'
 init_from = 'out-owt-rope-253m/ckpt.pt'  # the pre-trained model
