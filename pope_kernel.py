@@ -21,10 +21,11 @@ Stages (each a torch.library custom op, so torch.compile sees one opaque node pe
   pope::cartesian_backward   epilogue, from dq', dk' (X = mu cos phi, Y = mu sin phi, dX, dY their grads):
                                  dmu = dX cos phi + dY sin phi,     dx = dmu * sigmoid(x)
                                  ddelta[h] = sum_{b, t} mu_q (dX sin phi_q - dY cos phi_q)   (phi_q has -delta)
-impl='auto' picks per head dim and length from the table _FASTEST, measured on an H200 (results/kernel_bench.log):
-'sdpa' won forward+backward at every measured shape (d 64 / 128, T 1024 / 4096 / 16384), since cuDNN's Hopper
-attention runs the 2d-wide q' k' at RoPE's efficiency (~450 TFLOP/s at d 64, T 16384) while the Triton kernels,
-without warp specialisation, reach 250-370.
+impl='auto' picks per head dim and length from the table _FASTEST, measured on an H200 (results/kernel_bench.md,
+results/speed.md): 'sdpa' won forward+backward at every long shape (d 64 / 128, T 1024 / 4096 / 16384), since
+cuDNN's Hopper attention runs the 2d-wide q' k' at RoPE's efficiency (~450 TFLOP/s at d 64, T 16384) while the
+Triton kernels, without warp specialisation, reach 250-370; at T 48 (the indirect-indexing task) 'triton' won
+(its small tiles and few launches: 2.94 vs 3.03 ms a training step).
 
 Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64, so the phase at
 position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad).
@@ -569,9 +570,9 @@ attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 # -----------------------------------------------------------------------------
 # The SDPA path and the entry point
 
-# impl='auto': the measured winner per head dim, as (up to this Tk, impl) in increasing Tk; 'sdpa' won every
-# shape of results/kernel_bench.log (d 64 / 128, T 1024..16384, fwd+bwd); a d the table lacks gets 'sdpa'
-_FASTEST = {32: [(2**31, "sdpa")], 64: [(2**31, "sdpa")], 128: [(2**31, "sdpa")]}
+# impl='auto': the measured winner per head dim, as (up to this Tk, impl) in increasing Tk: 'sdpa' at every long
+# shape (d 64 / 128, T 1024..16384, fwd+bwd), 'triton' at d 64, T 48 (whole training steps); unmeasured: 'sdpa'
+_FASTEST = {32: [(2**31, "sdpa")], 64: [(SHORT_T, "triton"), (2**31, "sdpa")], 128: [(2**31, "sdpa")]}
 SDPA_GQA = "expand"  # grouped k', v for SDPA: "expand" (copy per query head) or "enable_gqa" (SDPA's own)
 
 
@@ -647,7 +648,8 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
     s <= q_offset + i. sm_scale defaults to 1/sqrt(d). Differentiable w.r.t. q, k, v and delta.
     impl: 'sdpa' runs F.scaled_dot_product_attention on q', k' (cuDNN on an H200; any d up to 256), 'triton' the
     FlashAttention-2 kernels of this file (d 32/64/128), 'auto' the faster of the two as measured (_FASTEST: 'sdpa'
-    at every shape measured, see the module docstring). Extra memory: q', k' (2x q and k) saved for the backward."""
+    but at short sequences of d 64, see the module docstring). Extra memory: q', k' (2x q and k) saved for the
+    backward."""
     if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
         q_offset = int(q_offset)
     _check_inputs(q, k, v, delta, q_offset, impl)

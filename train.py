@@ -61,7 +61,7 @@ bias = False  # biases in Linear layers
 pos_emb = 'pope'  # pope, rope, rope_half, alibi_half, learned, sinusoidal, none
 pos_base = 10000.0  # frequency base of pope / rope
 pope_delta_init = 'uniform'  # 'zero' or 'uniform' in [-2pi, 0]
-attn_impl = 'auto'  # auto (triton for PoPE on CUDA at head dim 32/64/128, else sdpa), torch, sdpa, triton
+attn_impl = 'auto'  # PoPE: auto (pope_kernel's measured fastest path on CUDA, else sdpa), torch, sdpa, triton
 yarn_scale = 1.0  # YaRN scale s for RoPE models (1.0 = off)
 yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
 # probes of the indirect-indexing task (issue #16; results/indirect_probes.md); defaults = the paper's PoPE
@@ -343,7 +343,10 @@ if compile:
     print("compiling the model... (takes a minute)")
     model = torch.compile(model)
 if ddp:
-    # gradients as views of DDP's all-reduce buckets: no copy into the buckets and back
+    # gradients as views of DDP's all-reduce buckets: no copy into the buckets and back; with compile, one graph
+    # and the all-reduce after the backward (measured on 2 H200s: 1.89-1.91x one GPU, vs 1.87-1.88x with a graph
+    # per bucket overlapping the backward; results/speed.md)
+    torch._dynamo.config.optimize_ddp = False
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None, gradient_as_bucket_view=True)
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)

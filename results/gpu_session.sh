@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One GPU session of round 3 on a 2 x H200 machine, in two calls of at most 10 minutes (the device tool's limit);
+# One GPU session of round 3 on a 2 x H200 machine, in two calls of at most 10 minutes (the device tool's limit;
+# round 4's calls: results/speed/run.sh one, ddp, indirect_paths);
 # everything it starts writes logs under out-logs/, and part2 packs them into $OUT/results.tgz.
 #   part1: the indirect-indexing data on the CPU; the timed runs (results/speed/run.sh: speed, nanoGPT, kernel,
 #          DDP; GPUs to themselves); then, under NVIDIA MPS and in the background, the probes and the Shakespeare
@@ -16,7 +17,7 @@ part1() {
   for v in indirect_indexing indirect_indexing_{spaces,next,prev,start,end,shift3}; do
     [ -f data/$v/meta.json ] || python -m prepare.indirect_indexing --variant $v > /dev/null &
   done
-  LOGS=out-logs/speed timeout 500 bash results/speed/run.sh 2>&1 | tee out-logs/speed_run.log  # capped: part1 < 10 min
+  LOGS=out-logs/speed timeout 500 bash results/speed/run.sh one 2>&1 | tee out-logs/speed_run.log  # capped
   wait  # (the data, long done)
   nvidia-cuda-mps-control -d
   # the CUDA-graph step of PoPE ran in the speed phase (indirect_pope_10k); without its final line, probe without it

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU run behind the pages in results/, as stages:
 #   prepare   data for all stages (the offline sources of README "Experiments"; skipped where data/ has it)
-#   speed     124M (12 x 768, T 1024, batch 32, compile, bf16) tokens/s and MFU: RoPE, PoPE torch/sdpa/triton,
-#             then DDP on 2 GPUs (torchrun)                        -> results/speed.md
+#   speed     124M steps of nanoGPT, RoPE, PoPE (profiles), the indirect-indexing step, DDP on 2 GPUs, the kernel
+#             tests and GPU-time benchmark (results/speed/run.sh)          -> results/speed.md
 #   lm        Shakespeare LM, RoPE vs PoPE (context 256), 4x fine-tunes (RoPE+YaRN, PoPE), extrapolation
 #             to 10x and frequency usage                         -> results/shakespeare_lm.md
 #   music     JSB chorales (paper scale), MAESTRO and E. coli genome (reduced), RoPE vs PoPE -> results/music_genome.md
@@ -23,7 +23,7 @@
 # SKIP=regex skips runs whose name matches (e.g. runs already made).
 #
 # Time on the 2 x H200 machine (torch 2.11; queue log of that session: results/run_all_queue.log):
-#   prepare 21 s; speed 4.8 min (GPUs to itself);
+#   prepare 21 s; speed ~15 min (GPUs to itself);
 #   then under MPS with 8 runs per GPU at once: lm 7.0 min, each music run 2.4-4.1 min;
 #   indirect: one 100k-step run alone takes 5.7 (RoPE) / 8.1 (PoPE) min, 20-22 min when sharing a GPU with
 #   7 others for its first half, 24-25.5 min as one of 6 on a GPU (results/indirect_indexing/run_all_queue_others.log);
@@ -56,26 +56,8 @@ prepare() {
   [ -f data/genome/meta.json ] || python -m prepare.genome --source ecoli
 }
 
-speed() {  # one run per GPU at a time, nothing else on the GPUs
-  local common="--dataset=shakespeare --batch_size=32 --compile=True --max_iters=40 --log_interval=10
-                --eval_interval=100000 --eval_iters=1 --overwrite=True $EXTRA"
-  # shellcheck disable=SC2086
-  run1() { CUDA_VISIBLE_DEVICES=$1 python train.py config/owt_$2.py --gradient_accumulation_steps=1 $common ${@:4} --out_dir=out-speed-$3 > "$LOGS/speed_$3.log" 2>&1; }
-  local runs=("rope rope" "pope pope_triton --attn_impl=triton" "pope pope_sdpa --attn_impl=sdpa" "pope pope_torch --attn_impl=torch")
-  for i in "${!runs[@]}"; do  # GPUS runs at a time, one per GPU
-    run1 $(( i % GPUS )) ${runs[i]} &
-    (( (i + 1) % GPUS )) || wait
-  done
-  wait
-  if (( GPUS >= 2 )); then
-    for pe in rope pope; do  # 32 sequences per GPU a step, as above
-      torchrun --standalone --nproc_per_node=2 train.py config/owt_$pe.py --gradient_accumulation_steps=2 $common \
-        --out_dir=out-speed-ddp-$pe > "$LOGS/speed_ddp_$pe.log" 2>&1
-    done
-  fi
-  for f in "$LOGS"/speed_*.log; do  # median of the last 3 log intervals (the first holds the compile)
-    echo "$(basename "$f" .log): $(grep 'ms/it' "$f" | tail -3 | sort -t, -k3 -n | sed -n 2p)"
-  done | tee "$LOGS/speed_summary.txt"
+speed() {  # results/speed.md: the step benchmarks, each run with its GPU to itself (2 GPUs; see its header)
+  for part in one ddp indirect_paths; do LOGS="$LOGS/speed" bash results/speed/run.sh $part; done
 }
 
 lm() {  # one job: the two trainings side by side, then the fine-tunes, then the analyses

@@ -5,6 +5,7 @@
 #                                    # previous version (RoPE, PoPE); GPU 1: our RoPE and PoPE (with profiles), the
 #                                    # PoPE indirect-indexing run (10k steps), the kernel and model tests on the GPU
 #   bash results/speed/run.sh ddp    # DDP on 2 GPUs, RoPE and PoPE, DDP's buckets and one graph
+#   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
 # .dev/nanogpt (fetched for the measurement only, not part of this repository); the previous version's model.py and
@@ -16,9 +17,11 @@ mkdir -p "$LOGS"
 b=results/speed/bench_step.py
 # the paper's indirect-indexing run, 10k of its 100k steps with its evaluations (every 2k steps), compiled, one
 # CUDA graph a step
-indirect() {
-  python train.py config/indirect_$1.py --compile=True --cuda_graph=True --max_iters=10000 --log_interval=1000 \
-    --out_dir=out-speed-indirect-$1 --overwrite=True
+indirect() {  # indirect <pos_emb> <out_dir suffix> [--key=value ...]
+  local pe=$1 name=$2
+  shift 2
+  python train.py config/indirect_$pe.py --compile=True --cuda_graph=True --max_iters=10000 --log_interval=1000 \
+    --out_dir=out-speed-indirect-$name --overwrite=True "$@"
 }
 
 one() {
@@ -33,7 +36,7 @@ one() {
     export CUDA_VISIBLE_DEVICES=1
     python $b --pos_emb=rope --profile=1 > "$LOGS/rope.log" 2>&1
     python $b --pos_emb=pope --profile=1 > "$LOGS/pope.log" 2>&1
-    indirect pope > "$LOGS/indirect_pope_10k.log" 2>&1
+    indirect pope pope > "$LOGS/indirect_pope_10k.log" 2>&1
     TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py tests/test_model.py > "$LOGS/tests_gpu.log" 2>&1
   ) &
   wait
@@ -49,6 +52,22 @@ ddp() {  # DDP's default (a graph per gradient bucket, all-reduce overlapping th
     $torchrun --pos_emb=$pe --ddp_buckets=0 > "$LOGS/ddp_${pe}_one_graph.log" 2>&1
   done
   grep -h "summary" "$LOGS"/ddp_*.log
+}
+
+indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path (cuDNN) and its all-Triton path
+  (
+    export CUDA_VISIBLE_DEVICES=0
+    indirect pope pope > "$LOGS/indirect_pope_10k.log" 2>&1
+    python bench_attention.py --sections graphed,gqa > "$LOGS/kernel_bench_graphed_gqa.log" 2>&1
+  ) &
+  (
+    export CUDA_VISIBLE_DEVICES=1
+    indirect pope pope-triton --attn_impl=triton > "$LOGS/indirect_pope_triton_10k.log" 2>&1
+    TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py tests/test_model.py > "$LOGS/tests_gpu.log" 2>&1
+  ) &
+  wait
+  grep -h "ms/it\|^final" "$LOGS"/indirect_*_10k.log | tail -4
+  tail -1 "$LOGS/tests_gpu.log"
 }
 
 profile_indirect() {
