@@ -89,8 +89,7 @@ def log_probs(h, weight):
 
 @torch.no_grad()
 def sequence_nll(model, idx, targets, chunk=1024):
-    """Summed negative log-likelihood of targets (B, T) given idx (B, T), per sequence (B,) in float64;
-    the logits exist only chunk positions at a time."""
+    """Summed NLL of targets (B, T) given idx (B, T) per sequence, in float64; logits for chunk positions at a time."""
     h = model.hidden_states(idx)
     weight = vocab_weight(model)
     nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)

@@ -93,8 +93,7 @@ def context_lengths(spec, block_size, pos_emb, n_tokens):
 
 
 def context_losses(model, tokens, lengths, n_tokens, batch_tokens, device, dtype):
-    """{'val_loss_ctx<L>': mean loss} for each length L on the first n_tokens of tokens, as perplexities()
-    scores them, forward passes of ~batch_tokens tokens in eval mode; the model's mode is restored after."""
+    """{'val_loss_ctx<L>': mean loss} on the first n_tokens of tokens, in eval mode (the model's mode is restored)."""
     if not lengths:
         return {}
     n = min(n_tokens, len(tokens) - 1) // max(lengths) * max(lengths)

@@ -37,8 +37,7 @@ def channel_magnitudes(model, q_or_k):
 
 @torch.no_grad()
 def frequency_stats(model, windows, device='cpu', batch_size=8):
-    """Mean magnitude per (layer, channel) of queries and keys over heads and all tokens of windows
-    (a list of 1-D token tensors): {'q': (n_layer, F), 'k': (n_layer, F)} as numpy float64."""
+    """Mean magnitude over heads and all tokens of windows (1-D token tensors): {'q', 'k': (n_layer, F) arrays}."""
     cfg = model.config
     H, hd = cfg.n_head, cfg.n_embd // cfg.n_head
     sums = {'q': [0.0] * cfg.n_layer, 'k': [0.0] * cfg.n_layer}

@@ -211,16 +211,9 @@ def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', 
     return {'letter': float(letter), 'position': float(position), 'window': float(window)}
 
 
-def chance_table():
-    rows = [[name, *(f"{100 * v:.2f}" for v in chance_levels(**options).values())] for name, options in VARIANTS.items()]
-    return markdown_table(['data set', 'letter', 'position', 'window'], rows)
-
-
 def read_run(folder, thresholds):
     log_path = os.path.join(folder, 'eval_log.jsonl')
-    if not os.path.exists(log_path):
-        return None
-    log = [r for r in read_json_lines(log_path) if 'test_acc' in r]
+    log = [r for r in read_json_lines(log_path) if 'test_acc' in r] if os.path.exists(log_path) else []
     if not log:
         return None
     final_path = os.path.join(folder, 'final.json')
@@ -242,7 +235,7 @@ def read_run(folder, thresholds):
 def table(folders, thresholds=(0.2, 0.5, 0.9)):
     """Markdown: one row per run folder that has an eval log, then one per group of seeds."""
     rows = [r for r in (read_run(f, thresholds) for f in sorted(folders)) if r is not None]
-    pct = lambda v: '' if v is None else f"{100 * v:.1f}"  # noqa: E731
+    pct = lambda v: '' if v is None else f"{100 * v:.1f}"
     head = ['run', 'steps', 'test acc %', 'best %', 'train acc %', *[f'step to {100 * t:g}%' for t in thresholds],
             'chance (window) %']
     runs = [[r['run'], f"{r['iter']}" + ('' if r['finished'] else ' (cut)'), pct(r['final']), pct(r['best']),
@@ -277,7 +270,9 @@ def main(argv=None):
         print(table(args.folders, tuple(args.threshold or (0.2, 0.5, 0.9))))
         return
     if args.command == 'chance':
-        print(chance_table())
+        rows = [[name, *(f"{100 * v:.2f}" for v in chance_levels(**options).values())]
+                for name, options in VARIANTS.items()]
+        print(markdown_table(['data set', 'letter', 'position', 'window'], rows))
         return
     labels = labels_for(args.ckpts, args.label)
     os.makedirs(args.out, exist_ok=True)

@@ -74,8 +74,7 @@ class PopeLM(TemplateLM):
 
     @torch.no_grad()
     def _score(self, batch):
-        """batch: (input ids, continuation ids); the continuation is the last len(cont) targets.
-        Returns (sum of log-probs, is_greedy) per item; lm_head runs on the continuation positions only."""
+        """(sum of log-probs, is greedy) of each (input ids, continuation ids): the last len(cont) targets."""
         T = max(len(inp) for inp, _ in batch)
         x = torch.zeros(len(batch), T, dtype=torch.long)
         for i, (inp, _) in enumerate(batch):
@@ -107,8 +106,7 @@ class PopeLM(TemplateLM):
         return res
 
     def loglikelihood_rolling(self, requests, disable_tqdm=False):
-        """log P(text) of whole documents, scored in disjoint windows of max_length (or block_size) tokens,
-        each window conditioned on up to its length of preceding tokens (lm-eval's rolling windows)."""
+        """log P(text) of whole documents, in lm-eval's rolling windows of max_length (or block_size) tokens."""
         from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
         out = []
         for req in tqdm(requests, disable=disable_tqdm, desc='loglikelihood_rolling'):
@@ -238,9 +236,9 @@ def main(argv=None):
         rows.append(dict(label=label, ckpt=path, pos_emb=lm.model.config.pos_emb, scores=scores))
         write_json(os.path.join(args.out, f'{label}.json'), dict(ckpt=path, scores=scores, **res), indent=1,
                    default=str)
-        md = markdown_table(['task', 'metric', 'value (%)'], [
-            [t, m.split(',')[0], f'{100 * v:.2f}'] for t, r in res['results'].items()
-            for m, v in r.items() if m.split(',')[0] in ('acc', 'acc_norm') and isinstance(v, float)]) + '\n'
+        accs = [[t, m.split(',')[0], f'{100 * v:.2f}'] for t, r in res['results'].items() for m, v in r.items()
+                if m.split(',')[0] in ('acc', 'acc_norm') and isinstance(v, float)]
+        md = markdown_table(['task', 'metric', 'value (%)'], accs) + '\n'
         with open(os.path.join(args.out, f'{label}.md'), 'w') as f:
             f.write(f'# {label} ({path})\n\n{md}')
         print(f'\n{label}:\n{md}')
