@@ -13,16 +13,14 @@ base^(-2i/d) for RoPE pair i. Also plots PoPE's learned phase bias delta per lay
 Writes <out>.npz, <out>.json, <out>_magnitudes.png and <out>_delta.png.
 """
 
-import json
 import math
-import os
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from eval import load_checkpoint, parser, save_figure, subplots
+from eval import load_checkpoint, parser, save_figure, subplots, write_json
 from prepare.common import read_tokens
 
 
@@ -136,10 +134,8 @@ def main(argv=None):
             summary[name]['delta'] = delta.tolist()
         print(f"{name} ({cfg.pos_emb}): {q.shape[0]} layers x {q.shape[1]} frequencies")
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    write_json(args.out + '.json', summary)
     np.savez(args.out + '.npz', **arrays)
-    with open(args.out + '.json', 'w') as f:
-        json.dump(summary, f)
     plot_magnitudes(stats, args.out + '_magnitudes.png')
     written = [args.out + '.npz', args.out + '.json', args.out + '_magnitudes.png']
     if delta is not None:
