@@ -1,26 +1,27 @@
 """
-Evaluation of trained checkpoints: the paper's three analyses, each one command.
+Evaluation of trained checkpoints, one command per analysis (python -m eval.<name> --help):
+the paper's extrapolation, zero_shot and frequency_usage; learning_curves of train.py's logs; for
+indirect indexing, indirect_probe (checkpoints, run tables, chance levels) and attention_reach (one head).
 
-    python -m eval.extrapolation   perplexity vs context length (PG-19 test by default), RoPE+YaRN too
-    python -m eval.zero_shot       LAMBADA, BLiMP, CBT, HellaSwag, PIQA, ARC-Easy through lm-eval
-    python -m eval.frequency_usage query/key magnitude per frequency and layer, PoPE's learned delta
-
-This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer,
-and the loss without materialising all the logits at once.
+This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer, the
+loss without materialising all the logits at once, and the boilerplate of command lines, tables and plots.
 """
 
+import argparse
+import json
 import math
 import os
 
 import torch
 from torch.nn import functional as F
 
+from model import GPT, GPTConfig
+
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
 def read_checkpoint(path, device='cpu'):
-    """The dict of a ckpt.pt (or best.pt) written by train.py, its tensors on device; one clear line when the
-    file is not one."""
+    """The dict of a train.py ckpt.pt (or best.pt); one clear line when the file is not one."""
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
     try:
@@ -35,10 +36,6 @@ def read_checkpoint(path, device='cpu'):
 
 def load_checkpoint(path, device='cpu', **overrides):
     """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...)."""
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
-    from model import GPT, GPTConfig
-
     ckpt = read_checkpoint(path)
     args = dict(ckpt['model_args'])
     args.update({k: v for k, v in overrides.items() if v is not None})
@@ -51,12 +48,9 @@ def load_checkpoint(path, device='cpu', **overrides):
 
 
 def autocast(device, dtype):
-    """bf16/fp16 autocast on a GPU, nothing on the CPU (as in train.py)."""
-    device_type = 'cuda' if 'cuda' in str(device) else 'cpu'
-    if device_type == 'cpu' or dtype == 'float32':
-        from contextlib import nullcontext
-        return nullcontext()
-    return torch.autocast(device_type=device_type, dtype=getattr(torch, dtype))
+    """bf16/fp16 autocast on a GPU, none on the CPU (as in train.py)."""
+    on = 'cuda' in str(device) and dtype != 'float32'
+    return torch.autocast('cuda' if on else 'cpu', dtype=getattr(torch, dtype), enabled=on)
 
 
 def default_dtype(device):
@@ -87,31 +81,68 @@ def vocab_weight(model):
     return model.lm_head.weight[:model.config.vocab_size].float()
 
 
-def log_probs(model, h, weight=None):
-    """log_softmax(lm_head(h)) in float32, autocast or not (bf16 logits would cost ~1e-2 nats)."""
-    w = vocab_weight(model) if weight is None else weight
+def log_probs(h, weight):
+    """log_softmax(h @ weight.T) in float32, autocast or not (bf16 logits would cost ~1e-2 nats)."""
     with torch.autocast(h.device.type, enabled=False):
-        return F.log_softmax(F.linear(h.float(), w), dim=-1)
-
-
-def chunked_log_probs(model, h, chunk=1024):
-    """log_probs over time chunks of h (B, T, C): yields (t0, log-probs (B, t, V))."""
-    w = vocab_weight(model)
-    for t0 in range(0, h.size(1), chunk):
-        yield t0, log_probs(model, h[:, t0:t0 + chunk], w)
+        return F.log_softmax(F.linear(h.float(), weight), dim=-1)
 
 
 @torch.no_grad()
 def sequence_nll(model, idx, targets, chunk=1024):
-    """Summed negative log-likelihood of targets (B, T) given idx (B, T), per sequence (B,) in float64;
-    the logits exist only chunk positions at a time."""
+    """Summed NLL of targets (B, T) given idx (B, T) per sequence, in float64; logits for chunk positions at a time."""
     h = model.hidden_states(idx)
+    weight = vocab_weight(model)
     nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
-    for t0, lp in chunked_log_probs(model, h, chunk):
-        tg = targets[:, t0:t0 + lp.size(1)]
-        nll -= lp.gather(-1, tg.unsqueeze(-1)).squeeze(-1).double().sum(1)
+    for t0 in range(0, h.size(1), chunk):
+        lp = log_probs(h[:, t0:t0 + chunk], weight)
+        nll -= lp.gather(-1, targets[:, t0:t0 + chunk, None]).squeeze(-1).double().sum(1)
     return nll
 
 
 def ppl(mean_nll):
     return math.exp(mean_nll) if mean_nll < 700 else float('inf')
+
+
+def parser(doc):
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def labels_for(paths, labels):
+    """The --label given once per path, or else each path's folder name."""
+    if labels and len(labels) != len(paths):
+        raise SystemExit(f"{len(labels)} --label for {len(paths)} files: give one per file or none")
+    return labels or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in paths]
+
+
+def read_json_lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_json(path, obj, **kwargs):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(obj, f, **kwargs)
+
+
+def markdown_row(cells):
+    return '| ' + ' | '.join(str(c) for c in cells) + ' |'
+
+
+def markdown_table(head, rows):
+    return '\n'.join([markdown_row(head), '|' + '---|' * len(head)] + [markdown_row(r) for r in rows])
+
+
+def subplots(*args, **kwargs):
+    """plt.subplots, drawing into files only (no display needed)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, path, dpi):
+    import matplotlib.pyplot as plt
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

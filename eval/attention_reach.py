@@ -2,28 +2,26 @@
 Can one attention head put its peak at an offset that the query's CONTENT chooses? A probe of the mechanism that
 indirect indexing needs ("the letter k places from here", k read from the input), with PoPE and RoPE alone, no model.
 
-One head of dimension d; a query at position t = T - 1 whose content is a one-hot code of an offset o in 1..O;
-T keys at positions 0..T-1 that share one (learned) content vector, so only position tells them apart. The head
-is trained (Adam, full batch) to put its attention on key t - o:
+One head of dimension d, trained (Adam, full batch) to attend to a target key. --tasks: offset (a query at the last
+position names an offset o in 1..n; the T keys share one learned content vector, so only position tells them apart;
+the target is the key o places back), index (a query at position t names an index k < n: the target is key k), and
+content, the control (keys hold random letters, the query names one: no position involved). Heads:
 
     RoPE  a_ts = q . R((s - t) theta) k,    q = W x_q: the content sets each frequency pair's direction, so it
           can aim the pair's cosine peak at any offset
     PoPE  a_ts = sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c),    mu_q = softplus(W x_q): the content
           sets only non-negative weights of cosines whose phases are fixed (position and a learned delta_c)
+    pope_signed  PoPE with mu = W x (the paper's "no softplus" ablation: weights of either sign, phases still fixed)
 
-`pope_signed` is PoPE with mu = W x (the paper's "no softplus" ablation: weights of either sign, phases still fixed).
-`--task content` is the control: keys hold random letters, the query names one, its key is the target (no position).
-
-    python -m eval.attention_reach --out results/attention_reach     # both tasks, 3 heads x 3 seeds, a table
+    python -m eval.attention_reach --out results/attention_reach     # the three tasks, 3 heads x 3 seeds, a table
 """
 
-import argparse
-import json
 import os
 
 import torch
 import torch.nn.functional as F
 
+from eval import markdown_row, markdown_table, parser, write_json
 from model import rope_angles, rope_frequencies, rope_rotate
 
 HEADS = ('pope', 'pope_signed', 'rope')
@@ -58,9 +56,9 @@ def make_task(task, T, n, g):
     return eye(T), torch.full((T,), T - 1), eye(T)[letters], letters.argsort()
 
 
-def train_head(kind, task, seed, d=64, T=48, n=15, steps=1500, lr=3e-2, every=25):
+def train_head(kind, task, seed, d=64, T=48, n=15, steps=1500, lr=3e-2):
     """Train one head (Adam, full batch); accuracy (argmax attention on the target), mean attention on the
-    target, and the first step at which the accuracy reached 90% (None: never)."""
+    target, and the first step (a multiple of 25) at which the accuracy reached 90% (None: never)."""
     g = torch.Generator().manual_seed(seed)
     x_q, tq, x_k, target = make_task(task, T, n, g)
     W_q = (torch.randn(x_q.shape[1], d, generator=g, dtype=torch.float64) * 0.5).requires_grad_()
@@ -70,21 +68,19 @@ def train_head(kind, task, seed, d=64, T=48, n=15, steps=1500, lr=3e-2, every=25
     reached = None
     for step in range(steps + 1):
         a = head_scores(kind, x_q @ W_q, x_k @ W_k, tq, delta)
-        if step % every == 0 and reached is None and (a.argmax(-1) == target).double().mean() >= 0.9:
+        if step % 25 == 0 and reached is None and (a.argmax(-1) == target).double().mean() >= 0.9:
             reached = step
-        if step == steps:
-            break
-        loss = F.cross_entropy(a, target)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if step < steps:
+            opt.zero_grad()
+            F.cross_entropy(a, target).backward()
+            opt.step()
     att = a.detach().softmax(-1)
     return {'acc': (att.argmax(-1) == target).double().mean().item(),
             'mass': att[torch.arange(len(target)), target].mean().item(), 'step_90': reached}
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument('--tasks', default='offset,index,content')
     p.add_argument('--seeds', type=int, default=3)
     p.add_argument('--n', type=int, default=15, help='offsets 1..n, or indices 0..n-1 (shifts reach 15)')
@@ -94,20 +90,18 @@ def main():
     p.add_argument('--out', default=None, help='folder for results.json')
     args = p.parse_args()
     rows = []
-    print("| task | head | accuracy (per seed) | attention on the target | step at 90% accuracy |")
-    print("|---|---|---|---|---|")
+    print(markdown_table(['task', 'head', 'accuracy (per seed)', 'attention on the target', 'step at 90% accuracy'],
+                         []))
     for task in args.tasks.split(','):
         for kind in HEADS:
             runs = [train_head(kind, task, s, d=args.d, T=args.T, n=args.n, steps=args.steps)
                     for s in range(args.seeds)]
             rows.append({'task': task, 'head': kind, 'runs': runs})
-            print(f"| {task} | {kind} | " + " / ".join(f"{r['acc']:.2f}" for r in runs) + " | "
-                  + " / ".join(f"{r['mass']:.3f}" for r in runs) + " | "
-                  + " / ".join(str(r['step_90']) for r in runs) + " |", flush=True)
+            print(markdown_row([task, kind, ' / '.join(f"{r['acc']:.2f}" for r in runs),
+                                ' / '.join(f"{r['mass']:.3f}" for r in runs),
+                                ' / '.join(str(r['step_90']) for r in runs)]), flush=True)
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, 'results.json'), 'w') as f:
-            json.dump({'args': vars(args), 'rows': rows}, f, indent=1)
+        write_json(os.path.join(args.out, 'results.json'), {'args': vars(args), 'rows': rows}, indent=1)
 
 
 if __name__ == '__main__':

@@ -8,42 +8,36 @@ Length extrapolation (paper section 6): perplexity of checkpoints at growing con
     python -m eval.extrapolation --final out-quick-rope/final.json --final out-quick-pope/final.json \\
         --label RoPE --label PoPE --out results/quick_start/extrapolation
 
-The first --tokens tokens of --data (PG-19 test by default: python -m prepare.pg19) are cut into
-non-overlapping windows of each length, so every length sees the same tokens (--tokens is rounded
-down to a multiple of the longest length). Each window is scored from its own start: the perplexity
-is exp of the mean NLL over all predicted tokens of all windows. Learned/sinusoidal positions stop at
-block_size: longer lengths are skipped. Writes <out>.csv, <out>.json and <out>.png.
+The first --tokens tokens of --data (PG-19 test by default: python -m prepare.pg19), cut to a multiple of
+the longest length, are split into windows of each length, each scored from its own start: every length
+sees the same tokens. Learned/sinusoidal positions stop at block_size (longer lengths are skipped).
+Writes <out>.csv, <out>.json and <out>.png. --yarn_scale applies YaRN to RoPE checkpoints (once for all,
+or once per --ckpt); its original context is the checkpoint's yarn_orig_ctx if it was trained with YaRN,
+else its block_size.
 
---yarn_scale s applies YaRN to RoPE checkpoints at evaluation (ignored for other encodings); given
-once it applies to all checkpoints, or give it once per --ckpt. Its original context is the
-checkpoint's own yarn_orig_ctx if it was trained with YaRN, else its block_size (or --yarn_orig_ctx).
-
-train.py measures the same thing as it trains (eval_contexts: val loss at multiples of block_size, through
-context_losses below) and writes it into eval_log.jsonl and final.json; --final plots those (val loss vs
-length, one line per run) without loading a model.
+--final plots what train.py measured as it trained (eval_contexts: val loss at multiples of block_size,
+through context_losses below, into final.json), without loading a model.
 """
 
-import argparse
 import csv
 import json
-import os
 import time
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import ABSOLUTE, autocast, default_dtype, load_checkpoint, ppl, sequence_nll
+from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, parser, ppl, read_checkpoint,
+                  save_figure, sequence_nll, subplots, write_json)
 from prepare.common import read_tokens
 
 
-def yarn_overrides(model_args, scale, orig_ctx=None):
+def yarn_overrides(model_args, scale):
     """GPTConfig overrides that evaluate a RoPE checkpoint with YaRN scale s (None: as trained)."""
     if scale is None or model_args['pos_emb'] not in ('rope', 'rope_half'):
         return {}
-    if orig_ctx is None:
-        trained_yarn = model_args.get('yarn_scale', 1.0) > 1
-        orig_ctx = model_args.get('yarn_orig_ctx', 1024) if trained_yarn else model_args['block_size']
+    trained_yarn = model_args.get('yarn_scale', 1.0) > 1
+    orig_ctx = model_args.get('yarn_orig_ctx', 1024) if trained_yarn else model_args['block_size']
     return dict(yarn_scale=float(scale), yarn_orig_ctx=int(orig_ctx))
 
 
@@ -53,35 +47,30 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
     """{length: (mean NLL, perplexity, predicted tokens)} on windows of the same tokens; None when skipped.
     batch_tokens: windows per forward pass = batch_tokens // length (at least 1) instead of batch_size."""
     out = {}
-    absolute = model.config.pos_emb in ABSOLUTE
+    cfg = model.config
     for L in lengths:
-        if absolute and L > model.config.block_size:
-            if not quiet:
-                print(f"{desc}: skipping length {L}: {model.config.pos_emb} positions stop at "
-                      f"block_size={model.config.block_size}")
-            out[L] = None
-            continue
         n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
-        if n == 0:
-            if not quiet:
-                print(f"{desc}: skipping length {L}: only {len(tokens)} tokens")
+        skip = None
+        if cfg.pos_emb in ABSOLUTE and L > cfg.block_size:
+            skip = f"{cfg.pos_emb} positions stop at block_size={cfg.block_size}"
+        elif n == 0:
+            skip = f"only {len(tokens)} tokens"
+        if skip:  # (never for train.py: context_lengths leaves these lengths out)
+            print(f"{desc}: skipping length {L}: {skip}")
             out[L] = None
             continue
         data = torch.from_numpy(np.asarray(tokens[:n * L + 1], dtype=np.int64))
-        nll, count = 0.0, 0
-        batch_size = max(1, batch_tokens // L) if batch_tokens else batch_size
-        for b0 in tqdm(range(0, n, batch_size), desc=f"{desc} L={L}", leave=False, disable=quiet):
-            b1 = min(n, b0 + batch_size)
-            x = torch.stack([data[i * L:(i + 1) * L] for i in range(b0, b1)]).to(device)
-            y = torch.stack([data[i * L + 1:(i + 1) * L + 1] for i in range(b0, b1)]).to(device)
+        inputs, targets = data[:-1].view(n, L), data[1:].view(n, L)
+        per_pass = max(1, batch_tokens // L) if batch_tokens else batch_size
+        nll = 0.0
+        for b0 in tqdm(range(0, n, per_pass), desc=f"{desc} L={L}", leave=False, disable=quiet):
+            x, y = inputs[b0:b0 + per_pass].to(device), targets[b0:b0 + per_pass].to(device)
             with autocast(device, dtype):
                 nll += sequence_nll(model, x, y, chunk).sum().item()
-            count += y.numel()
-        out[L] = (nll / count, ppl(nll / count), count)
+        out[L] = (nll / (n * L), ppl(nll / (n * L)), n * L)
     return out
 
 
-# -----------------------------------------------------------------------------
 # length extrapolation during training: train.py's eval_contexts
 
 def context_lengths(spec, block_size, pos_emb, n_tokens):
@@ -104,9 +93,7 @@ def context_lengths(spec, block_size, pos_emb, n_tokens):
 
 
 def context_losses(model, tokens, lengths, n_tokens, batch_tokens, device, dtype):
-    """{'val_loss_ctx<L>': mean loss} for each length L, on the first n_tokens of tokens (cut to a multiple of
-    the longest L: the same tokens at every length) in non-overlapping windows, each read from its own start.
-    Forward passes of ~batch_tokens tokens, in eval mode (no dropout); the model's mode is restored after."""
+    """{'val_loss_ctx<L>': mean loss} on the first n_tokens of tokens, in eval mode (the model's mode is restored)."""
     if not lengths:
         return {}
     n = min(n_tokens, len(tokens) - 1) // max(lengths) * max(lengths)
@@ -128,55 +115,50 @@ def context_table(record, block_size):
 
 def read_final(paths, labels):
     """Rows as main() makes them (nll, ppl per length) from the val_loss_ctx<L> keys of train.py's final.json."""
-    rows, train_ctx = [], []
+    rows = []
     for path, label in zip(paths, labels):
         with open(path) as f:
             final = json.load(f)
-        train_ctx.append(final['block_size'])
         for k, v in final.items():
             if k.startswith('val_loss_ctx'):
                 rows.append(dict(label=label, length=int(k[12:]), nll=v, ppl=ppl(v), train_ctx=final['block_size']))
-    return rows, train_ctx
+    return rows
 
 
-def plot(results, labels, train_ctx, path, key='ppl'):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def plot(results, labels, path, key='ppl'):
+    fig, ax = subplots(figsize=(7, 4.5))
     for label in labels:
         pts = [(r['length'], r[key]) for r in results if r['label'] == label and r[key] is not None]
         if pts:
             ax.plot(*zip(*pts), marker='o', label=label)
-    for i, ctx in enumerate(sorted(set(train_ctx))):
+    for i, ctx in enumerate(sorted({r['train_ctx'] for r in results})):
         ax.axvline(ctx, color='gray', ls='--', lw=1, label='training context' if i == 0 else None)
     if key == 'ppl':
         ax.set_yscale('log')
     else:  # train.py's lengths: multiples 1, 2, 4, 8 of the context
+        lengths = sorted({r['length'] for r in results})
         ax.set_xscale('log', base=2)
-        ax.set_xticks(sorted({r['length'] for r in results}), [str(L) for L in sorted({r['length'] for r in results})])
+        ax.set_xticks(lengths, [str(L) for L in lengths])
         ax.minorticks_off()
     ax.set_xlabel('context length (tokens)')
     ax.set_ylabel('perplexity (log scale)' if key == 'ppl' else 'val loss (nats per token)')
     ax.grid(True, which='both', alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    save_figure(fig, path, dpi=150)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument('--ckpt', action='append', help='a ckpt.pt (repeat for several)')
-    p.add_argument('--final', action='append', help="instead of --ckpt: plot the val losses at several contexts that "
-                   "train.py wrote into a final.json (eval_contexts; repeat for several)")
+    p.add_argument('--final', action='append', help="instead of --ckpt: plot the val losses at several contexts "
+                   "that train.py wrote into a final.json (eval_contexts; repeat for several)")
     p.add_argument('--label', action='append', help='a name per --ckpt or --final (default: its folder)')
     p.add_argument('--data', default='data/pg19/test.bin', help='token file; meta.json beside it gives the dtype')
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))
-    p.add_argument('--tokens', type=int, default=1024 * 1024 + 1, help='token budget (the same tokens at every length)')
-    p.add_argument('--yarn_scale', type=float, action='append', help='YaRN scale for RoPE checkpoints (once, or once per --ckpt)')
-    p.add_argument('--yarn_orig_ctx', type=int, default=None, help="YaRN's original context (default: see above)")
+    p.add_argument('--tokens', type=int, default=1024 * 1024 + 1, help='token budget (the same at every length)')
+    p.add_argument('--yarn_scale', type=float, action='append',
+                   help='YaRN scale for RoPE checkpoints (once, or once per --ckpt)')
     p.add_argument('--batch_size', type=int, default=1, help='windows per forward pass')
     p.add_argument('--chunk', type=int, default=1024, help='positions per lm_head call')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
@@ -186,19 +168,16 @@ def main(argv=None):
 
     if bool(args.ckpt) == bool(args.final):
         p.error('give --ckpt (evaluate checkpoints) or --final (plot what train.py measured), not both')
-    paths = args.ckpt or args.final
-    labels = args.label or [os.path.basename(os.path.dirname(os.path.abspath(c))) for c in paths]
+    labels = labels_for(args.ckpt or args.final, args.label)
     if args.final:
-        if len(labels) != len(paths):
-            p.error('give --label once per --final')
-        results, train_ctx = read_final(paths, labels)
-        plot(results, labels, train_ctx, args.out + '.png', key='nll')
+        results = read_final(args.final, labels)
+        plot(results, labels, args.out + '.png', key='nll')
         print(f"wrote {args.out}.png")
         return results
     lengths = [int(s) for s in args.lengths.split(',') if s.strip()]
     scales = args.yarn_scale or [None]
-    if len(labels) != len(args.ckpt) or len(scales) not in (1, len(args.ckpt)):
-        p.error('give --label once per --ckpt, and --yarn_scale once or once per --ckpt')
+    if len(scales) not in (1, len(args.ckpt)):
+        p.error('give --yarn_scale once or once per --ckpt')
     scales = scales * len(args.ckpt) if len(scales) == 1 else scales
     dtype = args.dtype or default_dtype(args.device)
 
@@ -208,34 +187,32 @@ def main(argv=None):
     tokens = tokens[:budget]
     print(f"{args.data}: {len(tokens) - 1:,} predicted tokens per length, lengths {lengths}")
 
-    results, train_ctx = [], []
+    results = []
     for path, label, scale in zip(args.ckpt, labels, scales):
-        margs = torch.load(path, map_location='cpu', weights_only=False)['model_args']
-        over = yarn_overrides(margs, scale, args.yarn_orig_ctx)
+        model_args = read_checkpoint(path)['model_args']
+        over = yarn_overrides(model_args, scale)
         if scale is not None and not over:
-            print(f"{label}: --yarn_scale ignored ({margs['pos_emb']} is not RoPE)")
+            print(f"{label}: --yarn_scale ignored ({model_args['pos_emb']} is not RoPE)")
         # 'auto' = the fused kernel for PoPE on CUDA, SDPA elsewhere: never the full score matrix
-        model, ckpt = load_checkpoint(path, args.device, attn_impl='auto', **over)
-        train_ctx.append(model.config.block_size)
+        model, _ = load_checkpoint(path, args.device, attn_impl='auto', **over)
+        cfg = model.config
         t = time.time()
-        for L, r in perplexities(model, tokens, lengths, args.batch_size, args.device, dtype, args.chunk, label).items():
-            row = dict(label=label, ckpt=path, pos_emb=model.config.pos_emb, train_ctx=model.config.block_size,
-                       yarn_scale=model.config.yarn_scale, length=L, nll=None, ppl=None, tokens=0)
-            if r is not None:
-                row.update(nll=r[0], ppl=r[1], tokens=r[2])
-            results.append(row)
-            print(f"{label:>20s} L={L:6d} " + ('skipped' if r is None else f"ppl {r[1]:10.3f}"))
+        for L, r in perplexities(model, tokens, lengths, args.batch_size, args.device, dtype, args.chunk,
+                                 label).items():
+            nll, perplexity, count = r or (None, None, 0)
+            results.append(dict(label=label, ckpt=path, pos_emb=cfg.pos_emb, train_ctx=cfg.block_size,
+                                yarn_scale=cfg.yarn_scale, length=L, nll=nll, ppl=perplexity, tokens=count))
+            print(f"{label:>20s} L={L:6d} " + ('skipped' if r is None else f"ppl {perplexity:10.3f}"))
         print(f"{label}: {time.time() - t:.1f}s")
         del model
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    write_json(args.out + '.json', dict(data=args.data, tokens=len(tokens) - 1, lengths=lengths, dtype=dtype,
+                                        results=results), indent=1)
     with open(args.out + '.csv', 'w', newline='') as f:
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()
         w.writerows(results)
-    with open(args.out + '.json', 'w') as f:
-        json.dump(dict(data=args.data, tokens=len(tokens) - 1, lengths=lengths, dtype=dtype, results=results), f, indent=1)
-    plot(results, labels, train_ctx, args.out + '.png')
+    plot(results, labels, args.out + '.png')
     print(f"wrote {args.out}.csv, .json, .png")
     return results
 

@@ -1,10 +1,11 @@
 """
-Probes of indirect-indexing checkpoints (issue #16: why does PoPE not learn the task?), and the table of a
-batch of runs. Small checkpoints run on the CPU in seconds.
+Indirect indexing (issue #16: why does PoPE not learn the task?): probes of checkpoints, the table of a batch of
+runs, and the task's chance levels. Small checkpoints run on the CPU in seconds.
 
-    python -m eval.indirect_probe probe out-probe_spaces_pope_s1337/ckpt.pt out-probe_spaces_rope_s1337/ckpt.pt \
+    python -m eval.indirect_probe probe out-probe_spaces_pope_s1337/ckpt.pt out-probe_spaces_rope_s1337/ckpt.pt \\
         --label PoPE --label RoPE --out out-probe-eval            # JSON per checkpoint, a plot, a summary
     python -m eval.indirect_probe table out-probe_*               # markdown: one row per run, one per group
+    python -m eval.indirect_probe chance                          # chance levels of every variant of the data (%)
 
 probe, per checkpoint, on the first --n examples of the test split of the data set it was trained on:
   - accuracy on the target per shift and per source position (plot: <out>/acc_per_shift.png, every checkpoint);
@@ -15,28 +16,30 @@ probe, per checkpoint, on the first --n examples of the test split of the data s
   - PoPE: per layer, delta (mean, std, share at the ends of [-2pi, 0]) and the magnitudes mu of queries and
     keys at the example's tokens: mean, and spread = std over tokens / RMS, in [0, 1] (how much content moves mu).
 table, per run folder (train.py's out_dir): final test accuracy (final.json, else the last evaluation), best,
-the first evaluated step at which test accuracy reaches each --threshold, and the data set's chance levels
-(eval.indirect_baselines: 'window' is the plateau of a model that cannot find the source); then per group
-(the run's name without _s<seed>): mean +- std over seeds.
+the first evaluated step at which test accuracy reaches each --threshold, and the data set's 'window' chance
+level; then per group (the run's name without _s<seed>): mean +- std over seeds.
+chance, exact, from the way prepare/indirect_indexing.py draws its examples: what a model scores that knows only
+part of the question. letter: a uniform guess among the string's letters (but the source, unless shifts of 0
+occur); position: the most likely target position for the string's length, never looking at source or shift;
+window: a uniform guess among the L - |shift| positions that the length and the shift allow, the best a model
+can do if it reads the length and the shift but cannot find the source.
 """
 
-import argparse
 import json
 import math
 import os
 import re
 from collections import defaultdict
+from fractions import Fraction
 from unittest import mock
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from eval import load_checkpoint
+from eval import labels_for, load_checkpoint, markdown_table, parser, read_json_lines, save_figure, subplots, write_json
 from prepare.common import example_batch
-
-# -----------------------------------------------------------------------------
-# the test examples, parsed back into (string, source, shift, target)
+from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices
 
 
 def parse_rows(rows, meta):
@@ -63,9 +66,6 @@ def read_test_rows(ckpt, data_dir=None, n=None):
                          f"--variant {ckpt['config']['dataset']}` or pass --data_dir")
     rows = np.fromfile(path, dtype=meta['dtype']).reshape(-1, meta['row_len'])
     return torch.from_numpy(rows[:n].astype(np.int64))
-
-# -----------------------------------------------------------------------------
-# one forward pass that keeps the attention maps and the attention inputs
 
 
 def forward_recorded(model, x):
@@ -107,7 +107,7 @@ def pope_stats(model, inputs, real):
     out = []
     for block, x in zip(model.h, inputs):
         attn = block.attn
-        delta = attn.delta.detach().clamp(-2 * math.pi, 0.0)
+        delta = attn.delta.detach()  # in [-2pi, 0]: load_checkpoint projected it
         nq = attn.n_head * attn.hd  # = C; then n_kv_head * hd key channels (grouped-query attention: fewer)
         qk = attn.c_attn(x)[..., :nq + attn.n_kv_head * attn.hd][real]  # (tokens, .): queries, then keys
         mu = F.softplus(qk) if attn.pope_options.get('softplus', True) else qk
@@ -176,10 +176,7 @@ def summary(r, label):
 
 
 def plot_per_shift(results, labels, out):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = subplots(1, 2, figsize=(11, 4))
     for r, label in zip(results, labels):
         for ax, key in zip(axes, ('acc_per_shift', 'acc_per_source_position')):
             xs = sorted(r[key])
@@ -190,19 +187,33 @@ def plot_per_shift(results, labels, out):
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize='small')
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    save_figure(fig, out, dpi=120)
 
 # -----------------------------------------------------------------------------
-# the table of a batch of runs
+# the table of a batch of runs, and the task's chance levels (module docstring)
+
+
+def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', shifts=None, anchor=None):
+    """Expected accuracy (in [0, 1]) of each guess for make_example's options (sep changes nothing). Sub-tasks:
+    content only (shift fixed at +-1) has window = letter, a guess among the L - 1 letters; position only (anchor
+    'start' / 'end') is solved by reading the shift, so 'position' is what reading the length alone gives."""
+    shifts = shift_choices(max_shift, zero_shift, shifts)
+    n_lengths = lengths[1] - lengths[0] + 1
+    letter = position = window = Fraction(0)
+    for L in range(lengths[0], lengths[1] + 1):
+        pairs = [(src, s) for src in source_choices(L, anchor) for s in shifts if 0 <= src + s < L]
+        at = [0] * L  # how many pairs put the target at each position
+        for src, s in pairs:
+            at[src + s] += 1
+        letter += Fraction(1, L if 0 in shifts else L - 1) / n_lengths
+        position += Fraction(max(at), len(pairs)) / n_lengths
+        window += sum(Fraction(1, L - abs(s)) for _, s in pairs) / len(pairs) / n_lengths
+    return {'letter': float(letter), 'position': float(position), 'window': float(window)}
 
 
 def read_run(folder, thresholds):
     log_path = os.path.join(folder, 'eval_log.jsonl')
-    if not os.path.exists(log_path):
-        return None
-    log = [json.loads(line) for line in open(log_path) if line.strip()]
-    log = [r for r in log if 'test_acc' in r]
+    log = [r for r in read_json_lines(log_path) if 'test_acc' in r] if os.path.exists(log_path) else []
     if not log:
         return None
     final_path = os.path.join(folder, 'final.json')
@@ -215,8 +226,6 @@ def read_run(folder, thresholds):
     ckpt_path = os.path.join(folder, 'ckpt.pt')
     row['chance'] = None
     if os.path.exists(ckpt_path):
-        from eval.indirect_baselines import chance_levels
-        from prepare.indirect_indexing import VARIANTS
         config = torch.load(ckpt_path, map_location='cpu', weights_only=False, mmap=True)['config']
         if config['dataset'] in VARIANTS:
             row['chance'] = chance_levels(**VARIANTS[config['dataset']])['window']
@@ -229,54 +238,49 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
     pct = lambda v: '' if v is None else f"{100 * v:.1f}"
     head = ['run', 'steps', 'test acc %', 'best %', 'train acc %', *[f'step to {100 * t:g}%' for t in thresholds],
             'chance (window) %']
-    lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-    for r in rows:
-        cells = [r['run'], f"{r['iter']}" + ('' if r['finished'] else ' (cut)'), pct(r['final']), pct(r['best']),
-                 pct(r['train']), *['-' if r[t] is None else str(r[t]) for t in thresholds], pct(r['chance'])]
-        lines.append('| ' + ' | '.join(cells) + ' |')
+    runs = [[r['run'], f"{r['iter']}" + ('' if r['finished'] else ' (cut)'), pct(r['final']), pct(r['best']),
+             pct(r['train']), *['-' if r[t] is None else r[t] for t in thresholds], pct(r['chance'])] for r in rows]
     groups = defaultdict(list)
     for r in rows:
-        groups[re.sub(r'_s\d+$', '', r['run'])].append(r)
-    lines += ['', '| group | runs | test acc % per seed | mean +- std |', '|---|---|---|---|']
-    for name, rs in groups.items():
-        accs = [100 * r['final'] for r in rs]
+        groups[re.sub(r'_s\d+$', '', r['run'])].append(100 * r['final'])
+    means = []
+    for name, accs in groups.items():
         std = np.std(accs, ddof=1) if len(accs) > 1 else 0.0
-        per_seed = ' / '.join(f'{a:.1f}' for a in accs)
-        lines.append(f"| {name} | {len(rs)} | {per_seed} | {np.mean(accs):.1f} +- {std:.1f} |")
-    return '\n'.join(lines)
+        means.append([name, len(accs), ' / '.join(f'{a:.1f}' for a in accs), f"{np.mean(accs):.1f} +- {std:.1f}"])
+    return (markdown_table(head, runs) + '\n\n'
+            + markdown_table(['group', 'runs', 'test acc % per seed', 'mean +- std'], means))
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     sub = p.add_subparsers(dest='command', required=True)
     a = sub.add_parser('probe', help='accuracy per shift / source position, attention, PoPE statistics')
     a.add_argument('ckpts', nargs='+', help="train.py ckpt.pt files")
-    a.add_argument('--label', action='append', default=[], help='one per checkpoint (default: its folder)')
+    a.add_argument('--label', action='append', help='one per checkpoint (default: its folder)')
     a.add_argument('--data_dir', default=None, help='default: data/<the data set the run trained on>')
     a.add_argument('--n', type=int, default=2000, help='test examples (the first n)')
     a.add_argument('--device', default='cpu', help="'cpu' or 'cuda' (float32 either way)")
     a.add_argument('--out', default='out-probe-eval', help='folder for <label>.json, acc_per_shift.png, summary.md')
     b = sub.add_parser('table', help='final and best test accuracy, step to thresholds, per run and per group')
     b.add_argument('folders', nargs='+', help="train.py out_dir folders (eval_log.jsonl, final.json)")
-    b.add_argument('--threshold', type=float, action='append', default=None, help='test accuracy in [0, 1]; repeatable')
+    b.add_argument('--threshold', type=float, action='append', help='test accuracy in [0, 1]; repeatable')
+    sub.add_parser('chance', help="the task's chance levels, every variant of the data (in %%)")
     args = p.parse_args(argv)
     if args.command == 'table':
         print(table(args.folders, tuple(args.threshold or (0.2, 0.5, 0.9))))
         return
-    if args.label and len(args.label) != len(args.ckpts):
-        raise SystemExit(f"{len(args.label)} --label for {len(args.ckpts)} checkpoints: "
-                         "give one per checkpoint or none")
-    for path in args.ckpts:
-        if not os.path.exists(path):
-            raise SystemExit(f"{path}: no such checkpoint (train.py writes <out_dir>/ckpt.pt)")
-    labels = args.label or [os.path.basename(os.path.dirname(os.path.abspath(c))) for c in args.ckpts]
+    if args.command == 'chance':
+        rows = [[name, *(f"{100 * v:.2f}" for v in chance_levels(**options).values())]
+                for name, options in VARIANTS.items()]
+        print(markdown_table(['data set', 'letter', 'position', 'window'], rows))
+        return
+    labels = labels_for(args.ckpts, args.label)
     os.makedirs(args.out, exist_ok=True)
     results, texts = [], []
     for path, label in zip(args.ckpts, labels):
         r = probe(path, args.data_dir, args.n, device=args.device)
         results.append(r)
-        with open(os.path.join(args.out, re.sub(r'[^\w.-]+', '_', label) + '.json'), 'w') as f:
-            json.dump(r, f)
+        write_json(os.path.join(args.out, re.sub(r'[^\w.-]+', '_', label) + '.json'), r)
         texts.append(summary(r, label))
         print(texts[-1])
     with open(os.path.join(args.out, 'summary.md'), 'w') as f:

