@@ -6,13 +6,9 @@ Helpers shared by the prepare/ scripts. A prepared data set, as train.py, sample
     data/<name>/meta.json                      vocab_size, dtype, kind="stream", tokenizer ("gpt2"|"itos"),
                                                itos + sep (for "itos"), eot, source, tokens {split: count}
 
-Crash safety: a script writes its data set into a staging folder, `<out_dir>.partial` (from `start_dataset`),
-and `write_meta`, called last, swaps it in for out_dir only once it is complete. A run that fails or is killed
-leaves out_dir as it was; a source that gives no tokens is rejected. A .bin is written to `<file>.tmp` and
-moved into place when complete.
-
-This module must stay cheap to import (sample.py and eval/ import `gpt2_encoding` from it): heavy imports
-(tiktoken, datasets, tqdm) happen inside the functions that need them.
+Crash safety: a script writes into a staging folder, `<out_dir>.partial` (`start_dataset`), that `write_meta`,
+called last, swaps in for out_dir: a run that fails or is killed leaves out_dir as it was.
+Cheap to import (sample.py and eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported late.
 """
 
 import argparse
@@ -46,7 +42,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 
 def argument_parser(doc, name):
-    """A script's options, starting with --out_dir (default data/<name>); --help prints its docstring."""
+    """A script's options, starting with --out_dir (default data/<name>)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
     p.add_argument('--out_dir', default=os.path.join('data', name))
     return p
@@ -59,19 +55,12 @@ def find_files(folder, *patterns):
 
 
 def package_dir(name):
-    """The folder of an installed package, found without importing it (some data-only packages,
-    installed with --no-deps, cannot be imported), or None."""
+    """The folder of an installed package, or None; found without importing it (a data-only package
+    installed with --no-deps may not import)."""
     import importlib.util
 
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        return list(spec.submodule_search_locations)[0]
-    return os.path.dirname(spec.origin) if spec.origin else None
+    spec = importlib.util.find_spec(name)
+    return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
 
 
 def load_dataset(path, advice, **kwargs):
@@ -166,7 +155,7 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
 
 
 def read_tokens(path, dtype=None):
-    """The token ids of a .bin as a read-only memmap, in dtype or else in that of the meta.json beside it."""
+    """The token ids of a .bin as a read-only memmap, in dtype or else in the meta.json's beside it."""
     if dtype is None:
         data_dir = os.path.dirname(os.path.abspath(path))
         if not os.path.exists(os.path.join(data_dir, 'meta.json')):

