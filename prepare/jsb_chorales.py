@@ -121,8 +121,7 @@ def load_json(path):
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'jsb_chorales')
-    p.add_argument('--source', default=None, help='Jsb16thSeparated.json; default: the music21 corpus')
+    p = argument_parser(__doc__, 'jsb_chorales', 'Jsb16thSeparated.json; default: the music21 corpus')
     p.add_argument('--limit', type=int, default=None, help='music21 only: the first N chorales (tests)')
     p.add_argument('--num_proc', type=int, default=max(1, min(8, (os.cpu_count() or 1))),
                    help='music21 parsing processes')

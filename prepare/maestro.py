@@ -40,7 +40,6 @@ SPLIT = (90, 5, 5)
 def tokenizer():
     """The REMI tokenizer (328 tokens) described in the module docstring."""
     from miditok import REMI, TokenizerConfig
-
     return REMI(TokenizerConfig(
         pitch_range=PITCH_RANGE, num_velocities=32, use_velocities=True, use_time_signatures=True, use_tempos=True,
         use_sustain_pedals=True, use_pitchdrum_tokens=False, use_chords=False, use_rests=False, use_programs=False,
@@ -54,7 +53,6 @@ def itos_of(tok):
 def merge_tracks(score):
     """One non-drum track holding all notes and pedals of the score's non-drum tracks."""
     from symusic import Track
-
     tracks = [t for t in score.tracks if not t.is_drum]
     if len(tracks) == 1 and len(score.tracks) == 1:
         return score
@@ -74,7 +72,6 @@ def merge_tracks(score):
 def encode_file(path, shift=0):
     """BOS + REMI ids of one MIDI file (tracks merged, pitches shifted by `shift`); the writer adds EOS."""
     from symusic import Score
-
     score = merge_tracks(Score(path))
     if not score.tracks:
         return []
@@ -98,8 +95,7 @@ def encode_job(job):
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'maestro')
-    p.add_argument('--source', default=None, help='folder of MIDI files (searched recursively)')
+    p = argument_parser(__doc__, 'maestro', 'folder of MIDI files (searched recursively)')
     p.add_argument('--glob', default='*.mid', help='file pattern inside --source (*.mid includes *.midi)')
     p.add_argument('--num_proc', type=int, default=max(1, min(8, os.cpu_count() or 1)))
     args = p.parse_args(argv)

