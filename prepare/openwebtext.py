@@ -1,12 +1,9 @@
 """
-OpenWebText (paper section 4) in GPT-2 tokens, as nanoGPT prepares it: every document's GPT-2 ids
-(tiktoken, `encode_ordinary`) followed by <|endoftext|> (50256), tokenised in parallel with
-`datasets.map(num_proc=...)`, a 0.05% validation split of the documents (seeded shuffle, seed 2357),
-train.bin / val.bin as uint16 (~9B / ~4M tokens, ~17 GB / 8 MB). There is no test split.
-
-Sources: the Hugging Face data set `Skylion007/openwebtext` (~8M documents, ~55 GB download and cache;
-`--hf_name`; needs internet and `pip install datasets`), or `--source PATH`, local files (a folder or a file:
-*.txt, one document per file; *.jsonl / *.json / *.parquet with a "text" column). No part of OpenWebText
+OpenWebText (paper section 4) in GPT-2 tokens, as nanoGPT prepares it: each document's GPT-2 ids followed by
+<|endoftext|> (50256), a 0.05% validation split of the documents (seeded shuffle, seed 2357), train.bin /
+val.bin as uint16 (~9B / ~4M tokens, ~17 GB / 8 MB); no test split. From the Hugging Face data set
+`Skylion007/openwebtext` (~8M documents, ~55 GB download; `--hf_name`), or `--source`, a local file or folder
+(*.txt, one document per file; *.jsonl / *.json / *.parquet with a "text" column). No part of OpenWebText
 ships in any package; for offline small runs use prepare/shakespeare.py.
 """
 

