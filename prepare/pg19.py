@@ -17,8 +17,6 @@ def load_books(args):
         advice = 'it needs internet (or a filled HF cache), or pass --source with a folder of .txt books'
         ds = load_dataset(args.hf_name, advice, split='test')
         return [(book.get('short_book_title', str(i)), book['text']) for i, book in enumerate(ds)]
-    if not os.path.isdir(args.source):
-        raise SourceMissing(f'--source {args.source} is not a folder of .txt books')
     books = []
     for path in find_files(args.source, '*.txt'):
         with open(path, encoding='utf-8', errors='replace') as f:
@@ -42,7 +40,7 @@ def main(argv=None):
     gpt2_encoding()  # fail early when the BPE files are missing
     books = [(title, text) for title, text in load_books(args) if text.strip()]  # empty files are no books
     if not books:
-        raise SourceMissing(f'no book with any text in {args.source or args.hf_name}')
+        raise SourceMissing(f'no book with any text in {args.source or args.hf_name}: give a folder of .txt books')
     work = start_dataset(args.out_dir)
     counts = write_streams(work, encoded(books), GPT2_VOCAB)
     return write_meta(

