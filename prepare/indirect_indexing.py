@@ -1,36 +1,16 @@
 """
-The indirect-indexing task of the PoPE paper (section 2 and appendix A.1): a string of 20-40 distinct
-letters, a source character from it, a shift, and the target, the character that many places to the
-right (+) or left (-) of the source character:
+The indirect-indexing task of the PoPE paper (section 2 and appendix A.1): a string of 20-40 distinct letters,
+a source character from it, a shift, and the target, the character that many places to the right (+) or left
+(-) of the source, e.g. NZTUIGWkXFrhCJDzscat,N,+4,I or TzbkWoKDyscBepYvfwxEVQtgPa,c,-8,b. The model sees all
+but the target and is scored on the target token alone.
 
-    NZTUIGWkXFrhCJDzscat,N,+4,I        TzbkWoKDyscBepYvfwxEVQtgPa,c,-8,b
-
-The model sees everything but the target and is scored on the target token alone.
-
-Choices where the paper is silent (README, "Indirect indexing", says the same):
-- One token per character: the 52 letters, 10 digits, ',', '+' and '-' (the paper's list, no space,
-  so the paper's "..., N, +4, I" is written "...,N,+4,I"), plus a pad token after the end.
-- The shift is drawn from [-15, +15] without 0 (a shift names a direction), and the target always
-  lies inside the string: source position and shift are drawn uniformly and drawn again until it does.
-- Examples are 27 to 48 tokens; rows are right-padded to 48, so the model's context is 47 (block 48);
-  the paper's table says "sequence length 40", which is shorter than its own longest example.
-
-The other readings are variants (`--variant`, or `--dataset=<variant>` in train.py, which generates it):
-indirect_indexing_spaces (the printed format ", " with a space token, rows of 51), indirect_indexing_len40
-(strings of 20-32 letters, so every example fits 40 tokens) and indirect_indexing_shift0 (shifts of 0 allowed).
-
-Sub-tasks that separate the task's two halves (finding the source letter; moving by the shift), in the
-task's own format, alphabet and lengths, so a model and its data pipeline see no difference but the rule:
-- content only: the shift is always +1 (indirect_indexing_next: the letter after the source, an induction
-  look-up) or always -1 (indirect_indexing_prev: the letter before it). The source must still be found by
-  its content; the move is fixed, so the shift field is a constant "+1" / "-1".
-- position only: the source is always the string's first letter and the shift +1..+15
-  (indirect_indexing_start: the letter k places after the start, an absolute position) or always its last
-  letter and the shift -1..-15 (indirect_indexing_end: k places before the end, a fixed offset back from
-  the ',' after the string). The source field still holds that letter, so nothing has to be found.
-- the whole task with small shifts, -3..+3 (indirect_indexing_shift3).
-
-    python -m prepare.indirect_indexing            # data/indirect_indexing/{train,val,test}.bin, seconds
+Where the paper is silent (README, "Indirect indexing", says the same): one token per character, the paper's
+52 letters, 10 digits, ',', '+' and '-' (no space: its "..., N, +4, I" is written "...,N,+4,I"), and a pad;
+shifts in [-15, +15] without 0 (a shift names a direction), source and shift drawn uniformly, again until the
+target lies inside the string; rows right-padded to 48 tokens, the longest example, so the context is 47 (the
+paper's table says "sequence length 40", shorter than its own longest example). VARIANTS holds the other
+readings and sub-tasks that separate the task's two halves (finding the source; moving by the shift), each a
+`--variant` here (written in seconds to data/<variant>) or `--dataset=<variant>` in train.py, which makes it.
 """
 
 import argparse
@@ -40,14 +20,14 @@ import string
 
 import numpy as np
 
-from prepare.common import SPLITS, start_dataset, write_meta, write_tokens
+from prepare.common import SPLITS, start_dataset, write_meta, write_streams
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
 SPACE_ITOS = ITOS + [' ']  # the spaces variant adds a space token after the others
 STOI = {c: i for i, c in enumerate(SPACE_ITOS)}
 PAD = STOI['<pad>']
-SIZES = {'train': 1_000_000, 'val': 10_000, 'test': 10_000}  # examples per split (its seed: seed * 1000 + index)
+SIZES = {'train': 1_000_000, 'val': 10_000, 'test': 10_000}  # examples per split (seeds: seed * 1000 + 0, 1, 2)
 # data set name -> how its examples differ from the paper's task as we read it (make_example's arguments)
 VARIANTS = {
     'indirect_indexing': {},                                   # our reading (module docstring)
@@ -55,14 +35,14 @@ VARIANTS = {
     'indirect_indexing_spaces': {'sep': ', '},                 # the paper's printed format, space token
     'indirect_indexing_len40': {'lengths': (20, 32)},          # every example within "sequence length 40"
     'indirect_indexing_shift0': {'zero_shift': True},          # shifts of 0 too (target = source)
-    # sub-tasks (module docstring): one half of the task each
-    'indirect_indexing_next': {'shifts': (1,)},                # content only: the letter after the source
-    'indirect_indexing_prev': {'shifts': (-1,)},               # content only: the letter before the source
-    'indirect_indexing_start': {'anchor': 'start'},            # position only: k places after the first letter
-    'indirect_indexing_end': {'anchor': 'end'},                # position only: k places before the last letter
+    # sub-tasks, one half of the task each. Content only: the shift is fixed, the source must still be found
+    'indirect_indexing_next': {'shifts': (1,)},                # the letter after the source (an induction look-up)
+    'indirect_indexing_prev': {'shifts': (-1,)},               # the letter before the source
+    # position only: the source is the string's first (last) letter, so nothing has to be found
+    'indirect_indexing_start': {'anchor': 'start'},            # k places after the start: an absolute position
+    'indirect_indexing_end': {'anchor': 'end'},                # k places before the end: fixed offset from ','
     'indirect_indexing_shift3': {'max_shift': 3},              # the whole task, shifts -3..+3
 }
-ANCHORS = (None, 'start', 'end')  # where the source sits: drawn, or the string's first / last letter
 ROW_LEN = 48  # the paper's longest example: 40 letters + ',' + source + ',' + '+15' + ',' + target
 
 
@@ -91,10 +71,6 @@ def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=Fal
     return text, src, shift
 
 
-def encode(text):
-    return [STOI[c] for c in text]
-
-
 def decode(ids):
     return ''.join(SPACE_ITOS[i] for i in ids if i != PAD)
 
@@ -110,7 +86,7 @@ def make_split(n, seed, row_len=ROW_LEN, **variant):
     rng = random.Random(seed)
     rows = np.full((n, row_len), PAD, dtype=np.uint8)
     for i in range(n):
-        ids = encode(make_example(rng, **variant)[0])
+        ids = [STOI[c] for c in make_example(rng, **variant)[0]]
         rows[i, :len(ids)] = ids
     return rows
 
@@ -119,15 +95,12 @@ def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indir
     options = VARIANTS[variant]
     row_len = row_length(**options)
     itos = SPACE_ITOS if ' ' in options.get('sep', ',') else ITOS
-    out_dir = start_dataset(out_dir)  # written in <out_dir>.partial; write_meta swaps it in once complete
-    counts = {}
-    for offset, split in enumerate(SPLITS):
-        n = (sizes or {}).get(split, SIZES[split])
-        print(f"indirect indexing: {n:,} {split} examples")
-        counts[split] = write_tokens(os.path.join(out_dir, f'{split}.bin'),
-                                     make_split(n, seed * 1000 + offset, row_len, **options), len(itos))
+    sizes = {**SIZES, **(sizes or {})}
+    rows = [(split, make_split(sizes[split], seed * 1000 + i, row_len, **options)) for i, split in enumerate(SPLITS)]
+    work = start_dataset(out_dir)
+    counts = write_streams(work, rows, len(itos))
     # kind 'examples': one example a row of row_len tokens, right-padded with pad_id
-    write_meta(out_dir, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts, kind='examples',
+    write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts, kind='examples',
                row_len=row_len, pad_id=PAD, seed=seed, variant=variant, task={**make_example.__kwdefaults__, **options},
                source=f'generated by prepare/indirect_indexing.py --variant={variant} (PoPE paper, appendix A.1)')
 
@@ -137,7 +110,5 @@ if __name__ == '__main__':
     p.add_argument('--variant', default='indirect_indexing', choices=list(VARIANTS),
                    help="the paper's task as we read it, a short one for quick runs, or another reading (see above)")
     p.add_argument('--out_dir', default=None, help='default: data/<variant>')
-    p.add_argument('--seed', type=int, default=0, help='data seed (the splits use seed*1000 + 0, 1, 2)')
-    p.add_argument('--train_size', type=int, default=SIZES['train'])
     args = p.parse_args()
-    prepare(args.out_dir or os.path.join('data', args.variant), args.seed, {'train': args.train_size}, args.variant)
+    prepare(args.out_dir or os.path.join('data', args.variant), variant=args.variant)

