@@ -53,8 +53,7 @@ def find_files(folder, *patterns):
 
 
 def package_dir(name):
-    """The folder of an installed package, or None; found without importing it (a data-only package
-    installed with --no-deps may not import)."""
+    """The folder of an installed package, or None, found without importing it (a --no-deps install may not import)."""
     spec = importlib.util.find_spec(name)
     return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
 
@@ -127,12 +126,9 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
     with contextlib.ExitStack() as stack:  # on an error every .tmp is deleted
         for split, ids in pieces:
             if split not in writers:
-                path = os.path.join(out_dir, f'{split}.bin')
-                writers[split] = stack.enter_context(TokenWriter(path, vocab_size))
+                writers[split] = stack.enter_context(TokenWriter(os.path.join(out_dir, f'{split}.bin'), vocab_size))
             if len(ids):  # an empty document (an empty file): no tokens, not even its eot
-                writers[split].write(ids)
-                if eot is not None:
-                    writers[split].write([eot])
+                writers[split].write(ids if eot is None else np.append(ids, eot))
     return {split: writers[split].count for split in SPLITS if split in writers}
 
 
@@ -181,14 +177,12 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
     if itos is not None:
         meta.update(itos=list(itos), sep=sep)
     meta.update(extra)
-    staging = out_dir.endswith(PARTIAL)
-    final_dir = out_dir[:-len(PARTIAL)] if staging else out_dir
+    final_dir = out_dir.removesuffix(PARTIAL)  # out_dir itself when it is not a staging folder (tests)
     if sum(tokens.values()) == 0:
-        if staging:
-            shutil.rmtree(out_dir, ignore_errors=True)
+        shutil.rmtree(final_dir + PARTIAL, ignore_errors=True)
         raise SourceMissing(f'the source holds no usable data (0 tokens): {final_dir} not written; check the input')
     write_json(os.path.join(out_dir, 'meta.json'), meta)  # last: a folder with a meta.json is complete
-    if staging:  # swap the complete data set in: out_dir -> out_dir.old, staging -> out_dir, remove the old one
+    if out_dir != final_dir:  # swap the complete data set in: out_dir -> out_dir.old, staging -> out_dir
         shutil.rmtree(final_dir + '.old', ignore_errors=True)
         if os.path.exists(final_dir):
             os.replace(final_dir, final_dir + '.old')
@@ -208,8 +202,8 @@ def read_meta(data_dir):
 # splits
 
 def split_counts(n, fractions):
-    """Sizes of len(fractions) consecutive groups of n items in the given proportions (largest
-    remainder rounding), each non-empty group at least 1 item when n allows."""
+    """Sizes of consecutive groups of n items in the proportions fractions (largest remainder rounding), each
+    group of a positive fraction at least 1 item when n allows."""
     total = sum(fractions)
     raw = [n * f / total for f in fractions]
     sizes = [int(r) for r in raw]

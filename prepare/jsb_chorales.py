@@ -1,10 +1,8 @@
 """
 JSB chorales (paper section 3): four voices (soprano, alto, tenor, bass) at 16th-note steps, serialised in
-raster order: at each step the four voices S, A, T, B, then the next step. Silence (a rest) is -1.
-Vocab 90, as the paper states (it gives no further detail; this mapping is our reading):
-    id 0        rest (-1)
-    id p + 1    MIDI pitch p, for p = 0..87        (the chorales use 36..81)
-    id 89       end of piece: the separator (`eot`) put after every piece
+raster order: at each step the four voices S, A, T, B, then the next step. Vocab 90, as the paper states (it
+gives no further detail; this mapping is our reading): 0 a rest (-1), p + 1 MIDI pitch p for p = 0..87 (the
+chorales use 36..81), 89 end of piece, the separator (`eot`) after every piece.
 
 Sources: the paper's data, the JSON release `Jsb16thSeparated.json` ({"train", "valid", "test"}: lists of
 pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given with `--source`; its
@@ -33,11 +31,9 @@ PAPER_SPLIT = (229, 76, 77)
 
 def encode_value(v):
     """One voice value (a MIDI pitch, maybe a float; -1, NaN or None for a rest) -> token id."""
-    if v is None or math.isnan(v):
+    if v is None or math.isnan(v) or round(v) < 0:
         return REST
     p = round(v)
-    if p < 0:
-        return REST
     if p >= N_PITCH:
         raise ValueError(f'MIDI pitch {p} outside the 0..{N_PITCH - 1} range of the vocabulary')
     return p + 1

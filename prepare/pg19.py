@@ -24,14 +24,6 @@ def load_books(args):
     return books
 
 
-def encoded(books):
-    """('test', GPT-2 ids + <|endoftext|>) of every book, eight books at a time."""
-    from tqdm import tqdm
-    for i in tqdm(range(0, len(books), 8), desc='pg19 books'):
-        for ids in gpt2_encode_docs(text for _, text in books[i:i + 8]):
-            yield 'test', ids
-
-
 def main(argv=None):
     p = argument_parser(__doc__, 'pg19', 'folder of .txt books instead of the hub')
     p.add_argument('--hf_name', default='emozilla/pg19', help='Hugging Face data set (or deepmind/pg19)')
@@ -42,7 +34,7 @@ def main(argv=None):
     if not books:
         raise SourceMissing(f'no book with any text in {args.source or args.hf_name}: give a folder of .txt books')
     work = start_dataset(args.out_dir)
-    counts = write_streams(work, encoded(books), GPT2_VOCAB)
+    counts = write_streams(work, [('test', ids) for ids in gpt2_encode_docs(text for _, text in books)], GPT2_VOCAB)
     return write_meta(
         work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
         source=(f'{len(books)} books from {args.source or args.hf_name + " split test"}, GPT-2 '

