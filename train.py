@@ -4,9 +4,7 @@ Train a GPT with PoPE (or another position encoding). nanoGPT conventions:
     python train.py config/indirect_pope.py                  # one GPU (or the CPU)
     python train.py config/indirect_pope.py --batch_size=32   # a config file, then --key=value overrides
     python train.py config/indirect_pope.py --init_from=resume  # go on from out_dir/ckpt.pt (see README, Training)
-    torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py          # 8 GPUs, one node
-    torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=IP --master_port=1234 train.py config/owt_pope.py
-    torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=IP --master_port=1234 train.py config/owt_pope.py
+    torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py    # 8 GPUs (two nodes: README, Training)
 
 Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: token streams
 (kind 'stream', random windows of block_size + 1) or fixed examples (kind 'examples', the
@@ -21,6 +19,7 @@ import sys
 import time
 from ast import literal_eval
 from contextlib import nullcontext
+from dataclasses import fields
 
 import numpy as np
 import torch
@@ -28,7 +27,9 @@ from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from eval import read_checkpoint
+from eval.extrapolation import context_lengths, context_losses, context_table
 from model import GPT, GPTConfig
+from prepare import indirect_indexing, shakespeare_char
 from prepare.common import SPLITS, example_batch
 
 # -----------------------------------------------------------------------------
@@ -172,53 +173,44 @@ torch.backends.cudnn.allow_tf32 = True
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=ptdtype)
 # out_dir holds one run: ckpt.pt (its latest state), best.pt (its best val loss), eval_log.jsonl, final.json
-RUN_FILES = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')
-if init_from != 'resume' and not overwrite and any(os.path.exists(os.path.join(out_dir, f)) for f in RUN_FILES[:2]):
+run_files = [os.path.join(out_dir, f) for f in ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')]
+ckpt_path, best_path, log_path, final_path = run_files
+if init_from != 'resume' and not overwrite and (os.path.exists(ckpt_path) or os.path.exists(best_path)):
     sys.exit(f"{out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume, "
              f"choose another --out_dir, or replace it with --overwrite=True")
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
-    for f in RUN_FILES if init_from != 'resume' else ():  # a new run: nothing of an earlier one stays
-        if os.path.exists(os.path.join(out_dir, f)):
-            os.remove(os.path.join(out_dir, f))
+    for path in run_files if init_from != 'resume' else ():  # a new run: nothing of an earlier one stays
+        if os.path.exists(path):
+            os.remove(path)
 
 # -----------------------------------------------------------------------------
 # data
 data_dir = os.path.join('data', dataset)
-generated = not os.path.exists(os.path.join(data_dir, 'meta.json')) and master_process  # made here on first use
-if generated and dataset.startswith('indirect_indexing'):
-    from prepare.indirect_indexing import VARIANTS, prepare
-    if dataset in VARIANTS:
-        prepare(data_dir, variant=dataset)  # generated in seconds, deterministic: no download
-if generated and dataset == 'shakespeare_char':
-    from prepare.shakespeare_char import prepare
-    prepare(data_dir)  # from the text committed in prepare/texts/, in about a second
+meta_path = os.path.join(data_dir, 'meta.json')
+if master_process and not os.path.exists(meta_path):  # two data sets are made here on first use, in seconds
+    if dataset in indirect_indexing.VARIANTS:
+        indirect_indexing.prepare(data_dir, variant=dataset)  # generated, deterministic: no download
+    elif dataset == 'shakespeare_char':
+        shakespeare_char.prepare(data_dir)  # from the text committed in prepare/texts/
 if ddp:
     torch.distributed.barrier()
-if not os.path.exists(os.path.join(data_dir, 'meta.json')):
+if not os.path.exists(meta_path):
     sys.exit(f"no data in {data_dir}: run `python -m prepare.{dataset}` first (see README, Experiments)")
-with open(os.path.join(data_dir, 'meta.json')) as f:
+with open(meta_path) as f:
     meta = json.load(f)
 examples = meta['kind'] == 'examples'
 
-
-def load_split(split):
+data = {}  # split -> its tokens (a memmap), its examples (a tensor on the device), or None where the split is missing
+for split in SPLITS:
     path = os.path.join(data_dir, f'{split}.bin')
-    if not os.path.exists(path):
-        return None
-    data = np.memmap(path, dtype=meta['dtype'], mode='r')
-    if not examples:
-        return data
-    # one example a row, right-padded; the target is the row's last real token; kept on the GPU
-    return torch.from_numpy(np.array(data, dtype=np.int64).reshape(-1, meta['row_len'])).to(device)
-
-
-data = {s: load_split(s) for s in SPLITS}
+    data[split] = np.memmap(path, dtype=meta['dtype'], mode='r') if os.path.exists(path) else None
+    if examples and data[split] is not None:  # one example a row, right-padded; the target is its last real token
+        data[split] = torch.from_numpy(np.array(data[split], dtype=np.int64).reshape(-1, meta['row_len'])).to(device)
 
 
 def batch_from(split, ix, all_tokens=False):
-    """Inputs and targets for the sequences (or windows) at ix; targets -1 are ignored.
-    Examples are scored on their target token, or with all_tokens on every next token but the padding."""
+    """Inputs and targets at ix, targets -1 ignored (examples: all but the target, or with all_tokens the padding)."""
     if examples:
         return example_batch(data[split][ix], meta['pad_id'], all_tokens)
     d = data[split]
@@ -239,8 +231,7 @@ def sample_ix(split, step, purpose=0):
 
 @torch.no_grad()
 def evaluate(split, whole=False):
-    """Mean loss per target token (and target accuracy for examples) on eval_iters fixed random
-    batches, or on the whole split (every example, or non-overlapping windows of a stream)."""
+    """{split}_loss per target token (and {split}_acc for examples), on eval_iters fixed batches or the whole split."""
     eval_model.eval()
     if whole:
         n = len(data[split]) if examples else (len(data[split]) - 1) // block_size
@@ -259,9 +250,9 @@ def evaluate(split, whole=False):
         loss_sum, count = loss_sum + loss.float() * n_tok, count + n_tok
         correct = correct + (logits.argmax(-1) == y).sum()
     eval_model.train()
-    out = {'loss': (loss_sum / count).item()}  # one host sync per evaluation
+    out = {f'{split}_loss': (loss_sum / count).item()}  # one host sync per evaluation
     if examples:
-        out['acc'] = (correct / count).item()
+        out[f'{split}_acc'] = (correct / count).item()
     return out
 
 
@@ -278,24 +269,21 @@ def get_lr(it):
 
 # -----------------------------------------------------------------------------
 # model, optimizer, resume
-model_args = dict(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd, block_size=block_size,
-                  bias=bias, vocab_size=meta['vocab_size'], dropout=dropout, pos_emb=pos_emb, pos_base=pos_base,
-                  pope_delta_init=pope_delta_init, attn_impl=attn_impl, yarn_scale=yarn_scale,
-                  yarn_orig_ctx=yarn_orig_ctx, pope_softplus=pope_softplus, pope_zero_freqs=pope_zero_freqs,
-                  qk_init_scale=qk_init_scale)
+model_args = {f.name: config[f.name] for f in fields(GPTConfig) if f.name in config}  # the model's config keys
+model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that the data set gives
 iter_num, best_val_loss, checkpoint = 0, 1e9, None
 if init_from != 'scratch':
-    ckpt_path = os.path.join(out_dir, 'ckpt.pt') if init_from == 'resume' else init_from
-    if not os.path.exists(ckpt_path):
-        sys.exit(f"init_from={init_from!r}: no checkpoint at {ckpt_path}")
-    checkpoint = read_checkpoint(ckpt_path, device)
+    init_path = ckpt_path if init_from == 'resume' else init_from
+    if not os.path.exists(init_path):
+        sys.exit(f"init_from={init_from!r}: no checkpoint at {init_path}")
+    checkpoint = read_checkpoint(init_path, device)
     if init_from == 'resume':  # the run goes on as it was: an architecture flag that differs is an error
         old = checkpoint['model_args']
         differ = [f"{k}={model_args[k]!r} (checkpoint: {old[k]!r})" for k in model_args
                   if k in given and k != 'attn_impl' and model_args[k] != old.get(k, model_args[k])]
         if differ:
-            sys.exit(f"init_from='resume' goes on with {ckpt_path} as it was trained, but {', '.join(differ)}: "
-                     f"drop these flags, or fine-tune from it with --init_from={ckpt_path} and a new out_dir")
+            sys.exit(f"init_from='resume' goes on with {init_path} as it was trained, but {', '.join(differ)}: "
+                     f"drop these flags, or fine-tune from it with --init_from={init_path} and a new out_dir")
     # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
     keep = ('attn_impl',) if init_from == 'resume' else ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout',
                                                           'attn_impl')
@@ -332,7 +320,6 @@ if init_from == 'resume':
     torch.set_rng_state(checkpoint['rng']['torch'].cpu())  # RNG states are CPU tensors, wherever the checkpoint is
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
-    log_path = os.path.join(out_dir, 'eval_log.jsonl')
     if master_process and os.path.exists(log_path):  # the log goes on from the checkpoint: drop what came after it
         kept = [line for line in open(log_path) if json.loads(line)['iter'] < iter_num]
         open(log_path, 'w').writelines(kept)
@@ -352,45 +339,21 @@ if ddp:
 # eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
 eval_model = model.module if ddp else model
 # length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
-from eval.extrapolation import context_lengths, context_losses, context_table  # noqa: E402
-ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, raw_model.config.block_size,
-                                                                    raw_model.config.pos_emb,
+ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, block_size, pos_emb,
                                                                     min(eval_context_tokens, len(data['val']) - 1))
 if ctx_note and master_process:
     print(ctx_note)
 
 
-def save_checkpoint(best):
-    """Write out_dir/ckpt.pt (the latest state) and, when best, the same as best.pt; each atomically (a crash
-    mid-save leaves the previous file intact), so best.pt only ever holds the lowest val loss so far."""
-    ckpt = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'model_args': model_args,
-            'iter_num': iter_num, 'best_val_loss': best_val_loss, 'config': config, 'meta': meta,
-            'rng': {'torch': torch.get_rng_state(),
-                    'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
-    path = os.path.join(out_dir, 'ckpt.pt')
-    torch.save(ckpt, path + '.tmp')
-    os.replace(path + '.tmp', path)
-    if best:
-        shutil.copyfile(path, os.path.join(out_dir, 'best.pt.tmp'))
-        os.replace(os.path.join(out_dir, 'best.pt.tmp'), os.path.join(out_dir, 'best.pt'))
-
-
-def log_eval(record):
-    print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))
-    with open(os.path.join(out_dir, 'eval_log.jsonl'), 'a') as f:
-        f.write(json.dumps(record) + '\n')
-
-
 def stop(why):
     """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep the last good state."""
-    path = os.path.join(out_dir, 'ckpt.pt')
-    kept = f"last good checkpoint: {path}" if os.path.exists(path) else "no checkpoint was saved"
+    kept = f"last good checkpoint: {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was saved"
     sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({kept})")
 
 
-def train_step(ixs):
-    """One optimizer step over the micro-batches at ixs: forward, backward, clip, AdamW, delta's projection.
-    Nothing in it waits for the GPU, so it can be captured once as a CUDA graph and replayed."""
+def train_step(ixs, zero_grad=True):
+    """One optimizer step over the micro-batches at ixs. Nothing in it waits for the GPU, so it can be captured
+    once as a CUDA graph and replayed (zero_grad=False: the graph's gradients stay in the buffers it owns)."""
     for micro_step, ix in enumerate(ixs):
         x, y = batch_from('train', ix, all_tokens=loss_on == 'all')
         if ddp:  # sync gradients on the last micro-step only
@@ -404,18 +367,13 @@ def train_step(ixs):
     scaler.step(optimizer)
     scaler.update()
     raw_model.project_delta()  # PoPE's delta back onto [-2pi, 0] (model.py)
+    if zero_grad:
+        optimizer.zero_grad(set_to_none=True)
     return loss.detach()  # not its graph: a live graph keeps its AccumulateGrad nodes (and their stream) into a capture
 
 
-def plain_step(ixs):
-    loss = train_step(ixs)
-    optimizer.zero_grad(set_to_none=True)
-    return loss
-
-
 def cuda_graph_step():
-    """The same step, replayed as one CUDA graph: 3 eager warm-up steps on a side stream, then one capture of
-    train_step on a static index buffer, then replays (the gradients stay in the buffers the capture owns)."""
+    """train_step as one CUDA graph: 3 eager warm-up steps on a side stream, one capture, then replays."""
     static_ix, side = sample_ix('train', 0).clone(), torch.cuda.Stream()
     graph, static_loss, warm_up = None, None, 3
 
@@ -426,13 +384,13 @@ def cuda_graph_step():
             warm_up -= 1
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
-                loss = plain_step([static_ix])
+                loss = train_step([static_ix])
             torch.cuda.current_stream().wait_stream(side)
             return loss
         if graph is None:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                static_loss = train_step([static_ix])
+                static_loss = train_step([static_ix], zero_grad=False)
         graph.replay()
         return static_loss
     return step
@@ -440,7 +398,7 @@ def cuda_graph_step():
 
 # -----------------------------------------------------------------------------
 # training loop
-step = cuda_graph_step() if cuda_graph else plain_step
+step = cuda_graph_step() if cuda_graph else train_step
 seq_len = meta['row_len'] if examples else block_size  # tokens per sequence: a whole example, or a window
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * seq_len
 if master_process:
@@ -451,11 +409,12 @@ while True:
     if (iter_num % eval_interval == 0 or iter_num == max_iters) and master_process:
         record = {'iter': iter_num}
         for split in ('train', 'val', 'test') if examples else ('train', 'val'):  # the paper reports test accuracy
-            for k, v in evaluate(split, whole=examples and split != 'train').items():
-                record[f'{split}_{k}'] = v
+            record.update(evaluate(split, whole=examples and split != 'train'))
         record.update(context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size,
                                      device, dtype))
-        log_eval(record)
+        print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))
+        with open(log_path, 'a') as f:
+            f.write(json.dumps(record) + '\n')
         val_loss = record['val_loss']
         if not math.isfinite(val_loss):
             stop(f"val loss is {val_loss} at iter {iter_num}")
@@ -464,7 +423,16 @@ while True:
                  f"than divergence_margin={divergence_margin}")
         if iter_num > it_first:  # (a resumed run's first evaluation is of its checkpoint)
             is_best, best_val_loss = val_loss < best_val_loss, min(best_val_loss, val_loss)
-            save_checkpoint(is_best)
+            ckpt = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'model_args': model_args,
+                    'iter_num': iter_num, 'best_val_loss': best_val_loss, 'config': config, 'meta': meta,
+                    'rng': {'torch': torch.get_rng_state(),
+                            'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
+            # each file written atomically (a crash mid-save leaves the previous one): best.pt only ever improves
+            torch.save(ckpt, ckpt_path + '.tmp')
+            os.replace(ckpt_path + '.tmp', ckpt_path)
+            if is_best:
+                shutil.copyfile(ckpt_path, best_path + '.tmp')
+                os.replace(best_path + '.tmp', best_path)
         t_last, it_last = time.time(), iter_num  # keep evaluation out of the step timing
     if iter_num >= max_iters or eval_only:
         break
@@ -490,26 +458,24 @@ while True:
               f"{tokens_per_iter / dt:,.0f} tok/s, mfu {mfu * 100:.1f}%, eta {eta // 60:.0f}m{eta % 60:02.0f}s")
 
 if master_process and not eval_only:
-    # the paper's numbers: test accuracy of the last weights (indirect indexing), test NLL per token of the
-    # best checkpoint (the other data sets: final_weights='best' in their configs)
+    # the paper's numbers: the last weights' test accuracy (indirect indexing), else the best checkpoint's test NLL
     final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': (time.time() - t_start) / 60,
              'weights': 'last', 'weights_of_iter': iter_num}
-    best_path = os.path.join(out_dir, 'best.pt')
     if final_weights == 'best' and os.path.exists(best_path):
         best = read_checkpoint(best_path)
         raw_model.load_state_dict(best['model'])
         final['weights'], final['weights_of_iter'] = 'best', best['iter_num']
     for split in ('val', 'test'):
         if data[split] is not None:
-            final.update({f'{split}_{k}': v for k, v in evaluate(split, whole=True).items()})
-    final.update(block_size=raw_model.config.block_size, **context_losses(
-        raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size, device, dtype))
+            final.update(evaluate(split, whole=True))
+    final.update(block_size=block_size, **context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens,
+                                                         batch_size * block_size, device, dtype))
     if ctx_note:
         final['eval_contexts_note'] = ctx_note
     print("final: " + json.dumps(final))
     if ctx_lengths:
-        print(context_table(final, raw_model.config.block_size))
-    with open(os.path.join(out_dir, 'final.json'), 'w') as f:
+        print(context_table(final, block_size))
+    with open(final_path, 'w') as f:
         json.dump(final, f, indent=1)
 if ddp:
     destroy_process_group()
