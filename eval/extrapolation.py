@@ -11,8 +11,6 @@ the longest length, are split into windows of each length, each scored from its 
 sees the same tokens. Learned/sinusoidal positions stop at block_size (longer lengths are skipped).
 Writes <out>.csv, <out>.json and <out>.png. --yarn_scale applies YaRN to RoPE checkpoints (once for all,
 or once per --ckpt) from the checkpoint's yarn_orig_ctx if it was trained with YaRN, else its block_size.
---final plots the val losses at multiples of block_size that train.py wrote into final.json (eval_contexts,
-through context_losses below), without loading a model.
 """
 
 import csv
@@ -134,7 +132,7 @@ def main(argv=None):
     p = parser(__doc__)
     p.add_argument('--ckpt', action='append', help='a ckpt.pt (repeat for several)')
     p.add_argument('--final', action='append', help="instead of --ckpt: plot the val losses at several contexts "
-                   "that train.py wrote into a final.json (eval_contexts; repeat for several)")
+                   "that train.py wrote into a final.json (eval_contexts; repeat for several), loading no model")
     p.add_argument('--label', action='append', help='a name per --ckpt or --final (default: its folder)')
     p.add_argument('--data', default='data/pg19/test.bin', help='token file; meta.json beside it gives the dtype')
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))

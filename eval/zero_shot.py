@@ -173,18 +173,6 @@ def side_by_side(rows, n_params):
     return markdown_table(['model', *COLUMNS, 'mean'], lines) + '\n'
 
 
-def plot(rows, path):
-    fig, ax = subplots(figsize=(8, 4))
-    w = 0.8 / max(len(rows), 1)
-    for j, r in enumerate(rows):
-        ax.bar([i + j * w for i in range(len(COLUMNS))], [v or 0 for v in r['scores'].values()], w, label=r['label'])
-    ax.set_xticks([i + w * (len(rows) - 1) / 2 for i in range(len(COLUMNS))], list(COLUMNS))
-    ax.set_ylabel('accuracy (%)')
-    ax.legend()
-    fig.tight_layout()
-    save_figure(fig, path, dpi=130)
-
-
 def main(argv=None):
     p = parser(__doc__)
     p.add_argument('--ckpt', action='append', required=True)
@@ -235,7 +223,15 @@ def main(argv=None):
         f.write(table + notes)
     write_json(os.path.join(args.out, 'summary.json'), dict(rows=rows, tasks=tasks, limit=args.limit, paper=PAPER),
                indent=1)
-    plot(rows, os.path.join(args.out, 'summary.png'))
+    fig, ax = subplots(figsize=(8, 4))  # a bar per checkpoint in each column
+    w = 0.8 / len(rows)
+    for j, r in enumerate(rows):
+        ax.bar([i + j * w for i in range(len(COLUMNS))], [v or 0 for v in r['scores'].values()], w, label=r['label'])
+    ax.set_xticks([i + w * (len(rows) - 1) / 2 for i in range(len(COLUMNS))], list(COLUMNS))
+    ax.set_ylabel('accuracy (%)')
+    ax.legend()
+    fig.tight_layout()
+    save_figure(fig, os.path.join(args.out, 'summary.png'), dpi=130)
     print('\n' + table + notes + f'wrote {args.out}/summary.md, .json, .png')
     return rows
 
