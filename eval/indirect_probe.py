@@ -92,7 +92,8 @@ def forward_recorded(model, x):
 
 
 def attention_to(maps, q, k):
-    """'weight' and 'top' (module docstring) from query positions q (B,) to key positions k (B,): (n_layer, n_head)."""
+    """Per layer and head: mean weight from query positions q (B,) to key positions k (B,), and the share of
+    examples whose largest weight (over keys) is at k. Returns two (n_layer, n_head) tensors."""
     b = torch.arange(len(q), device=q.device)
     weight = torch.stack([m[b, :, q, k].mean(0) for m in maps])  # m[b, :, q, k] is (B, H)
     top = torch.stack([(m[b, :, q, :].argmax(-1) == k[:, None]).float().mean(0) for m in maps])
@@ -100,7 +101,8 @@ def attention_to(maps, q, k):
 
 
 def pope_stats(model, inputs, real):
-    """Per layer: delta and mu statistics (module docstring) at the real tokens (real: (B, T) bool)."""
+    """Per layer: delta's mean, std and share at 0 or -2pi; the magnitudes mu of queries and keys at the real
+    tokens (real: (B, T) bool): mean, and spread = std over tokens / RMS, averaged over heads and channels."""
     out = []
     for block, x in zip(model.h, inputs):
         attn = block.attn
