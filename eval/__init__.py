@@ -37,9 +37,7 @@ def read_checkpoint(path, device='cpu'):
 def load_checkpoint(path, device='cpu', **overrides):
     """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...)."""
     ckpt = read_checkpoint(path)
-    args = dict(ckpt['model_args'])
-    args.update({k: v for k, v in overrides.items() if v is not None})
-    args['dropout'] = 0.0
+    args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
     model = GPT(GPTConfig(**args))
     model.load_state_dict(ckpt['model'])
     model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)

@@ -1,10 +1,8 @@
 """
 Length extrapolation (paper section 6): perplexity of checkpoints at growing context lengths.
 
-    python -m eval.extrapolation --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt \\
-        --ckpt out-owt-rope-yarn-ft/ckpt.pt --label RoPE --label PoPE --label RoPE+YaRN
-    python -m eval.extrapolation --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-rope/ckpt.pt \\
-        --yarn_scale 1 --yarn_scale 4 --label RoPE --label "RoPE+YaRN s=4 (no fine-tune)"
+    python -m eval.extrapolation --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt --ckpt out-owt-rope/ckpt.pt \\
+        --yarn_scale 1 --yarn_scale 1 --yarn_scale 4 --label RoPE --label PoPE --label "RoPE+YaRN s=4 (no fine-tune)"
     python -m eval.extrapolation --final out-quick-rope/final.json --final out-quick-pope/final.json \\
         --label RoPE --label PoPE --out results/quick_start/extrapolation
 
@@ -12,11 +10,7 @@ The first --tokens tokens of --data (PG-19 test by default: python -m prepare.pg
 the longest length, are split into windows of each length, each scored from its own start: every length
 sees the same tokens. Learned/sinusoidal positions stop at block_size (longer lengths are skipped).
 Writes <out>.csv, <out>.json and <out>.png. --yarn_scale applies YaRN to RoPE checkpoints (once for all,
-or once per --ckpt); its original context is the checkpoint's yarn_orig_ctx if it was trained with YaRN,
-else its block_size.
-
---final plots what train.py measured as it trained (eval_contexts: val loss at multiples of block_size,
-through context_losses below, into final.json), without loading a model.
+or once per --ckpt) from the checkpoint's yarn_orig_ctx if it was trained with YaRN, else its block_size.
 """
 
 import csv
@@ -50,13 +44,11 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
     cfg = model.config
     for L in lengths:
         n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
-        skip = None
-        if cfg.pos_emb in ABSOLUTE and L > cfg.block_size:
-            skip = f"{cfg.pos_emb} positions stop at block_size={cfg.block_size}"
-        elif n == 0:
-            skip = f"only {len(tokens)} tokens"
-        if skip:  # (never for train.py: context_lengths leaves these lengths out)
-            print(f"{desc}: skipping length {L}: {skip}")
+        beyond = cfg.pos_emb in ABSOLUTE and L > cfg.block_size
+        if beyond or n == 0:  # (never for train.py: context_lengths leaves these lengths out)
+            why = (f"{cfg.pos_emb} positions stop at block_size={cfg.block_size}" if beyond
+                   else f"only {len(tokens)} tokens")
+            print(f"{desc}: skipping length {L}: {why}")
             out[L] = None
             continue
         data = torch.from_numpy(np.asarray(tokens[:n * L + 1], dtype=np.int64))
@@ -113,18 +105,6 @@ def context_table(record, block_size):
             + '                    | ' + ' | '.join(f"{record[k]:10.4f}" for k in keys))
 
 
-def read_final(paths, labels):
-    """Rows as main() makes them (nll, ppl per length) from the val_loss_ctx<L> keys of train.py's final.json."""
-    rows = []
-    for path, label in zip(paths, labels):
-        with open(path) as f:
-            final = json.load(f)
-        for k, v in final.items():
-            if k.startswith('val_loss_ctx'):
-                rows.append(dict(label=label, length=int(k[12:]), nll=v, ppl=ppl(v), train_ctx=final['block_size']))
-    return rows
-
-
 def plot(results, labels, path, key='ppl'):
     fig, ax = subplots(figsize=(7, 4.5))
     for label in labels:
@@ -152,7 +132,7 @@ def main(argv=None):
     p = parser(__doc__)
     p.add_argument('--ckpt', action='append', help='a ckpt.pt (repeat for several)')
     p.add_argument('--final', action='append', help="instead of --ckpt: plot the val losses at several contexts "
-                   "that train.py wrote into a final.json (eval_contexts; repeat for several)")
+                   "that train.py wrote into a final.json (eval_contexts; repeat for several), loading no model")
     p.add_argument('--label', action='append', help='a name per --ckpt or --final (default: its folder)')
     p.add_argument('--data', default='data/pg19/test.bin', help='token file; meta.json beside it gives the dtype')
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))
@@ -162,7 +142,6 @@ def main(argv=None):
     p.add_argument('--batch_size', type=int, default=1, help='windows per forward pass')
     p.add_argument('--chunk', type=int, default=1024, help='positions per lm_head call')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--dtype', default=None, help='float32, bfloat16 (default on a GPU) or float16')
     p.add_argument('--out', default='results/extrapolation', help='output prefix for .csv/.json/.png')
     args = p.parse_args(argv)
 
@@ -170,7 +149,12 @@ def main(argv=None):
         p.error('give --ckpt (evaluate checkpoints) or --final (plot what train.py measured), not both')
     labels = labels_for(args.ckpt or args.final, args.label)
     if args.final:
-        results = read_final(args.final, labels)
+        results = []
+        for path, label in zip(args.final, labels):
+            with open(path) as f:
+                final = json.load(f)
+            results += [dict(label=label, length=int(k[12:]), nll=v, ppl=ppl(v), train_ctx=final['block_size'])
+                        for k, v in final.items() if k.startswith('val_loss_ctx')]
         plot(results, labels, args.out + '.png', key='nll')
         print(f"wrote {args.out}.png")
         return results
@@ -179,7 +163,7 @@ def main(argv=None):
     if len(scales) not in (1, len(args.ckpt)):
         p.error('give --yarn_scale once or once per --ckpt')
     scales = scales * len(args.ckpt) if len(scales) == 1 else scales
-    dtype = args.dtype or default_dtype(args.device)
+    dtype = default_dtype(args.device)  # bfloat16 on a GPU that has it, else float32
 
     tokens = read_tokens(args.data)
     budget = min(args.tokens, len(tokens))

@@ -1,8 +1,7 @@
 """
 Frequency usage (paper section 7): mean query and key magnitude per frequency channel and layer.
 
-    python -m eval.frequency_usage --rope out-shakespeare-rope/ckpt.pt --pope out-shakespeare-pope/ckpt.pt
-    python -m eval.frequency_usage --pope out-owt-pope/ckpt.pt --data data/pg19/test.bin --out results/freq_owt
+    python -m eval.frequency_usage --rope out-owt-rope/ckpt.pt --pope out-owt-pope/ckpt.pt --out results/frequency_usage
 
 RoPE: the norm sqrt(q_i^2 + q_{i+n}^2) of each rotated pair i (model.py's rotate-half convention:
 pair i = channels (i, i + n), n = head_dim/2), d/2 rows; rotation keeps the norm, so q and k are read
@@ -24,41 +23,31 @@ from eval import load_checkpoint, parser, save_figure, subplots, write_json
 from prepare.common import read_tokens
 
 
-def channel_magnitudes(model, q_or_k):
-    """Per-channel magnitude of q or k (B, H, T, hd): PoPE softplus (hd), RoPE pair norms (n)."""
-    x = q_or_k.float()
-    if model.config.pos_emb == 'pope':
-        return F.softplus(x)
-    n = model.h[0].attn.theta.numel()  # rope: hd/2 pairs; rope_half: hd/4
-    return torch.sqrt(x[..., :n] ** 2 + x[..., n:2 * n] ** 2)
-
-
 @torch.no_grad()
-def frequency_stats(model, windows, device='cpu', batch_size=8):
+def frequency_stats(model, windows, device='cpu'):
     """Mean magnitude over heads and all tokens of windows (1-D token tensors): {'q', 'k': (n_layer, F) arrays}."""
-    cfg = model.config
-    H, hd = cfg.n_head, cfg.n_embd // cfg.n_head
-    sums = {'q': [0.0] * cfg.n_layer, 'k': [0.0] * cfg.n_layer}
+    sums = {'q': [0.0] * len(model.h), 'k': [0.0] * len(model.h)}
     count = 0
 
-    def hook(layer):
-        def fn(module, inp, out):  # c_attn's output: q, k, v concatenated
-            B, T, _ = out.shape
-            q, k, _ = out.split(cfg.n_embd, dim=2)
+    def hook(layer, attn):
+        def fn(module, inp, out):  # c_attn's output: n_head queries, then n_kv_head keys and n_kv_head values
+            kv = attn.n_kv_head * attn.hd
+            q, k, _ = out.split([attn.n_head * attn.hd, kv, kv], dim=2)
             for name, x in (('q', q), ('k', k)):
-                m = channel_magnitudes(model, x.view(B, T, H, hd))  # (B, T, H, F)
-                sums[name][layer] = sums[name][layer] + m.double().sum((0, 1, 2)).cpu()
+                x = x.unflatten(2, (-1, attn.hd)).float()  # (B, T, heads, hd)
+                if model.config.pos_emb == 'pope':
+                    m = F.softplus(x)
+                else:
+                    n = attn.theta.numel()
+                    m = torch.sqrt(x[..., :n] ** 2 + x[..., n:2 * n] ** 2)
+                sums[name][layer] = sums[name][layer] + m.double().mean(2).sum((0, 1)).cpu()
         return fn
 
-    handles = [b.attn.c_attn.register_forward_hook(hook(i)) for i, b in enumerate(model.h)]
+    handles = [b.attn.c_attn.register_forward_hook(hook(i, b.attn)) for i, b in enumerate(model.h)]
     try:
-        by_len = {}
-        for w in windows:  # equal lengths batch together (all but a last, shorter window)
-            by_len.setdefault(len(w), []).append(w)
-        batches = [ws[i:i + batch_size] for ws in by_len.values() for i in range(0, len(ws), batch_size)]
-        for b in tqdm(batches, desc='frequency usage', leave=False):
-            model(torch.stack(b).to(device))
-            count += sum(w.numel() for w in b) * H
+        for w in tqdm(windows, desc='frequency usage', leave=False):  # one window a forward pass
+            model(w[None].to(device))
+            count += len(w)
     finally:
         for h in handles:
             h.remove()
@@ -86,8 +75,7 @@ def plot_delta(delta, path):
     cols = min(L, 4)
     rows = math.ceil(L / cols)
     fig, axes = subplots(rows, cols, figsize=(4 * cols + 1, 2.8 * rows), squeeze=False, constrained_layout=True)
-    for l in range(rows * cols):
-        ax = axes[l // cols][l % cols]
+    for l, ax in enumerate(axes.flat):
         if l >= L:
             ax.axis('off')
             continue
@@ -137,11 +125,9 @@ def main(argv=None):
     write_json(args.out + '.json', summary)
     np.savez(args.out + '.npz', **arrays)
     plot_magnitudes(stats, args.out + '_magnitudes.png')
-    written = [args.out + '.npz', args.out + '.json', args.out + '_magnitudes.png']
     if delta is not None:
         plot_delta(delta, args.out + '_delta.png')
-        written.append(args.out + '_delta.png')
-    print('wrote ' + ', '.join(written))
+    print(f"wrote {args.out}.npz, .json, _magnitudes.png" + (', _delta.png' if delta is not None else ''))
     return stats, delta
 
 

@@ -16,11 +16,11 @@ probe, per checkpoint, on the first --n examples of the test split of the data s
   - PoPE: per layer, delta (mean, std, share at the ends of [-2pi, 0]) and the magnitudes mu of queries and
     keys at the example's tokens: mean, and spread = std over tokens / RMS, in [0, 1] (how much content moves mu).
 table, per run folder (train.py's out_dir): final test accuracy (final.json, else the last evaluation), best,
-the first evaluated step at which test accuracy reaches each --threshold, and the data set's 'window' chance
-level; then per group (the run's name without _s<seed>): mean +- std over seeds.
+the first evaluated step at which it reaches 20, 50 and 90%, the data set's 'window' chance level; then per
+group of seeds (the run's name without _s<seed>): mean +- std.
 chance, exact, from the way prepare/indirect_indexing.py draws its examples: what a model scores that knows only
 part of the question. letter: a uniform guess among the string's letters (but the source, unless shifts of 0
-occur); position: the most likely target position for the string's length, never looking at source or shift;
+occur); position: the likeliest target position for the string's length, never looking at source or shift;
 window: a uniform guess among the L - |shift| positions that the length and the shift allow, the best a model
 can do if it reads the length and the shift but cannot find the source.
 """
@@ -43,14 +43,13 @@ from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices
 
 
 def parse_rows(rows, meta):
-    """Each padded row's fields: string length L, source index src, shift, and the token indices of the
+    """Each padded row's fields: source index src in the string, shift, and the token indices of the
     source letter in the question (q_src) and of the last input position (q_last, it predicts the target)."""
     itos, pad, sep = meta['itos'], meta['pad_id'], meta['task']['sep']
     out = defaultdict(list)
     for row in rows:
         n = int((row != pad).sum())
         string, source, shift, _ = ''.join(itos[i] for i in row[:n]).split(sep)
-        out['L'].append(len(string))
         out['src'].append(string.index(source))
         out['shift'].append(int(shift))
         out['q_src'].append(len(string) + len(sep))
@@ -128,7 +127,7 @@ def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
     rows, meta = read_test_rows(ckpt, data_dir, n), ckpt['meta']
     f = {k: v.to(device) for k, v in parse_rows(rows.numpy(), meta).items()}
     rows = rows.to(device)
-    correct, weights, tops, inputs_all, real_all = [], defaultdict(list), defaultdict(list), None, []
+    correct, weights, tops, pope = [], defaultdict(float), defaultdict(float), None
     for i in range(0, len(rows), batch):
         x, y = example_batch(rows[i:i + batch], meta['pad_id'])
         logits, maps, inputs = forward_recorded(model, x)
@@ -138,20 +137,20 @@ def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
         for qn in ('q_last', 'q_src'):
             for kn, k in (('src', g['src']), ('target', g['src'] + g['shift'])):
                 w, t = attention_to(maps, g[qn], k)
-                weights[f'{qn}->{kn}'].append(w * len(x))
-                tops[f'{qn}->{kn}'].append(t * len(x))
-        if inputs_all is None:  # mu statistics from the first batch
-            inputs_all, real_all = inputs, x != meta['pad_id']
+                weights[f'{qn}->{kn}'] += w * len(x)
+                tops[f'{qn}->{kn}'] += t * len(x)
+        if i == 0 and ckpt['model_args']['pos_emb'] == 'pope':  # mu statistics from the first batch
+            pope = pope_stats(model, inputs, x != meta['pad_id'])
     correct = torch.cat(correct).float()
     per = lambda key: {int(v): correct[f[key] == v].mean().item() for v in f[key].unique()}
     result = {'ckpt': ckpt_path, 'dataset': ckpt['config']['dataset'], 'pos_emb': ckpt['model_args']['pos_emb'],
               'iter': ckpt['iter_num'], 'examples': len(rows), 'acc': correct.mean().item(),
               'acc_per_shift': per('shift'), 'acc_per_source_position': per('src'),
-              'attention': {k: {'weight': (sum(weights[k]) / len(rows)).tolist(),
-                                'top': (sum(tops[k]) / len(rows)).tolist()} for k in weights},
+              'attention': {k: {'weight': (weights[k] / len(rows)).tolist(), 'top': (tops[k] / len(rows)).tolist()}
+                            for k in weights},
               'uniform_weight_at_q_last': (1.0 / (f['q_last'] + 1)).mean().item()}
-    if result['pos_emb'] == 'pope':
-        result['pope'] = pope_stats(model, inputs_all, real_all)
+    if pope:
+        result['pope'] = pope
     return result
 
 
@@ -175,20 +174,6 @@ def summary(r, label):
     return '\n'.join(lines)
 
 
-def plot_per_shift(results, labels, out):
-    fig, axes = subplots(1, 2, figsize=(11, 4))
-    for r, label in zip(results, labels):
-        for ax, key in zip(axes, ('acc_per_shift', 'acc_per_source_position')):
-            xs = sorted(r[key])
-            ax.plot(xs, [100 * r[key][x] for x in xs], marker='.', label=label)
-    for ax, name in zip(axes, ('shift', 'source position in the string')):
-        ax.set_xlabel(name)
-        ax.set_ylabel('test accuracy (%)')
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize='small')
-    fig.tight_layout()
-    save_figure(fig, out, dpi=120)
-
 # -----------------------------------------------------------------------------
 # the table of a batch of runs, and the task's chance levels (module docstring)
 
@@ -211,42 +196,33 @@ def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', 
     return {'letter': float(letter), 'position': float(position), 'window': float(window)}
 
 
-def read_run(folder, thresholds):
-    log_path = os.path.join(folder, 'eval_log.jsonl')
-    log = [r for r in read_json_lines(log_path) if 'test_acc' in r] if os.path.exists(log_path) else []
-    if not log:
-        return None
-    final_path = os.path.join(folder, 'final.json')
-    final = json.load(open(final_path)) if os.path.exists(final_path) else None
-    row = {'run': os.path.basename(os.path.normpath(folder)).removeprefix('out-'), 'iter': log[-1]['iter'],
-           'final': final['test_acc'] if final else log[-1]['test_acc'], 'finished': final is not None,
-           'best': max(r['test_acc'] for r in log), 'train': log[-1].get('train_acc', float('nan'))}
-    for t in thresholds:
-        row[t] = next((r['iter'] for r in log if r['test_acc'] >= t), None)
-    ckpt_path = os.path.join(folder, 'ckpt.pt')
-    row['chance'] = None
-    if os.path.exists(ckpt_path):
-        config = torch.load(ckpt_path, map_location='cpu', weights_only=False, mmap=True)['config']
-        if config['dataset'] in VARIANTS:
-            row['chance'] = chance_levels(**VARIANTS[config['dataset']])['window']
-    return row
-
-
 def table(folders, thresholds=(0.2, 0.5, 0.9)):
     """Markdown: one row per run folder that has an eval log, then one per group of seeds."""
-    rows = [r for r in (read_run(f, thresholds) for f in sorted(folders)) if r is not None]
     pct = lambda v: '' if v is None else f"{100 * v:.1f}"
-    head = ['run', 'steps', 'test acc %', 'best %', 'train acc %', *[f'step to {100 * t:g}%' for t in thresholds],
-            'chance (window) %']
-    runs = [[r['run'], f"{r['iter']}" + ('' if r['finished'] else ' (cut)'), pct(r['final']), pct(r['best']),
-             pct(r['train']), *['-' if r[t] is None else r[t] for t in thresholds], pct(r['chance'])] for r in rows]
-    groups = defaultdict(list)
-    for r in rows:
-        groups[re.sub(r'_s\d+$', '', r['run'])].append(100 * r['final'])
+    runs, groups = [], defaultdict(list)
+    for folder in sorted(folders):
+        log_path = os.path.join(folder, 'eval_log.jsonl')
+        log = [r for r in read_json_lines(log_path) if 'test_acc' in r] if os.path.exists(log_path) else []
+        if not log:
+            continue
+        final_path = os.path.join(folder, 'final.json')
+        final = json.load(open(final_path))['test_acc'] if os.path.exists(final_path) else None
+        ckpt_path, chance = os.path.join(folder, 'ckpt.pt'), None
+        if os.path.exists(ckpt_path):
+            dataset = torch.load(ckpt_path, map_location='cpu', weights_only=False, mmap=True)['config']['dataset']
+            chance = chance_levels(**VARIANTS[dataset])['window'] if dataset in VARIANTS else None
+        run = os.path.basename(os.path.normpath(folder)).removeprefix('out-')
+        acc = log[-1]['test_acc'] if final is None else final
+        runs.append([run, f"{log[-1]['iter']}" + (' (cut)' if final is None else ''), pct(acc),
+                     pct(max(r['test_acc'] for r in log)), pct(log[-1].get('train_acc', float('nan'))),
+                     *[next((r['iter'] for r in log if r['test_acc'] >= t), '-') for t in thresholds], pct(chance)])
+        groups[re.sub(r'_s\d+$', '', run)].append(100 * acc)
     means = []
     for name, accs in groups.items():
         std = np.std(accs, ddof=1) if len(accs) > 1 else 0.0
         means.append([name, len(accs), ' / '.join(f'{a:.1f}' for a in accs), f"{np.mean(accs):.1f} +- {std:.1f}"])
+    head = ['run', 'steps', 'test acc %', 'best %', 'train acc %', *[f'step to {100 * t:g}%' for t in thresholds],
+            'chance (window) %']
     return (markdown_table(head, runs) + '\n\n'
             + markdown_table(['group', 'runs', 'test acc % per seed', 'mean +- std'], means))
 
@@ -263,29 +239,35 @@ def main(argv=None):
     a.add_argument('--out', default='out-probe-eval', help='folder for <label>.json, acc_per_shift.png, summary.md')
     b = sub.add_parser('table', help='final and best test accuracy, step to thresholds, per run and per group')
     b.add_argument('folders', nargs='+', help="train.py out_dir folders (eval_log.jsonl, final.json)")
-    b.add_argument('--threshold', type=float, action='append', help='test accuracy in [0, 1]; repeatable')
     sub.add_parser('chance', help="the task's chance levels, every variant of the data (in %%)")
     args = p.parse_args(argv)
     if args.command == 'table':
-        print(table(args.folders, tuple(args.threshold or (0.2, 0.5, 0.9))))
+        print(table(args.folders))
         return
     if args.command == 'chance':
         rows = [[name, *(f"{100 * v:.2f}" for v in chance_levels(**options).values())]
                 for name, options in VARIANTS.items()]
         print(markdown_table(['data set', 'letter', 'position', 'window'], rows))
         return
-    labels = labels_for(args.ckpts, args.label)
-    os.makedirs(args.out, exist_ok=True)
-    results, texts = [], []
-    for path, label in zip(args.ckpts, labels):
+    fig, axes = subplots(1, 2, figsize=(11, 4))  # accuracy per shift and per source position, every checkpoint
+    texts = []
+    for path, label in zip(args.ckpts, labels_for(args.ckpts, args.label)):
         r = probe(path, args.data_dir, args.n, device=args.device)
-        results.append(r)
         write_json(os.path.join(args.out, re.sub(r'[^\w.-]+', '_', label) + '.json'), r)
         texts.append(summary(r, label))
         print(texts[-1])
+        for ax, key in zip(axes, ('acc_per_shift', 'acc_per_source_position')):
+            xs = sorted(r[key])
+            ax.plot(xs, [100 * r[key][x] for x in xs], marker='.', label=label)
+    for ax, name in zip(axes, ('shift', 'source position in the string')):
+        ax.set_xlabel(name)
+        ax.set_ylabel('test accuracy (%)')
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize='small')
+    fig.tight_layout()
+    save_figure(fig, os.path.join(args.out, 'acc_per_shift.png'), dpi=120)
     with open(os.path.join(args.out, 'summary.md'), 'w') as f:
         f.write('\n\n'.join(texts) + '\n')
-    plot_per_shift(results, labels, os.path.join(args.out, 'acc_per_shift.png'))
     print(f"wrote {args.out}/summary.md, acc_per_shift.png and one JSON per checkpoint")
 
 

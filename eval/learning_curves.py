@@ -1,37 +1,12 @@
 """
-Learning curves from the eval_log.jsonl files that train.py writes: one line per run.
+Learning curves from the eval_log.jsonl files that train.py writes: one line per run. Runs whose labels differ
+only in their last word ('PoPE seed 2', 'PoPE seed 3') share a colour.
 
     python -m eval.learning_curves out-indirect-pope/eval_log.jsonl out-indirect-rope/eval_log.jsonl \\
-        --metric test_acc --out results/indirect_indexing/curves.png
-    python -m eval.learning_curves LOG1 LOG2 --label PoPE --label RoPE --metric val_loss --logy
+        --label PoPE --label RoPE --metric test_acc --out results/indirect_indexing/curves.png
 """
 
 from eval import labels_for, parser, read_json_lines, save_figure, subplots
-
-
-def plot(paths, labels, metric, out, logy=False, title=None):
-    """Runs whose labels differ only in their last word ('PoPE seed 2', 'PoPE seed 3') share a colour."""
-    many = len(paths) > 6  # then the legend goes beside the axes
-    fig, ax = subplots(figsize=(9.0 if many else 6.4, 4.2))
-    runs_of = {}  # label without its last word -> runs drawn so far
-    for path, label in zip(paths, labels):
-        rows = [r for r in read_json_lines(path) if metric in r]
-        group = label.rsplit(' ', 1)[0]
-        runs_of[group] = runs_of.get(group, 0) + 1
-        ax.plot([r['iter'] for r in rows], [r[metric] for r in rows], marker='.', label=label,
-                color=f'C{list(runs_of).index(group) % 10}',
-                linestyle=['-', '--', ':', '-.'][(runs_of[group] - 1) % 4])
-    ax.set_xlabel('iteration')
-    ax.set_ylabel(metric)
-    if logy:
-        ax.set_yscale('log')
-    ax.grid(alpha=0.3)
-    ax.legend(**dict(fontsize='small', loc='center left', bbox_to_anchor=(1.01, 0.5)) if many else {})
-    if title:
-        ax.set_title(title)
-    fig.tight_layout()
-    save_figure(fig, out, dpi=120)
-
 
 if __name__ == '__main__':
     p = parser(__doc__)
@@ -39,8 +14,24 @@ if __name__ == '__main__':
     p.add_argument('--label', action='append', help='one per log (default: the folder name)')
     p.add_argument('--metric', default='val_loss', help='a key of the log records: val_loss, test_acc, ...')
     p.add_argument('--out', default='results/curves.png')
-    p.add_argument('--logy', action='store_true')
     p.add_argument('--title', default=None)
     args = p.parse_intermixed_args()  # logs and --label may alternate
-    plot(args.logs, labels_for(args.logs, args.label), args.metric, args.out, args.logy, args.title)
+    many = len(args.logs) > 6  # then the legend goes beside the axes
+    fig, ax = subplots(figsize=(9.0 if many else 6.4, 4.2))
+    runs_of = {}  # label without its last word -> runs drawn so far
+    for path, label in zip(args.logs, labels_for(args.logs, args.label)):
+        rows = [r for r in read_json_lines(path) if args.metric in r]
+        group = label.rsplit(' ', 1)[0]
+        runs_of[group] = runs_of.get(group, 0) + 1
+        ax.plot([r['iter'] for r in rows], [r[args.metric] for r in rows], marker='.', label=label,
+                color=f'C{list(runs_of).index(group) % 10}',
+                linestyle=['-', '--', ':', '-.'][(runs_of[group] - 1) % 4])
+    ax.set_xlabel('iteration')
+    ax.set_ylabel(args.metric)
+    ax.grid(alpha=0.3)
+    ax.legend(**dict(fontsize='small', loc='center left', bbox_to_anchor=(1.01, 0.5)) if many else {})
+    if args.title:
+        ax.set_title(args.title)
+    fig.tight_layout()
+    save_figure(fig, args.out, dpi=120)
     print(f"wrote {args.out}")

