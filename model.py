@@ -92,12 +92,11 @@ def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=1000
     return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
 
 
-def pope_attention_auto(q, k, v, delta, **kw):
-    """pope_kernel's fastest path for the CUDA tensors it takes (fp16/bf16/fp32), PoPE's SDPA form for the rest
-    (a model on the CPU, or in float64, on a machine with a GPU)."""
+def pope_attention_auto(q, k, v, delta, kernel, **kw):
+    """kernel (pope_kernel.pope_attention) for the CUDA tensors it takes (fp16/bf16/fp32), PoPE's SDPA form for
+    the rest (a model on the CPU, or in float64, on a machine with a GPU)."""
     if q.is_cuda and q.dtype != torch.float64:
-        import pope_kernel  # Triton: imported only where the kernel runs
-        return pope_kernel.pope_attention(q, k, v, delta, **kw)
+        return kernel(q, k, v, delta, **kw)
     return pope_attention_sdpa(q, k, v, delta, **kw)
 
 
@@ -240,11 +239,10 @@ class CausalSelfAttention(nn.Module):
                                  "'auto' or 'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
             if impl == 'auto' and (self.pope_options or not torch.cuda.is_available()):
                 impl = 'sdpa'  # pope_kernel needs CUDA and knows PoPE's defaults alone; PoPE's SDPA form does all
-            if impl == 'auto':  # pope_kernel's measured fastest path on CUDA tensors
-                self.attend = pope_attention_auto
-            elif impl == 'triton':  # pope_kernel's all-Triton path
+            if impl in ('auto', 'triton'):  # pope_kernel: 'auto' = its measured fastest path, 'triton' = all-Triton
                 import pope_kernel  # Triton: imported only where the kernel is used
-                self.attend = functools.partial(pope_kernel.pope_attention, impl=impl)
+                kernel = functools.partial(pope_kernel.pope_attention, impl=impl)
+                self.attend = functools.partial(pope_attention_auto, kernel=kernel) if impl == 'auto' else kernel
             else:
                 self.attend = functools.partial(pope_attention if impl == 'torch' else pope_attention_sdpa,
                                                 **self.pope_options)

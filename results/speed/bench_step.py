@@ -46,8 +46,9 @@ if ddp:
 torch.manual_seed(1337)
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 B, T = args.batch_size, (1024 if args.shape == '124m' else 48)
-data = np.memmap(args.data, dtype=np.uint16, mode='r')
-if args.shape == 'indirect':
+if args.shape == '124m':
+    data = np.memmap(args.data, dtype=np.uint16, mode='r')
+else:
     data = np.random.default_rng(0).integers(0, 66, 1_000_000).astype(np.uint16)
 rng = np.random.default_rng((1337, rank))
 batches = []

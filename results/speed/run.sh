@@ -71,7 +71,8 @@ indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path 
 }
 
 profile_indirect() {
-  python $b --pos_emb=pope --shape=indirect --batch_size=64 --steps=100 --profile=1 > "$LOGS/indirect_pope_profile.log" 2>&1
+  python $b --pos_emb=pope --shape=indirect --batch_size=64 --steps=100 --profile=1 \
+    > "$LOGS/indirect_pope_profile.log" 2>&1
 }
 
 "$@"
