@@ -392,10 +392,11 @@ class GPT(nn.Module):
         x = self.hidden_states(idx, cache)
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
-        # the padding masked inside the loss's fused kernels rather than cut off: the cut's backward was a separate
-        # 1.6 ms copy of the (B*T, 50304) gradient a step of the 124M model, the mask costs ~1 ms (results/speed.md)
-        logits = self.lm_head(x).masked_fill(self.vocab_padding, float('-inf'))
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        logits = self.lm_head(x)
+        # the padding masked to -inf inside the loss's fused kernels, never stored: cut off, its backward copied the
+        # (B*T, 50304) gradient; stored masked (and returned), it cost a write and a read (results/speed.md)
+        masked = logits.masked_fill(self.vocab_padding, float('-inf'))
+        loss = F.cross_entropy(masked.view(-1, masked.size(-1)), targets.reshape(-1), ignore_index=-1)
         return logits[..., :self.config.vocab_size], loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,

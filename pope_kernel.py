@@ -99,30 +99,29 @@ def _load_tile(ptr, offs_t, offs_d, stride, keep):
 
 
 @triton.jit
-def _phases(COS, SIN, DELTA, h, pos, offs_d, d, keep, HAS_DELTA: tl.constexpr):
-    # cos phi, sin phi with phi = pos * theta (- delta[h]): the position's angles from the float64-made table;
-    # delta is in [-2pi, 0], where float32 cos and sin are exact to ~1e-7
-    ptrs = pos[:, None] * d + offs_d[None, :]
-    cos_phi = tl.load(COS + ptrs, mask=keep, other=0.0)
-    sin_phi = tl.load(SIN + ptrs, mask=keep, other=0.0)
-    if HAS_DELTA:
-        delta = tl.load(DELTA + h * d + offs_d, mask=offs_d < d, other=0.0).to(tl.float32)[None, :]
-        cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
-        # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta
-        cos_phi, sin_phi = cos_phi * cos_delta + sin_phi * sin_delta, sin_phi * cos_delta - cos_phi * sin_delta
-    return cos_phi, sin_phi
-
-
-@triton.jit
-def _cartesian_rows(X, XP, COS, SIN, DELTA, b, h, heads, T, pos0, sxb, sxh, sxt,
-                    d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
-    # x' = [mu cos phi, mu sin phi] for the rows [t0, t0 + BLOCK_T) of head h of batch b; x' is contiguous
+def _rows(COS, SIN, pos0, T, d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    # this program's rows t of one sequence (positions pos0 + t, t < T): their offsets, mask, and the cos and sin
+    # of the angles (pos0 + t) theta from the float64-made table
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.arange(0, BLOCK_D)
     keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
-    x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
-    cos_phi, sin_phi = _phases(COS, SIN, DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
-    mu = _softplus(x)
+    ptrs = (pos0 + offs_t)[:, None] * d + offs_d[None, :]
+    return offs_t, offs_d, keep, tl.load(COS + ptrs, mask=keep, other=0.0), tl.load(SIN + ptrs, mask=keep, other=0.0)
+
+
+@triton.jit
+def _minus_delta(cos_a, sin_a, DELTA, h, offs_d, d):
+    # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta;
+    # delta is in [-2pi, 0], where float32 cos and sin are exact to ~1e-7
+    delta = tl.load(DELTA + h * d + offs_d, mask=offs_d < d, other=0.0).to(tl.float32)[None, :]
+    cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
+    return cos_a * cos_delta + sin_a * sin_delta, sin_a * cos_delta - cos_a * sin_delta
+
+
+@triton.jit
+def _cartesian_rows(X, XP, cos_phi, sin_phi, b, h, heads, T, offs_t, offs_d, keep, sxb, sxh, sxt, d: tl.constexpr):
+    # x' = [mu cos phi, mu sin phi] for the rows offs_t of head h of batch b; x' is contiguous
+    mu = _softplus(_load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep))
     out = XP + ((b * heads + h) * T + offs_t[:, None]) * 2 * d + offs_d[None, :]
     tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
     tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
@@ -130,45 +129,60 @@ def _cartesian_rows(X, XP, COS, SIN, DELTA, b, h, heads, T, pos0, sxb, sxh, sxt,
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
 def _cartesian_fwd(Q, K, COS, SIN, DELTA, QP, KP, sqb, sqh, sqt, skb, skh, skt, H, Hkv, Tq, Tk, q_offset,
-                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr):
-    # program (time block, b * H + h): query head h (phases with delta) and, for h < Hkv, key head h
-    b, h = tl.program_id(1).to(tl.int64) // H, tl.program_id(1).to(tl.int64) % H
-    _cartesian_rows(Q, QP, COS, SIN, DELTA, b, h, H, Tq, q_offset, sqb, sqh, sqt, d, BLOCK_D, True, BLOCK_T)
-    if h < Hkv:
-        _cartesian_rows(K, KP, COS, SIN, DELTA, b, h, Hkv, Tk, 0, skb, skh, skt, d, BLOCK_D, False, BLOCK_T)
+                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr, HEADS: tl.constexpr):
+    # program (time block, b * groups + g): query heads [g HEADS, (g + 1) HEADS) and the key heads among them,
+    # with the phase table's rows read once for them all
+    groups = tl.cdiv(H, HEADS)
+    b, g = tl.program_id(1).to(tl.int64) // groups, tl.program_id(1).to(tl.int64) % groups
+    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, q_offset, Tq, d, BLOCK_T, BLOCK_D)
+    for i in range(HEADS):
+        h = g * HEADS + i
+        if h < H:
+            cos_phi, sin_phi = _minus_delta(cos_a, sin_a, DELTA, h, offs_d, d)
+            _cartesian_rows(Q, QP, cos_phi, sin_phi, b, h, H, Tq, offs_t, offs_d, keep, sqb, sqh, sqt, d)
+    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, 0, Tk, d, BLOCK_T, BLOCK_D)
+    for i in range(HEADS):
+        h = g * HEADS + i
+        if h < Hkv:
+            _cartesian_rows(K, KP, cos_a, sin_a, b, h, Hkv, Tk, offs_t, offs_d, keep, skb, skh, skt, d)
 
 
 @triton.jit
-def _cartesian_rows_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, b, h, heads, T, pos0, sxb, sxh, sxt, sgb, sgh,
-                        sgt, d: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, BLOCK_T: tl.constexpr):
+def _cartesian_rows_bwd(X, DXP, DX, DDELTA_PART, cos_phi, sin_phi, b, h, heads, T, offs_t, offs_d, keep,
+                        sxb, sxh, sxt, sgb, sgh, sgt, d: tl.constexpr, HAS_DELTA: tl.constexpr):
     # dx from dx' = [dX, dY], stored (B, T, heads, d) in memory; with delta, this block's share of ddelta[h]
-    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    offs_d = tl.arange(0, BLOCK_D)
-    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
     x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
     dX = _load_tile(DXP + b * sgb + h * sgh, offs_t, offs_d, sgt, keep)
     dY = _load_tile(DXP + b * sgb + h * sgh + d, offs_t, offs_d, sgt, keep)
-    cos_phi, sin_phi = _phases(COS, SIN, DELTA, h, pos0 + offs_t, offs_d, d, keep, HAS_DELTA)
     dmu = dX * cos_phi + dY * sin_phi
     dx = DX + ((b * T + offs_t[:, None]) * heads + h) * d + offs_d[None, :]
     tl.store(dx, (dmu * _sigmoid(x)).to(DX.dtype.element_ty), mask=keep)
     if HAS_DELTA:
         ddelta = _softplus(x) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY, the phases are 0)
-        part = DDELTA_PART + ((tl.program_id(0) * tl.num_programs(1) + b * heads + h) * d) + offs_d
-        tl.store(part, tl.sum(ddelta, 0), mask=offs_d < d)
+        tl.store(DDELTA_PART + h * d + offs_d, tl.sum(ddelta, 0), mask=offs_d < d)
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
 def _cartesian_bwd(Q, K, DQP, DKP, COS, SIN, DELTA, DQ, DK, DDELTA_PART, sqb, sqh, sqt, skb, skh, skt,
                    sgqb, sgqh, sgqt, sgkb, sgkh, sgkt, H, Hkv, Tq, Tk, q_offset,
-                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr):
-    # the programs of _cartesian_fwd, backwards: dq and this block's share of ddelta; dk for h < Hkv
-    b, h = tl.program_id(1).to(tl.int64) // H, tl.program_id(1).to(tl.int64) % H
-    _cartesian_rows_bwd(Q, DQP, DQ, COS, SIN, DELTA, DDELTA_PART, b, h, H, Tq, q_offset, sqb, sqh, sqt,
-                        sgqb, sgqh, sgqt, d, BLOCK_D, True, BLOCK_T)
-    if h < Hkv:
-        _cartesian_rows_bwd(K, DKP, DK, COS, SIN, DELTA, DDELTA_PART, b, h, Hkv, Tk, 0, skb, skh, skt,
-                            sgkb, sgkh, sgkt, d, BLOCK_D, False, BLOCK_T)
+                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr, HEADS: tl.constexpr):
+    # the programs of _cartesian_fwd, backwards: dq and this block's share of ddelta; dk
+    groups = tl.cdiv(H, HEADS)
+    b, g = tl.program_id(1).to(tl.int64) // groups, tl.program_id(1).to(tl.int64) % groups
+    part = DDELTA_PART + (tl.program_id(0) * (tl.num_programs(1) // groups) + b) * H * d  # (time block, b) row
+    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, q_offset, Tq, d, BLOCK_T, BLOCK_D)
+    for i in range(HEADS):
+        h = g * HEADS + i
+        if h < H:
+            cos_phi, sin_phi = _minus_delta(cos_a, sin_a, DELTA, h, offs_d, d)
+            _cartesian_rows_bwd(Q, DQP, DQ, part, cos_phi, sin_phi, b, h, H, Tq, offs_t, offs_d, keep,
+                                sqb, sqh, sqt, sgqb, sgqh, sgqt, d, True)
+    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, 0, Tk, d, BLOCK_T, BLOCK_D)
+    for i in range(HEADS):
+        h = g * HEADS + i
+        if h < Hkv:
+            _cartesian_rows_bwd(K, DKP, DK, DDELTA_PART, cos_a, sin_a, b, h, Hkv, Tk, offs_t, offs_d, keep,
+                                skb, skh, skt, sgkb, sgkh, sgkt, d, False)
 
 
 # -----------------------------------------------------------------------------
@@ -203,17 +217,20 @@ def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, B
 
 
 @triton.jit
-def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, skt, svt, Tq, Tk, q_offset, qk_scale, lo, hi,
+def _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, FP32: tl.constexpr):
+    # the key rows offs_s: k' (2d wide, contiguous), v (d wide), and the base-2 scores q' k'^T * qk_scale
+    k = _load_rows(K, offs_s, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tk, MASK)
+    v = _load_rows(V, offs_s, tl.arange(0, HEAD_DIM), svt, Tk, MASK)
+    return k, v, _dot(q, tl.trans(k), tl.zeros([q.shape[0], offs_s.shape[0]], tl.float32), FP32) * qk_scale
+
+
+@triton.jit
+def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi,
                HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
                FP32: tl.constexpr):
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_qk = tl.arange(0, 2 * HEAD_DIM)
-    offs_d = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
-        offs_s = start_n + offs_n
-        k = _load_rows(K, offs_s, offs_qk, skt, Tk, MASK)
-        v = _load_rows(V, offs_s, offs_d, svt, Tk, MASK)
-        qk = _dot(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32) * qk_scale
+        offs_s = start_n + tl.arange(0, BLOCK_N)
+        k, v, qk = _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM, MASK, FP32)
         if MASK:
             qk = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), qk, float("-inf"))
         # online softmax
@@ -244,9 +261,9 @@ def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale,
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, 2 * HEAD_DIM, svt, Tq, Tk, q_offset, qk_scale,
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale,
                                0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, 2 * HEAD_DIM, svt, Tq, Tk, q_offset, qk_scale,
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale,
                                full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
 
     # every row sees key 0, so l_i > 0; rows >= Tq are never stored
@@ -348,14 +365,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt
 def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi,
               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
               FP32: tl.constexpr):
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_qk = tl.arange(0, 2 * HEAD_DIM)
-    offs_d = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
-        offs_s = start_n + offs_n
-        k = _load_rows(K, offs_s, offs_qk, 2 * HEAD_DIM, Tk, MASK)
-        v = _load_rows(V, offs_s, offs_d, svt, Tk, MASK)
-        qk = _dot(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32) * qk_scale
+        offs_s = start_n + tl.arange(0, BLOCK_N)
+        k, v, qk = _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM, MASK, FP32)
         p = tl.exp2(qk - lse[:, None])
         if MASK:
             p = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), p, 0.0)
@@ -405,7 +417,7 @@ _BLOCKS = {
 SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
 _SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles of 4-byte numbers need 2x the memory)
 _INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
-BLOCK_T = 64  # rows per program of the prologue / epilogue
+BLOCK_T, HEADS = 32, 2  # prologue / epilogue: rows and heads per program (the best measured: results/speed.md)
 
 
 def _blocks(kind, d, T, dtype):
@@ -447,9 +459,9 @@ def cartesian(q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor, q_offset: i
     cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
     qp = torch.empty((B, H, Tq, 2 * d), dtype=q.dtype, device=q.device)
     kp = torch.empty((B, Hkv, Tk, 2 * d), dtype=k.dtype, device=k.device)
-    _cartesian_fwd[(triton.cdiv(max(Tq, Tk), BLOCK_T), B * H)](
+    _cartesian_fwd[(triton.cdiv(max(Tq, Tk), BLOCK_T), B * triton.cdiv(H, HEADS))](
         q, k, cos, sin, delta, qp, kp, *q.stride()[:3], *k.stride()[:3], H, Hkv, Tq, Tk, q_offset,
-        d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T)
+        d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T, HEADS=HEADS)
     return qp, kp
 
 
@@ -472,9 +484,10 @@ def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k:
     dk = torch.empty((B, Tk, Hkv, d), dtype=k.dtype, device=k.device).transpose(1, 2)
     n_blocks = triton.cdiv(max(Tq, Tk), BLOCK_T)
     part = torch.empty((n_blocks, B, H, d), dtype=torch.float32, device=q.device)  # every program writes its row
-    _cartesian_bwd[(n_blocks, B * H)](
+    _cartesian_bwd[(n_blocks, B * triton.cdiv(H, HEADS))](
         q, k, dqp, dkp, cos, sin, delta, dq, dk, part, *q.stride()[:3], *k.stride()[:3], *dqp.stride()[:3],
-        *dkp.stride()[:3], H, Hkv, Tq, Tk, q_offset, d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T)
+        *dkp.stride()[:3], H, Hkv, Tq, Tk, q_offset, d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T,
+        HEADS=HEADS)
     return dq, dk, part.sum(dim=(0, 1)).to(delta.dtype)  # over the time blocks and the batch, in fp32
 
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from model import (GPT, POS_EMBS, GPTConfig, KVCache, alibi_slopes, pope_attention, pope_attention_sdpa,
                    pope_cartesian, rope_angles, rope_frequencies, rope_rotate)
@@ -213,6 +214,19 @@ def test_padded_vocabulary_is_never_scored():
     logits2, loss2 = m(idx, idx)
     torch.testing.assert_close(loss2, loss, rtol=0, atol=0)
     assert m(idx)[0].shape == (2, 1, 17)
+
+
+def test_loss_equals_cross_entropy_over_the_vocabulary():
+    """The written-out loss (lse - logit[target], padding masked) is F.cross_entropy over the tokenizer's 17 logits,
+    ignore_index=-1 included, in value and in gradient."""
+    m = tiny('rope').double()
+    idx, targets = torch.randint(0, 17, (2, 12)), torch.randint(0, 17, (2, 12))
+    targets[0, :5] = -1
+    logits, loss = m(idx, targets)
+    ref = F.cross_entropy(logits.reshape(-1, 17), targets.reshape(-1), ignore_index=-1)
+    torch.testing.assert_close(loss, ref, rtol=1e-12, atol=1e-12)
+    g, g_ref = (torch.autograd.grad(f, m.lm_head.weight, retain_graph=True)[0] for f in (loss, ref))
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
 
 
 def test_alibi_half_and_yarn_details():

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 import torch
+import torch._inductor.config
 
 p = argparse.ArgumentParser()
 p.add_argument('--pos_emb', default='pope')
@@ -27,12 +28,15 @@ p.add_argument('--attn_impl', default='auto')
 p.add_argument('--code', default=os.path.join(os.path.dirname(__file__), '..', '..'), help='folder of model.py')
 p.add_argument('--data', default='data/shakespeare/train.bin')
 p.add_argument('--steps', type=int, default=200)
+p.add_argument('--lr', type=float, default=6e-4, help="AdamW's constant learning rate (nanoGPT's bench.py: 6e-4)")
 p.add_argument('--batch_size', type=int, default=32)
 p.add_argument('--shape', default='124m', choices=('124m', 'indirect'),
                help="indirect: the indirect-indexing model (8 x 8 heads x 512, T 48, 66 tokens) on random tokens")
 p.add_argument('--profile', type=int, default=0)
 p.add_argument('--ddp_buckets', type=int, default=1, help="0: one compiled graph, all-reduce after backward")
-p.add_argument('--bucket_mb', type=int, default=25, help="DDP's bucket_cap_mb (25 is DDP's default)")
+p.add_argument('--bucket_mb', type=int, default=25, help="DDP's bucket_cap_mb (25: DDP's default; train.py: 200)")
+p.add_argument('--grad_view', type=int, default=1, help="DDP's gradient_as_bucket_view (train.py: 1)")
+p.add_argument('--tune', type=int, default=0, help="1: inductor's coordinate-descent tuning of its Triton kernels")
 args = p.parse_args()
 sys.path.insert(0, os.path.abspath(args.code))
 from model import GPT, GPTConfig  # noqa: E402  (the chosen version)
@@ -43,6 +47,7 @@ if ddp:
     torch.distributed.init_process_group('nccl')
     torch.cuda.set_device(int(os.environ['LOCAL_RANK']))
     torch._dynamo.config.optimize_ddp = bool(args.ddp_buckets)
+torch._inductor.config.coordinate_descent_tuning = bool(args.tune)
 torch.manual_seed(1337)
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
 B, T = args.batch_size, (1024 if args.shape == '124m' else 48)
@@ -66,11 +71,12 @@ cfg = dict(n_layer=12, n_head=12, n_embd=768, block_size=T, vocab_size=50304 if 
 if args.shape == 'indirect':
     cfg.update(n_layer=8, n_head=8, n_embd=512, vocab_size=66)
 model = GPT(GPTConfig(**{k: v for k, v in cfg.items() if k in fields})).cuda()
-optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), 'cuda')
+optimizer = model.configure_optimizers(0.1, args.lr, (0.9, 0.95), 'cuda')
 model = torch.compile(model)
 if ddp:
     model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[int(os.environ['LOCAL_RANK'])],
-                                                      gradient_as_bucket_view=True, bucket_cap_mb=args.bucket_mb)
+                                                      gradient_as_bucket_view=bool(args.grad_view),
+                                                      bucket_cap_mb=args.bucket_mb)
 ctx = torch.autocast('cuda', dtype=torch.bfloat16)
 
 
@@ -97,13 +103,15 @@ graphs, breaks = stats['stats']['unique_graphs'], sum(stats['graph_break'].value
 if rank == 0:
     print(f"summary: pos_emb {args.pos_emb}, attn_impl {args.attn_impl}, code {os.path.abspath(args.code)}, "
           f"gpus {world}" + (f" (bucket_cap_mb {args.bucket_mb}, ddp_buckets {args.ddp_buckets})" if ddp else "")
+          + (', tuned' if args.tune else '') + (', grad_view 0' if not args.grad_view else '')
           + f", {ms:.1f} ms/step (median of steps 20..{args.steps - 1}), "
           f"{B * T * world / ms * 1000:,.0f} tokens/s, dynamo graphs {graphs}, graph breaks {breaks}"
           + ('' if not breaks else f" {dict(stats['graph_break'])}"))
-if args.profile and rank == 0:
+if args.profile:  # every rank steps (DDP's all-reduce needs them all), rank 0 prints
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for x, y in batches[:5]:
             step(x, y)
-    print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=25, max_name_column_width=70))
+    if rank == 0:
+        print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=25, max_name_column_width=70))
 if ddp:
     torch.distributed.destroy_process_group()

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The timed runs of results/speed.md on a 2 x H200 machine, in two device calls of under 10 minutes each; every
 # timed run has its GPU to itself. Logs in $LOGS (default out-logs/speed).
-#   bash results/speed/run.sh one    # one GPU per run. GPU 0: nanoGPT's bench.py, nanoGPT's model.py in our loop, the
-#                                    # previous version (RoPE, PoPE); GPU 1: our RoPE and PoPE (with profiles), the
-#                                    # PoPE indirect-indexing run (10k steps), the kernel and model tests on the GPU
-#   bash results/speed/run.sh ddp    # DDP on 2 GPUs, RoPE and PoPE, DDP's buckets and one graph
+#   bash results/speed/run.sh one    # one GPU per run. GPU 0: nanoGPT's bench.py, nanoGPT's model.py in our loop, our
+#                                    # RoPE and PoPE (profiles); GPU 1: our RoPE and PoPE, the previous version's
+#   bash results/speed/run.sh ddp    # DDP on 2 GPUs, RoPE and PoPE (one graph, as train.py), larger buckets
+#   bash results/speed/run.sh curves # loss curves before/after at lr 1e-4; the kernel and model tests on the GPUs
+#   bash results/speed/run.sh curves_again   # each of the two curves again, on each GPU
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
 # .dev/nanogpt (fetched for the measurement only, not part of this repository); the previous version's model.py and
-# pope_kernel.py in .dev/before (git archive abe23fd model.py pope_kernel.py | tar -x -C .dev/before).
+# pope_kernel.py in .dev/before (git archive 15481d7 model.py pope_kernel.py | tar -x -C .dev/before).
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LOGS=${LOGS:-out-logs/speed}
@@ -29,29 +30,53 @@ one() {
     export CUDA_VISIBLE_DEVICES=0
     (cd .dev/nanogpt && python bench.py --batch_size=32 --real_data=False) > "$LOGS/nanogpt_bench.log" 2>&1
     python $b --code=.dev/nanogpt --profile=1 > "$LOGS/nanogpt.log" 2>&1
-    python $b --pos_emb=rope --code=.dev/before --profile=1 > "$LOGS/before_rope.log" 2>&1
-    python $b --pos_emb=pope --code=.dev/before > "$LOGS/before_pope.log" 2>&1
+    for pe in rope pope; do python $b --pos_emb=$pe --profile=1 > "$LOGS/$pe.log" 2>&1; done
   ) &
   (
     export CUDA_VISIBLE_DEVICES=1
-    python $b --pos_emb=rope --profile=1 > "$LOGS/rope.log" 2>&1
-    python $b --pos_emb=pope --profile=1 > "$LOGS/pope.log" 2>&1
-    indirect pope pope > "$LOGS/indirect_pope_10k.log" 2>&1
-    TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py tests/test_model.py > "$LOGS/tests_gpu.log" 2>&1
+    for pe in rope pope; do python $b --pos_emb=$pe > "$LOGS/gpu1_$pe.log" 2>&1; done
+    for pe in rope pope; do python $b --pos_emb=$pe --code=.dev/before > "$LOGS/gpu1_before_$pe.log" 2>&1; done
   ) &
   wait
   grep -h "summary\|time per iteration" "$LOGS"/*.log
-  grep -h "ms/it\|^final" "$LOGS"/indirect_*_10k.log | tail -3
-  tail -1 "$LOGS/tests_gpu.log"
 }
 
-ddp() {  # DDP's default (a graph per gradient bucket, all-reduce overlapping the backward) and one graph
-  torchrun="torchrun --standalone --nproc_per_node=2 $b --steps=80"
-  for pe in rope pope; do
-    $torchrun --pos_emb=$pe > "$LOGS/ddp_$pe.log" 2>&1
-    $torchrun --pos_emb=$pe --ddp_buckets=0 > "$LOGS/ddp_${pe}_one_graph.log" 2>&1
-  done
+ddp() {  # one graph (train.py); larger gradient buckets
+  torchrun="torchrun --standalone --nproc_per_node=2 $b --steps=80 --ddp_buckets=0"
+  for pe in rope pope; do $torchrun --pos_emb=$pe > "$LOGS/ddp_${pe}_one_graph.log" 2>&1; done
+  $torchrun --pos_emb=rope --bucket_mb=200 > "$LOGS/ddp_rope_one_graph_buckets200.log" 2>&1
   grep -h "summary" "$LOGS"/ddp_*.log
+}
+
+curves() {  # before and after at a 6x smaller learning rate (where 200 steps are not yet chaotic); the GPU tests
+  (
+    export CUDA_VISIBLE_DEVICES=0
+    python $b --pos_emb=rope --code=.dev/before --lr=1e-4 > "$LOGS/curve_before_rope.log" 2>&1
+    TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py > "$LOGS/tests_gpu_kernel.log" 2>&1
+  ) &
+  (
+    export CUDA_VISIBLE_DEVICES=1
+    python $b --pos_emb=rope --lr=1e-4 > "$LOGS/curve_rope.log" 2>&1
+    TRITON_INTERPRET=0 python -m pytest -q tests/test_model.py > "$LOGS/tests_gpu_model.log" 2>&1
+  ) &
+  wait
+  paste <(grep ^step "$LOGS/curve_before_rope.log") <(grep ^step "$LOGS/curve_rope.log")
+  tail -qn1 "$LOGS"/tests_gpu_*.log
+}
+
+curves_again() {  # the same two runs twice more, each code on each GPU: how far runs of one code drift apart
+  for g in 0 1; do
+    (
+      export CUDA_VISIBLE_DEVICES=$g
+      if [ $g = 0 ]; then order="before now"; else order="now before"; fi
+      for v in $order; do
+        code=.; [ $v = before ] && code=.dev/before
+        python $b --pos_emb=rope --code=$code --lr=1e-4 > "$LOGS/curve_${v}_rope_gpu$g.log" 2>&1
+      done
+    ) &
+  done
+  wait
+  grep -h "^step 50:\|^step 100:\|^step 199" "$LOGS"/curve_*gpu*.log
 }
 
 indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path (cuDNN) and its all-Triton path
