@@ -5,7 +5,8 @@ Frequency usage (paper section 7): mean query and key magnitude per frequency ch
 
 RoPE: the norm sqrt(q_i^2 + q_{i+n}^2) of each rotated pair i (model.py's rotate-half convention:
 pair i = channels (i, i + n), n = head_dim/2), d/2 rows; rotation keeps the norm, so q and k are read
-before it (and before YaRN's temperature). PoPE: the magnitude softplus(q_c) of each channel, d rows.
+before it (and before YaRN's temperature). PoPE: the magnitude softplus(q_c) of each channel (|q_c| for
+--pope_softplus=False models), d rows.
 Both averaged over heads and over the first --tokens tokens of --data (a prepared .bin), in windows of
 block_size. Frequency index 0 is the highest frequency: theta_c = base^(-c/d) for PoPE and
 base^(-2i/d) for RoPE pair i. Also plots PoPE's learned phase bias delta per layer, head, frequency.
@@ -35,8 +36,8 @@ def frequency_stats(model, windows, device='cpu'):
             q, k, _ = out.split([attn.n_head * attn.hd, kv, kv], dim=2)
             for name, x in (('q', q), ('k', k)):
                 x = x.unflatten(2, (-1, attn.hd)).float()  # (B, T, heads, hd)
-                if model.config.pos_emb == 'pope':
-                    m = F.softplus(x)
+                if model.config.pos_emb == 'pope':  # mu; without softplus |mu| (mu's sign is a phase of pi)
+                    m = F.softplus(x) if model.config.pope_softplus else x.abs()
                 else:
                     n = attn.theta.numel()
                     m = torch.sqrt(x[..., :n] ** 2 + x[..., n:2 * n] ** 2)

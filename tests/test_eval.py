@@ -112,12 +112,14 @@ def rms(x):
     return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps)
 
 
-@pytest.mark.parametrize('pos_emb', ['rope', 'pope'])
+@pytest.mark.parametrize('pos_emb', ['rope', 'pope', 'pope_nosoftplus'])
 def test_frequency_stats_hand_made(tmp_path, pos_emb):
     """One layer whose queries are the normalised embeddings and keys twice them: compare with a loop."""
     from eval.frequency_usage import frequency_stats
     torch.manual_seed(1)
-    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=VOCAB, pos_emb=pos_emb, attn_impl='sdpa')).eval()
+    softplus = pos_emb != 'pope_nosoftplus'
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=VOCAB, pos_emb=pos_emb[:4],
+                          attn_impl='sdpa', pope_softplus=softplus)).eval()
     C, H, hd = 32, 2, 16
     with torch.no_grad():
         w = torch.zeros(3 * C, C)
@@ -134,7 +136,8 @@ def test_frequency_stats_hand_made(tmp_path, pos_emb):
                 want.append(np.mean([math.hypot(x[t, h * hd + i], x[t, h * hd + i + hd // 2]) for t in range(len(x)) for h in range(H)]))
         else:
             for c in range(hd):
-                want.append(np.mean([math.log1p(math.exp(x[t, h * hd + c])) for t in range(len(x)) for h in range(H)]))
+                mu = (lambda v: math.log1p(math.exp(v))) if softplus else abs
+                want.append(np.mean([mu(x[t, h * hd + c]) for t in range(len(x)) for h in range(H)]))
         assert stats[name].shape == (1, len(want))
         np.testing.assert_allclose(stats[name][0], want, rtol=1e-5)
 
