@@ -6,7 +6,7 @@
 #   bash results/speed/run.sh ddp    # DDP on 2 GPUs, RoPE and PoPE (one graph, as train.py), larger buckets
 #   bash results/speed/run.sh curves # loss curves before/after at lr 1e-4; the kernel and model tests on the GPUs
 #   bash results/speed/run.sh curves_again   # each of the two curves again, on each GPU
-#   bash results/speed/run.sh candidates     # the loss candidates of two branches against main (see the function)
+#   bash results/speed/run.sh candidates     # the candidates of three branches against main (see the function)
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
@@ -80,9 +80,9 @@ curves_again() {  # the same two runs twice more, each code on each GPU: how far
   grep -h "^step 50:\|^step 100:\|^step 199" "$LOGS"/curve_*gpu*.log
 }
 
-candidates() {  # the next GPU session: main vs the two unmeasured loss candidates, each GPU its own pairs.
-  # .dev/v_bias: model.py and pope_kernel.py of branch speed-loss-bias; .dev/v_ce: those and ce_kernel.py of branch
-  # speed-fused-ce (git archive BRANCH FILES | tar -x -C DIR)
+candidates() {  # the next GPU session: main vs three unmeasured candidates (GPU 0 RoPE, GPU 1 PoPE)
+  # .dev/v_bias, .dev/v_rot: model.py and pope_kernel.py of branches speed-loss-bias, speed-rope-function;
+  # .dev/v_ce: those and ce_kernel.py of branch speed-fused-ce (git archive BRANCH FILES | tar -x -C DIR)
   for g in 0 1; do
     (
       export CUDA_VISIBLE_DEVICES=$g
@@ -90,6 +90,7 @@ candidates() {  # the next GPU session: main vs the two unmeasured loss candidat
       [ $g = 0 ] && python $b --code=.dev/nanogpt > "$LOGS/cand_nanogpt.log" 2>&1
       python $b --pos_emb=$pe --profile=1 > "$LOGS/cand_main_$pe.log" 2>&1
       for v in bias ce; do python $b --pos_emb=$pe --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_$pe.log" 2>&1; done
+      [ $g = 0 ] && python $b --pos_emb=rope --code=.dev/v_rot --profile=1 > "$LOGS/cand_rot_rope.log" 2>&1
     ) &
   done
   wait
