@@ -326,8 +326,8 @@ class GPT(nn.Module):
         if config.pope_delta_init not in ('zero', 'uniform'):
             raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
         if not 0 <= config.pope_zero_freqs <= config.n_embd // config.n_head:
-            hd = config.n_embd // config.n_head
-            raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..{hd} (the head dim)")
+            raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..{config.n_embd // config.n_head} "
+                             "(the head dim)")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
@@ -347,7 +347,7 @@ class GPT(nn.Module):
                 torch.nn.init.normal_(p[:qk_rows], mean=0.0, std=0.02 * config.qk_init_scale)
         # the tied vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304),
         # after the init so that the random numbers drawn are those of the unpadded model; the extra rows are never
-        # looked up, and their logits are -inf in the loss (probability 0, no gradient) and cut from forward()'s
+        # looked up, and their logits are -inf in the loss (probability 0, no gradient) and cut from what forward() returns
         padded = F.pad(self.lm_head.weight.detach(), (0, 0, 0, -config.vocab_size % 64))
         self.lm_head.weight = self.wte.weight = nn.Parameter(padded)
         self.register_buffer('vocab_padding', torch.arange(len(padded)) >= config.vocab_size, persistent=False)
