@@ -117,9 +117,10 @@ def test_frequency_stats_hand_made(tmp_path, pos_emb):
     """One layer whose queries are the normalised embeddings and keys twice them: compare with a loop."""
     from eval.frequency_usage import frequency_stats
     torch.manual_seed(1)
-    softplus = pos_emb != 'pope_nosoftplus'
-    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=VOCAB, pos_emb=pos_emb[:4],
-                          attn_impl='sdpa', pope_softplus=softplus)).eval()
+    softplus = pos_emb != 'pope_nosoftplus'  # a PoPE model trained with mu = x: its magnitude is |x|
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=VOCAB,
+                          pos_emb='rope' if pos_emb == 'rope' else 'pope', attn_impl='sdpa',
+                          pope_softplus=softplus)).eval()
     C, H, hd = 32, 2, 16
     with torch.no_grad():
         w = torch.zeros(3 * C, C)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The timed runs of results/speed.md on a 2 x H200 machine, in two device calls of under 10 minutes each; every
-# timed run has its GPU to itself. Logs in $LOGS (default out-logs/speed).
+# The timed runs of results/speed.md on a 2 x H200 machine, each function under 10 minutes (one and ddp fit in one
+# device call together); every timed run has its GPU to itself. Logs in $LOGS (default out-logs/speed).
 #   bash results/speed/run.sh one    # one GPU per run. GPU 0: nanoGPT's bench.py, nanoGPT's model.py in our loop, our
 #                                    # RoPE and PoPE (profiles); GPU 1: our RoPE and PoPE, the previous version's
 #   bash results/speed/run.sh ddp    # DDP on 2 GPUs, RoPE and PoPE (one graph, as train.py), larger buckets
