@@ -80,19 +80,23 @@ curves_again() {  # the same two runs twice more, each code on each GPU: how far
   grep -h "^step 50:\|^step 100:\|^step 199" "$LOGS"/curve_*gpu*.log
 }
 
-candidates() {  # the next GPU session: main vs three unmeasured candidates (GPU 0 RoPE, GPU 1 PoPE)
+candidates() {  # main vs the candidates of three branches and two combinations (GPU 0: RoPE; GPU 1: PoPE, then RoPE)
   # .dev/v_bias, .dev/v_rot: model.py and pope_kernel.py of branches speed-loss-bias, speed-rope-function;
-  # .dev/v_ce: those and ce_kernel.py of branch speed-fused-ce (git archive BRANCH FILES | tar -x -C DIR)
-  for g in 0 1; do
-    (
-      export CUDA_VISIBLE_DEVICES=$g
-      pe=rope; [ $g = 1 ] && pe=pope
-      [ $g = 0 ] && python $b --code=.dev/nanogpt > "$LOGS/cand_nanogpt.log" 2>&1
-      python $b --pos_emb=$pe --profile=1 > "$LOGS/cand_main_$pe.log" 2>&1
-      for v in bias ce; do python $b --pos_emb=$pe --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_$pe.log" 2>&1; done
-      [ $g = 0 ] && python $b --pos_emb=rope --code=.dev/v_rot --profile=1 > "$LOGS/cand_rot_rope.log" 2>&1
-    ) &
-  done
+  # .dev/v_ce: those and ce_kernel.py of branch speed-fused-ce (git archive BRANCH FILES | tar -x -C DIR);
+  # .dev/v_bias_rot, .dev/v_ce_rot: v_bias, v_ce with speed-rope-function's model.py change applied
+  (
+    export CUDA_VISIBLE_DEVICES=0
+    python $b --code=.dev/nanogpt > "$LOGS/cand_nanogpt.log" 2>&1
+    python $b --pos_emb=rope --profile=1 > "$LOGS/cand_main_rope.log" 2>&1
+    for v in bias ce rot; do python $b --pos_emb=rope --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_rope.log" 2>&1; done
+  ) &
+  (
+    export CUDA_VISIBLE_DEVICES=1
+    python $b --pos_emb=pope --profile=1 > "$LOGS/cand_main_pope.log" 2>&1
+    for v in bias ce; do python $b --pos_emb=pope --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_pope.log" 2>&1; done
+    python $b --pos_emb=rope > "$LOGS/cand_gpu1_main_rope.log" 2>&1
+    for v in bias_rot ce_rot; do python $b --pos_emb=rope --code=.dev/v_$v > "$LOGS/cand_gpu1_${v}_rope.log" 2>&1; done
+  ) &
   wait
   grep -h "summary" "$LOGS"/cand_*.log
 }
