@@ -387,17 +387,20 @@ class GPT(nn.Module):
         return self.ln_f(x)
 
     def forward(self, idx, targets=None, cache=None):
-        """Logits at every position when targets are given (loss ignores targets == -1),
-        else at the last position only."""
+        """Logits at every position when targets are given (loss ignores targets == -1; the logits come back
+        detached, the loss is what trains), else at the last position only."""
         x = self.hidden_states(idx, cache)
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
         logits = self.lm_head(x)
-        # the padding masked to -inf inside the loss's fused kernels, never stored: cut off, its backward copied the
-        # (B*T, 50304) gradient; stored masked (and returned), it cost a write and a read (results/speed.md)
-        masked = logits.masked_fill(self.vocab_padding, float('-inf'))
-        loss = F.cross_entropy(masked.view(-1, masked.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits[..., :self.config.vocab_size], loss
+        if logits.is_cuda and logits.dtype != torch.float64:  # one pass over the logits each way (ce_kernel.py)
+            import ce_kernel  # Triton: imported only where the kernel is used
+            loss = ce_kernel.cross_entropy(logits.flatten(0, 1), targets.flatten(), self.config.vocab_size)
+        else:  # the same loss in plain PyTorch: the padding's logits -inf (probability 0)
+            masked = logits.masked_fill(self.vocab_padding, float('-inf'))
+            loss = F.cross_entropy(masked.flatten(0, 1), targets.flatten(), ignore_index=-1)
+        # detached: an output with a gradient gets a zero (B*T, 50304) gradient filled and read in every backward
+        return logits[..., :self.config.vocab_size].detach(), loss
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,
                              delta_lr_mult=1.0):

@@ -3,15 +3,15 @@
 # device call together); every timed run has its GPU to itself. Logs in $LOGS (default out-logs/speed).
 #   bash results/speed/run.sh one    # one GPU per run. GPU 0: nanoGPT's bench.py, nanoGPT's model.py in our loop, our
 #                                    # RoPE and PoPE (profiles); GPU 1: our RoPE and PoPE, the previous version's
-#   bash results/speed/run.sh ddp    # DDP on 2 GPUs, RoPE and PoPE (one graph, as train.py), larger buckets
-#   bash results/speed/run.sh curves # loss curves before/after at lr 1e-4; the kernel and model tests on the GPUs
+#   bash results/speed/run.sh ddp    # DDP on 2 GPUs, RoPE and PoPE (one graph, 200 MB buckets, as train.py)
+#   bash results/speed/run.sh curves # loss curves before/after at lr 1e-4; the kernel, loss and model tests on the GPUs
 #   bash results/speed/run.sh curves_again   # each of the two curves again, on each GPU
-#   bash results/speed/run.sh candidates     # the candidates of three branches against main (see the function)
+#   bash results/speed/run.sh candidates     # two loss candidates of branches, on top of main (see the function)
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
 # .dev/nanogpt (fetched for the measurement only, not part of this repository); the previous version's model.py and
-# pope_kernel.py in .dev/before (git archive 15481d7 model.py pope_kernel.py | tar -x -C .dev/before).
+# pope_kernel.py in .dev/before (git archive ed997ea model.py pope_kernel.py | tar -x -C .dev/before).
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LOGS=${LOGS:-out-logs/speed}
@@ -42,27 +42,27 @@ one() {
   grep -h "summary\|time per iteration" "$LOGS"/*.log
 }
 
-ddp() {  # one graph (train.py); larger gradient buckets
-  torchrun="torchrun --standalone --nproc_per_node=2 $b --steps=80 --ddp_buckets=0"
-  for pe in rope pope; do $torchrun --pos_emb=$pe > "$LOGS/ddp_${pe}_one_graph.log" 2>&1; done
-  $torchrun --pos_emb=rope --bucket_mb=200 > "$LOGS/ddp_rope_one_graph_buckets200.log" 2>&1
+ddp() {  # one graph and 200 MB gradient buckets, as train.py
+  for pe in rope pope; do
+    torchrun --standalone --nproc_per_node=2 $b --steps=80 --ddp_buckets=0 --bucket_mb=200 --pos_emb=$pe \
+      > "$LOGS/ddp_${pe}_one_graph_buckets200.log" 2>&1
+  done
   grep -h "summary" "$LOGS"/ddp_*.log
 }
 
 curves() {  # before and after at a 6x smaller learning rate (where 200 steps are not yet chaotic); the GPU tests
-  (
-    export CUDA_VISIBLE_DEVICES=0
-    python $b --pos_emb=rope --code=.dev/before --lr=1e-4 > "$LOGS/curve_before_rope.log" 2>&1
-    TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py > "$LOGS/tests_gpu_kernel.log" 2>&1
-  ) &
-  (
-    export CUDA_VISIBLE_DEVICES=1
-    python $b --pos_emb=rope --lr=1e-4 > "$LOGS/curve_rope.log" 2>&1
-    TRITON_INTERPRET=0 python -m pytest -q tests/test_model.py > "$LOGS/tests_gpu_model.log" 2>&1
-  ) &
+  for g in 0 1; do
+    (
+      export CUDA_VISIBLE_DEVICES=$g
+      v=now; code=.; tests="tests/test_model.py tests/test_ce_kernel.py"
+      [ $g = 0 ] && v=before && code=.dev/before && tests=tests/test_pope_kernel.py
+      for pe in rope pope; do python $b --pos_emb=$pe --code=$code --lr=1e-4 > "$LOGS/curve_${v}_$pe.log" 2>&1; done
+      TRITON_INTERPRET=0 python -m pytest -q $tests > "$LOGS/tests_gpu$g.log" 2>&1
+    ) &
+  done
   wait
-  paste <(grep ^step "$LOGS/curve_before_rope.log") <(grep ^step "$LOGS/curve_rope.log")
-  tail -qn1 "$LOGS"/tests_gpu_*.log
+  for pe in rope pope; do paste <(grep ^step "$LOGS/curve_before_$pe.log") <(grep ^step "$LOGS/curve_now_$pe.log"); done
+  tail -qn1 "$LOGS"/tests_gpu*.log
 }
 
 curves_again() {  # the same two runs twice more, each code on each GPU: how far runs of one code drift apart
@@ -80,23 +80,17 @@ curves_again() {  # the same two runs twice more, each code on each GPU: how far
   grep -h "^step 50:\|^step 100:\|^step 199" "$LOGS"/curve_*gpu*.log
 }
 
-candidates() {  # main vs the candidates of three branches and two combinations (GPU 0: RoPE; GPU 1: PoPE, then RoPE)
-  # .dev/v_bias, .dev/v_rot: model.py and pope_kernel.py of branches speed-loss-bias, speed-rope-function;
-  # .dev/v_ce: those and ce_kernel.py of branch speed-fused-ce (git archive BRANCH FILES | tar -x -C DIR);
-  # .dev/v_bias_rot, .dev/v_ce_rot: v_bias, v_ce with speed-rope-function's model.py change applied
-  (
-    export CUDA_VISIBLE_DEVICES=0
-    python $b --code=.dev/nanogpt > "$LOGS/cand_nanogpt.log" 2>&1
-    python $b --pos_emb=rope --profile=1 > "$LOGS/cand_main_rope.log" 2>&1
-    for v in bias ce rot; do python $b --pos_emb=rope --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_rope.log" 2>&1; done
-  ) &
-  (
-    export CUDA_VISIBLE_DEVICES=1
-    python $b --pos_emb=pope --profile=1 > "$LOGS/cand_main_pope.log" 2>&1
-    for v in bias ce; do python $b --pos_emb=pope --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_pope.log" 2>&1; done
-    python $b --pos_emb=rope > "$LOGS/cand_gpu1_main_rope.log" 2>&1
-    for v in bias_rot ce_rot; do python $b --pos_emb=rope --code=.dev/v_$v > "$LOGS/cand_gpu1_${v}_rope.log" 2>&1; done
-  ) &
+candidates() {  # main vs two loss candidates, each with the logits returned detached as on main (GPU 0 RoPE, GPU 1 PoPE)
+  # .dev/v_bias_det: model.py of branch speed-loss-bias (the padding's -inf as F.linear's bias); .dev/v_ce_det: model.py
+  # and ce_kernel.py of branch speed-fused-ce (the loss as two Triton kernels); in both, main's .detach() of the
+  # returned logits applied by hand; pope_kernel.py: main's (git archive BRANCH FILES | tar -x -C DIR)
+  for g in 0 1; do
+    (
+      export CUDA_VISIBLE_DEVICES=$g
+      pe=rope; [ $g = 1 ] && pe=pope
+      for v in bias_det ce_det; do python $b --pos_emb=$pe --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_$pe.log" 2>&1; done
+    ) &
+  done
   wait
   grep -h "summary" "$LOGS"/cand_*.log
 }
