@@ -4,12 +4,13 @@ The training loss as two Triton kernels, one pass over the logits each: the cros
 target t (-1: ignored).
 
     lse_i  = log sum_{j < V} exp(z_ij)               forward: one read of the row (running max and sum)
-    loss_i = lse_i - z_{i, t_i}                      (0 where t_i = -1)
+    loss_i = lse_i - z_{i, t_i}                      (0 where t_i = -1; NaN for a target outside 0..V-1:
+                                                     F.cross_entropy raises, a check here would cost a host sync)
     dz_ij  = g_i (exp(z_ij - lse_i) - [j = t_i])     backward: one read and one write of the row
                                                      (0 in the padding and in ignored rows)
 
 Why a kernel: the 124M step's logits are 32k x 50304 (3.3 GB in bf16), and the loss is bandwidth alone.
-inductor's kernels for F.cross_entropy over the masked logits took 5.4 ms a step, these 3.6 (results/speed.md).
+inductor's kernels for F.cross_entropy over the masked logits took 5.4 ms a step, these 3.0 (results/speed.md).
 model.py uses them for CUDA tensors and F.cross_entropy for the rest; tests/test_ce_kernel.py checks the two agree.
 """
 
@@ -38,8 +39,9 @@ def _ce_fwd(Z, TARGETS, LOSS, LSE, V, stride, BLOCK_V: tl.constexpr):
         m = m_new
     lse = m + tl.log(s)
     t = tl.load(TARGETS + row)
-    z_t = tl.load(z_row + tl.maximum(t, 0)).to(tl.float32)
-    tl.store(LOSS + row, tl.where(t >= 0, lse - z_t, 0.0))
+    valid = (t >= 0) & (t < V)
+    z_t = tl.load(z_row + tl.where(valid, t, 0)).to(tl.float32)
+    tl.store(LOSS + row, tl.where(valid, lse - z_t, tl.where(t == -1, 0.0, float("nan"))))
     tl.store(LSE + row, lse)
 
 

@@ -33,6 +33,12 @@ def test_loss_and_gradient_match_cross_entropy(dtype, N, V, Vp):
     assert torch.all(g[:, V:] == 0) and torch.all(g[1] == 0)
 
 
+def test_a_target_outside_the_vocabulary_makes_the_loss_nan():
+    z, t = torch.randn(3, 128, device=DEVICE), torch.tensor([5, 100, -1], device=DEVICE)  # 100: a padding column
+    assert torch.isnan(ce_kernel.cross_entropy(z, t, 100))
+    assert ce_kernel.cross_entropy(z, torch.tensor([5, 99, -1], device=DEVICE), 100).isfinite()
+
+
 def test_rejects_what_it_does_not_take():
     z = torch.randn(4, 128, device=DEVICE)
     with pytest.raises(ValueError, match="contiguous rows"):

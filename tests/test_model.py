@@ -209,6 +209,7 @@ def test_padded_vocabulary_is_never_scored():
     idx = torch.randint(0, 17, (2, 12))
     logits, loss = m(idx, idx)
     assert logits.shape == (2, 12, 17)
+    assert loss.requires_grad and not logits.requires_grad  # a logits gradient would be filled and read each step
     with torch.no_grad():
         m.lm_head.weight[17:] = 100.0  # large logits, if they were scored
     logits2, loss2 = m(idx, idx)
