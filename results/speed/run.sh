@@ -7,6 +7,7 @@
 #   bash results/speed/run.sh curves # loss curves before/after at lr 1e-4; the kernel, loss and model tests on the GPUs
 #   bash results/speed/run.sh curves_again   # each of the two curves again, on each GPU
 #   bash results/speed/run.sh candidates     # two loss candidates of branches, on top of main (see the function)
+#   bash results/speed/run.sh candidates_layout  # PoPE with time-major q', k' (branch speed-pope-layout) vs main
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
@@ -80,19 +81,40 @@ curves_again() {  # the same two runs twice more, each code on each GPU: how far
   grep -h "^step 50:\|^step 100:\|^step 199" "$LOGS"/curve_*gpu*.log
 }
 
-candidates() {  # main vs two loss candidates, each with the logits returned detached as on main (GPU 0 RoPE, GPU 1 PoPE)
-  # .dev/v_bias_det: model.py of branch speed-loss-bias (the padding's -inf as F.linear's bias); .dev/v_ce_det: model.py
-  # and ce_kernel.py of branch speed-fused-ce (the loss as two Triton kernels); in both, main's .detach() of the
-  # returned logits applied by hand; pope_kernel.py: main's (git archive BRANCH FILES | tar -x -C DIR)
+candidates() {  # round 6, call 2: two loss candidates with the logits detached (GPU 0 RoPE, GPU 1 PoPE)
+  # .dev/v_bias_det: model.py of branch speed-loss-bias (the padding's -inf as F.linear's bias); .dev/v_ce_det:
+  # model.py and ce_kernel.py of branch speed-fused-ce (the loss as two Triton kernels); in both, main's .detach() of
+  # the returned logits applied by hand; pope_kernel.py: main's (git archive BRANCH FILES | tar -x -C DIR)
   for g in 0 1; do
     (
       export CUDA_VISIBLE_DEVICES=$g
       pe=rope; [ $g = 1 ] && pe=pope
-      for v in bias_det ce_det; do python $b --pos_emb=$pe --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_$pe.log" 2>&1; done
+      for v in bias_det ce_det; do
+        python $b --pos_emb=$pe --code=.dev/v_$v --profile=1 > "$LOGS/cand_${v}_$pe.log" 2>&1
+      done
     ) &
   done
   wait
   grep -h "summary" "$LOGS"/cand_*.log
+}
+
+candidates_layout() {  # for the next GPU session: PoPE with q', k' time-major (branch speed-pope-layout) vs main
+  # .dev/v_layout: pope_kernel.py and tests/test_pope_kernel.py of branch speed-pope-layout, model.py and
+  # ce_kernel.py of main (the test file imports the modules of the folder above it)
+  for g in 0 1; do
+    (
+      export CUDA_VISIBLE_DEVICES=$g
+      python $b --pos_emb=rope > "$LOGS/cand_main_rope_gpu$g.log" 2>&1
+      for v in main layout; do
+        code=.; [ $v = layout ] && code=.dev/v_layout
+        python $b --pos_emb=pope --code=$code --profile=$((1 - g)) > "$LOGS/cand_${v}_pope_gpu$g.log" 2>&1
+      done
+      [ $g = 1 ] && TRITON_INTERPRET=0 python -m pytest -q .dev/v_layout/tests/test_pope_kernel.py \
+        -p no:cacheprovider > "$LOGS/cand_layout_tests.log" 2>&1
+    ) &
+  done
+  wait
+  grep -h "summary" "$LOGS"/cand_*.log; tail -1 "$LOGS/cand_layout_tests.log"
 }
 
 indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path (cuDNN) and its all-Triton path
