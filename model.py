@@ -347,7 +347,7 @@ class GPT(nn.Module):
                 torch.nn.init.normal_(p[:qk_rows], mean=0.0, std=0.02 * config.qk_init_scale)
         # the tied vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304),
         # after the init so that the random numbers drawn are those of the unpadded model; the extra rows are never
-        # looked up, and their logits are -inf in the loss (probability 0, no gradient) and cut from what forward() returns
+        # looked up, their logits are -inf in the loss (probability 0, no gradient) and cut from forward()'s logits
         padded = F.pad(self.lm_head.weight.detach(), (0, 0, 0, -config.vocab_size % 64))
         self.lm_head.weight = self.wte.weight = nn.Parameter(padded)
         self.register_buffer('vocab_padding', torch.arange(len(padded)) >= config.vocab_size, persistent=False)
