@@ -351,6 +351,10 @@ class GPT(nn.Module):
         padded = F.pad(self.lm_head.weight.detach(), (0, 0, 0, -config.vocab_size % 64))
         self.lm_head.weight = self.wte.weight = nn.Parameter(padded)
         self.register_buffer('vocab_padding', torch.arange(len(padded)) >= config.vocab_size, persistent=False)
+        self.loss_kernel = None  # the loss of CUDA tensors: two Triton kernels, one pass over the logits each way
+        if torch.cuda.is_available():
+            import ce_kernel  # Triton: imported only where the kernel can run
+            self.loss_kernel = ce_kernel.cross_entropy
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -393,9 +397,8 @@ class GPT(nn.Module):
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
         logits = self.lm_head(x)
-        if logits.is_cuda and logits.dtype != torch.float64:  # one pass over the logits each way (ce_kernel.py)
-            import ce_kernel  # Triton: imported only where the kernel is used
-            loss = ce_kernel.cross_entropy(logits.flatten(0, 1), targets.flatten(), self.config.vocab_size)
+        if self.loss_kernel and logits.is_cuda and logits.dtype != torch.float64:  # ce_kernel.py
+            loss = self.loss_kernel(logits.flatten(0, 1), targets.flatten(), self.config.vocab_size)
         else:  # the same loss in plain PyTorch: the padding's logits -inf (probability 0)
             masked = logits.masked_fill(self.vocab_padding, float('-inf'))
             loss = F.cross_entropy(masked.flatten(0, 1), targets.flatten(), ignore_index=-1)
