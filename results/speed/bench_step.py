@@ -112,6 +112,6 @@ if args.profile:  # every rank steps (DDP's all-reduce needs them all), rank 0 p
         for x, y in batches[:5]:
             step(x, y)
     if rank == 0:
-        print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=25, max_name_column_width=70))
+        print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=40, max_name_column_width=70))
 if ddp:
     torch.distributed.destroy_process_group()
