@@ -100,13 +100,14 @@ candidates() {  # round 6, call 2: two loss candidates with the logits detached 
 
 candidates_layout() {  # for the next GPU session: PoPE with q', k' time-major (branch speed-pope-layout) vs main
   # .dev/v_layout: pope_kernel.py and tests/test_pope_kernel.py of branch speed-pope-layout, model.py and
-  # ce_kernel.py of main (the test file imports the modules of the folder above it)
+  # ce_kernel.py of main (the test file imports the modules of the folder above it); .dev/v_layout_h12: the same with
+  # BLOCK_T, HEADS = 16, 12 (a program writes whole time-major rows of q', k')
   for g in 0 1; do
     (
       export CUDA_VISIBLE_DEVICES=$g
       python $b --pos_emb=rope > "$LOGS/cand_main_rope_gpu$g.log" 2>&1
-      for v in main layout; do
-        code=.; [ $v = layout ] && code=.dev/v_layout
+      for v in main layout layout_h12; do
+        code=.; [ $v != main ] && code=.dev/v_$v
         python $b --pos_emb=pope --code=$code --profile=$((1 - g)) > "$LOGS/cand_${v}_pope_gpu$g.log" 2>&1
       done
       [ $g = 1 ] && TRITON_INTERPRET=0 python -m pytest -q .dev/v_layout/tests/test_pope_kernel.py \
