@@ -218,8 +218,8 @@ def test_padded_vocabulary_is_never_scored():
 
 
 def test_loss_equals_cross_entropy_over_the_vocabulary():
-    """The written-out loss (lse - logit[target], padding masked) is F.cross_entropy over the tokenizer's 17 logits,
-    ignore_index=-1 included, in value and in gradient."""
+    """The model's loss off CUDA (F.cross_entropy over the padded logits, the padding masked to -inf) is
+    F.cross_entropy over the tokenizer's 17 logits, ignore_index=-1 included, in value and in gradient."""
     m = tiny('rope').double()
     idx, targets = torch.randint(0, 17, (2, 12)), torch.randint(0, 17, (2, 12))
     targets[0, :5] = -1
@@ -229,6 +229,24 @@ def test_loss_equals_cross_entropy_over_the_vocabulary():
     torch.testing.assert_close(loss, ref, rtol=1e-12, atol=1e-12)
     g, g_ref = (torch.autograd.grad(f, m.lm_head.weight, retain_graph=True)[0] for f in (loss, ref))
     torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the loss kernel is the model's loss on CUDA")
+def test_the_models_loss_on_cuda_is_its_loss_on_the_cpu():
+    """On CUDA the model's loss is ce_kernel's (tests/test_ce_kernel.py tests the kernels); here its wiring: the
+    same model and batch give the CPU's loss and gradient."""
+    m = tiny('rope')
+    idx, targets = torch.randint(0, 17, (2, 12)), torch.randint(0, 17, (2, 12))
+    targets[0, :5] = -1
+    out = {}
+    for device in ('cpu', 'cuda'):
+        m.to(device).zero_grad()
+        loss = m(idx.to(device), targets.to(device))[1]
+        loss.backward()
+        out[device] = loss.item(), m.lm_head.weight.grad.cpu()
+    assert m.loss_kernel is not None
+    assert abs(out['cuda'][0] - out['cpu'][0]) < 1e-4
+    torch.testing.assert_close(out['cuda'][1], out['cpu'][1], rtol=1e-3, atol=1e-5)
 
 
 def test_alibi_half_and_yarn_details():
