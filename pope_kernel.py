@@ -40,8 +40,13 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# the GPU's approximate log2, cos, sin and division in the prologue / epilogue (errors ~2e-7, cos / sin 5e-7 absolute:
+# far below bf16's 4e-3): with libdevice's exact ones, arithmetic bounded them (results/speed.md, round 7). The CPU
+# interpreter has the exact ones only
+FAST_MATH = tl.constexpr(not INTERPRET)
 IMPLS = ("auto", "sdpa", "triton")
 TRITON_HEAD_DIMS = (32, 64, 128)  # the all-Triton attention; the sdpa path takes any d up to MAX_HEAD_DIM
 MAX_HEAD_DIM = 256
@@ -58,12 +63,24 @@ _UPCAST_DOTS = tl.constexpr(INTERPRET)
 @triton.jit
 def _softplus(x):
     # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), in base 2 for the fast special-function units
-    return tl.maximum(x, 0.0) + LN2 * tl.log2(1.0 + tl.exp2(-tl.abs(x) * LOG2E))
+    y = 1.0 + tl.exp2(-tl.abs(x) * LOG2E)
+    if FAST_MATH:
+        return tl.maximum(x, 0.0) + LN2 * libdevice.fast_log2f(y)
+    else:
+        return tl.maximum(x, 0.0) + LN2 * tl.log2(y)
 
 
 @triton.jit
 def _sigmoid(x):
-    return 1.0 / (1.0 + tl.exp2(-x * LOG2E))
+    return tl.fdiv(tl.full(x.shape, 1.0, tl.float32), 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
+
+
+@triton.jit
+def _cos_sin(x):
+    if FAST_MATH:
+        return libdevice.fast_cosf(x), libdevice.fast_sinf(x)
+    else:
+        return tl.cos(x), tl.sin(x)
 
 
 @triton.jit
@@ -88,101 +105,64 @@ def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
         return tl.load(ptrs)
 
 
-@triton.jit
-def _load_tile(ptr, offs_t, offs_d, stride, keep):
-    # the (BLOCK_T, BLOCK_D) tile of rows offs_t, columns offs_d; 0 outside keep
-    return tl.load(ptr + offs_t[:, None] * stride + offs_d[None, :], mask=keep, other=0.0).to(tl.float32)
-
-
 # -----------------------------------------------------------------------------
-# Prologue and epilogue: the polar <-> Cartesian step, elementwise over (B, H, T, d)
+# Prologue and epilogue: the polar <-> Cartesian step, elementwise over (B, heads, T, d). A program takes a
+# (BLOCK_T, BLOCK_H, BLOCK_D) tile of one sequence (positions x heads x d): the d numbers of a row are contiguous, so
+# its loads and stores are vectors, and the phase table's rows are read once for its BLOCK_H heads.
 
 
 @triton.jit
-def _rows(COS, SIN, pos0, T, d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
-    # this program's rows t of one sequence (positions pos0 + t, t < T): their offsets, mask, and the cos and sin
-    # of the angles (pos0 + t) theta from the float64-made table
-    offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    offs_d = tl.arange(0, BLOCK_D)
-    keep = (offs_t < T)[:, None] & (offs_d < d)[None, :]
-    ptrs = (pos0 + offs_t)[:, None] * d + offs_d[None, :]
-    return offs_t, offs_d, keep, tl.load(COS + ptrs, mask=keep, other=0.0), tl.load(SIN + ptrs, mask=keep, other=0.0)
+def _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d: tl.constexpr, BLOCK_T: tl.constexpr,
+                BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
+    # this program's tile of x (fp32), the cos and sin of its phases phi = (pos0 + t) theta_c (- delta[h, c]),
+    # and where it sits (t, h, c as 3-d index tensors, mask); the angles' cos and sin come from the float64-made table
+    t = (tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T))[:, None, None]
+    h = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H))[None, :, None]
+    c = tl.arange(0, BLOCK_D)[None, None, :]
+    keep = (t < T) & (h < heads) & (c < d)
+    x = tl.load(X + b * sxb + h * sxh + t * sxt + c, mask=keep, other=0.0).to(tl.float32)
+    cos_phi = tl.load(COS + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)  # (BLOCK_T, 1, BLOCK_D)
+    sin_phi = tl.load(SIN + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)
+    # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta
+    if HAS_DELTA:
+        delta = tl.load(DELTA + h * d + c, mask=(h < heads) & (c < d), other=0.0).to(tl.float32)  # (1, BLOCK_H, .)
+        cos_delta, sin_delta = _cos_sin(delta)  # (delta in [-2pi, 0])
+        cos_phi, sin_phi = cos_phi * cos_delta + sin_phi * sin_delta, sin_phi * cos_delta - cos_phi * sin_delta
+    return x, cos_phi, sin_phi, t, h, c, keep
 
 
-@triton.jit
-def _minus_delta(cos_a, sin_a, DELTA, h, offs_d, d):
-    # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta;
-    # delta is in [-2pi, 0], where float32 cos and sin are exact to ~1e-7
-    delta = tl.load(DELTA + h * d + offs_d, mask=offs_d < d, other=0.0).to(tl.float32)[None, :]
-    cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
-    return cos_a * cos_delta + sin_a * sin_delta, sin_a * cos_delta - cos_a * sin_delta
-
-
-@triton.jit
-def _cartesian_rows(X, XP, cos_phi, sin_phi, b, h, heads, T, offs_t, offs_d, keep, sxb, sxh, sxt, d: tl.constexpr):
-    # x' = [mu cos phi, mu sin phi] for the rows offs_t of head h of batch b; x' is contiguous
-    mu = _softplus(_load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep))
-    out = XP + ((b * heads + h) * T + offs_t[:, None]) * 2 * d + offs_d[None, :]
+@triton.jit(do_not_specialize=["T", "pos0"])
+def _cartesian_fwd(X, XP, COS, SIN, DELTA, sxb, sxh, sxt, spb, sph, spt, heads, T, pos0, d: tl.constexpr,
+                   BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
+    # x' = [mu cos phi, mu sin phi]; program (time block, head block, b)
+    b = tl.program_id(2).to(tl.int64)
+    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d,
+                                                     BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
+    mu = _softplus(x)
+    out = XP + b * spb + h * sph + t * spt + c
     tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
     tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
 
 
-@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _cartesian_fwd(Q, K, COS, SIN, DELTA, QP, KP, sqb, sqh, sqt, skb, skh, skt, H, Hkv, Tq, Tk, q_offset,
-                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr, HEADS: tl.constexpr):
-    # program (time block, b * groups + g): query heads [g HEADS, (g + 1) HEADS) and the key heads among them,
-    # with the phase table's rows read once for them all
-    groups = tl.cdiv(H, HEADS)
-    b, g = tl.program_id(1).to(tl.int64) // groups, tl.program_id(1).to(tl.int64) % groups
-    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, q_offset, Tq, d, BLOCK_T, BLOCK_D)
-    for i in range(HEADS):
-        h = g * HEADS + i
-        if h < H:
-            cos_phi, sin_phi = _minus_delta(cos_a, sin_a, DELTA, h, offs_d, d)
-            _cartesian_rows(Q, QP, cos_phi, sin_phi, b, h, H, Tq, offs_t, offs_d, keep, sqb, sqh, sqt, d)
-    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, 0, Tk, d, BLOCK_T, BLOCK_D)
-    for i in range(HEADS):
-        h = g * HEADS + i
-        if h < Hkv:
-            _cartesian_rows(K, KP, cos_a, sin_a, b, h, Hkv, Tk, offs_t, offs_d, keep, skb, skh, skt, d)
-
-
-@triton.jit
-def _cartesian_rows_bwd(X, DXP, DX, DDELTA_PART, cos_phi, sin_phi, b, h, heads, T, offs_t, offs_d, keep,
-                        sxb, sxh, sxt, sgb, sgh, sgt, d: tl.constexpr, HAS_DELTA: tl.constexpr):
-    # dx from dx' = [dX, dY], stored (B, T, heads, d) in memory; with delta, this block's share of ddelta[h]
-    x = _load_tile(X + b * sxb + h * sxh, offs_t, offs_d, sxt, keep)
-    dX = _load_tile(DXP + b * sgb + h * sgh, offs_t, offs_d, sgt, keep)
-    dY = _load_tile(DXP + b * sgb + h * sgh + d, offs_t, offs_d, sgt, keep)
-    dmu = dX * cos_phi + dY * sin_phi
-    dx = DX + ((b * T + offs_t[:, None]) * heads + h) * d + offs_d[None, :]
-    tl.store(dx, (dmu * _sigmoid(x)).to(DX.dtype.element_ty), mask=keep)
+@triton.jit(do_not_specialize=["T", "pos0"])
+def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, sxb, sxh, sxt, sgb, sgh, sgt, heads, T, pos0,
+                   d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+                   HAS_DELTA: tl.constexpr):
+    # dx from dx' = [dX, dY], stored (B, T, heads, d) in memory; with delta, the tile's sums over its positions of
+    # d(x' . dx')/d(delta) (its share of ddelta), in row (time block, b) of DDELTA_PART
+    b = tl.program_id(2).to(tl.int64)
+    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d,
+                                                     BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
+    g = DXP + b * sgb + h * sgh + t * sgt + c
+    dX = tl.load(g, mask=keep, other=0.0).to(tl.float32)
+    dY = tl.load(g + d, mask=keep, other=0.0).to(tl.float32)
+    dx = DX + ((b * T + t) * heads + h) * d + c
+    tl.store(dx, ((dX * cos_phi + dY * sin_phi) * _sigmoid(x)).to(DX.dtype.element_ty), mask=keep)
     if HAS_DELTA:
-        ddelta = _softplus(x) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY, the phases are 0)
-        tl.store(DDELTA_PART + h * d + offs_d, tl.sum(ddelta, 0), mask=offs_d < d)
-
-
-@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _cartesian_bwd(Q, K, DQP, DKP, COS, SIN, DELTA, DQ, DK, DDELTA_PART, sqb, sqh, sqt, skb, skh, skt,
-                   sgqb, sgqh, sgqt, sgkb, sgkh, sgkt, H, Hkv, Tq, Tk, q_offset,
-                   d: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr, HEADS: tl.constexpr):
-    # the programs of _cartesian_fwd, backwards: dq and this block's share of ddelta; dk
-    groups = tl.cdiv(H, HEADS)
-    b, g = tl.program_id(1).to(tl.int64) // groups, tl.program_id(1).to(tl.int64) % groups
-    part = DDELTA_PART + (tl.program_id(0) * (tl.num_programs(1) // groups) + b) * H * d  # (time block, b) row
-    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, q_offset, Tq, d, BLOCK_T, BLOCK_D)
-    for i in range(HEADS):
-        h = g * HEADS + i
-        if h < H:
-            cos_phi, sin_phi = _minus_delta(cos_a, sin_a, DELTA, h, offs_d, d)
-            _cartesian_rows_bwd(Q, DQP, DQ, part, cos_phi, sin_phi, b, h, H, Tq, offs_t, offs_d, keep,
-                                sqb, sqh, sqt, sgqb, sgqh, sgqt, d, True)
-    offs_t, offs_d, keep, cos_a, sin_a = _rows(COS, SIN, 0, Tk, d, BLOCK_T, BLOCK_D)
-    for i in range(HEADS):
-        h = g * HEADS + i
-        if h < Hkv:
-            _cartesian_rows_bwd(K, DKP, DK, DDELTA_PART, cos_a, sin_a, b, h, Hkv, Tk, offs_t, offs_d, keep,
-                                skb, skh, skt, sgkb, sgkh, sgkt, d, False)
+        ddelta = _softplus(x) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
+        row = tl.program_id(0) * tl.num_programs(2) + b
+        tl.store(DDELTA_PART + row * heads * d + h * d + c, tl.sum(ddelta, 0)[None, :, :],
+                 mask=(h < heads) & (c < d))
 
 
 # -----------------------------------------------------------------------------
@@ -417,7 +397,7 @@ _BLOCKS = {
 SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
 _SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles of 4-byte numbers need 2x the memory)
 _INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
-BLOCK_T, HEADS = 32, 2  # prologue / epilogue: rows and heads per program (the best measured: results/speed.md)
+BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (fastest of 18 measured)
 
 
 def _blocks(kind, d, T, dtype):
@@ -449,26 +429,38 @@ def phase_table(d, n, device, base=10000.0):
 # Custom ops (opaque to torch.compile; no host sync, and the same allocations every call, for CUDA graphs)
 
 
+def _tiles(x, has_delta):
+    # the prologue / epilogue launch over x (B, heads, T, d): its grid (time blocks, head blocks, B) and constants
+    B, heads, T, d = x.shape
+    return (triton.cdiv(T, BLOCK_T), triton.cdiv(heads, BLOCK_H), B), dict(
+        d=d, BLOCK_T=BLOCK_T, BLOCK_H=BLOCK_H, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=has_delta, num_warps=WARPS)
+
+
 @torch.library.custom_op("pope::cartesian", mutates_args=())
-def cartesian(q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor, q_offset: int,
-              base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The prologue, one launch for q (B, H, Tq, d) and k (B, Hkv, Tk, d): q' = [mu cos phi, mu sin phi]
-    (B, H, Tq, 2d) with phi = (q_offset + t) theta - delta[h], and k' (B, Hkv, Tk, 2d) with phi = s theta,
-    contiguous, in q's dtype."""
-    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
+def cartesian(q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor, q_offset: int, base: float,
+              time_major: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prologue for q (B, H, Tq, d) and k (B, Hkv, Tk, d): q' = [mu cos phi, mu sin phi] (B, H, Tq, 2d) with
+    phi = (q_offset + t) theta - delta[h], and k' (B, Hkv, Tk, 2d) with phi = s theta, in q's dtype; contiguous,
+    or laid out (B, T, heads, 2d) in memory if time_major (for cuDNN, whose output then has that layout too: the
+    (B, T, C) input of the output projection as it stands, and the layout of the gradient that comes back)."""
+    (B, H, Tq, d), Tk = q.shape, k.shape[2]
     cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
-    qp = torch.empty((B, H, Tq, 2 * d), dtype=q.dtype, device=q.device)
-    kp = torch.empty((B, Hkv, Tk, 2 * d), dtype=k.dtype, device=k.device)
-    _cartesian_fwd[(triton.cdiv(max(Tq, Tk), BLOCK_T), B * triton.cdiv(H, HEADS))](
-        q, k, cos, sin, delta, qp, kp, *q.stride()[:3], *k.stride()[:3], H, Hkv, Tq, Tk, q_offset,
-        d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T, HEADS=HEADS)
+    qp, kp = _cartesian_empty(q, k, time_major)
+    for x, xp, pos0, has_delta in ((q, qp, q_offset, True), (k, kp, 0, False)):
+        grid, meta = _tiles(x, has_delta)
+        _cartesian_fwd[grid](x, xp, cos, sin, delta, *x.stride()[:3], *xp.stride()[:3], *x.shape[1:3], pos0, **meta)
     return qp, kp
 
 
+def _cartesian_empty(q, k, time_major):
+    if time_major:  # (B, T, heads, 2d) storage seen as (B, heads, T, 2d)
+        return tuple(x.new_empty((x.shape[0], x.shape[2], x.shape[1], 2 * x.shape[3])).transpose(1, 2) for x in (q, k))
+    return tuple(x.new_empty((*x.shape[:3], 2 * x.shape[3])) for x in (q, k))
+
+
 @cartesian.register_fake
-def _(q, k, delta, q_offset, base):
-    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
-    return q.new_empty((B, H, Tq, 2 * d)), k.new_empty((B, Hkv, Tk, 2 * d))
+def _(q, k, delta, q_offset, base, time_major):
+    return _cartesian_empty(q, k, time_major)
 
 
 @torch.library.custom_op("pope::cartesian_backward", mutates_args=())
@@ -482,13 +474,12 @@ def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k:
     dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # SDPA's grads: any layout
     dq = torch.empty((B, Tq, H, d), dtype=q.dtype, device=q.device).transpose(1, 2)
     dk = torch.empty((B, Tk, Hkv, d), dtype=k.dtype, device=k.device).transpose(1, 2)
-    n_blocks = triton.cdiv(max(Tq, Tk), BLOCK_T)
-    part = torch.empty((n_blocks, B, H, d), dtype=torch.float32, device=q.device)  # every program writes its row
-    _cartesian_bwd[(n_blocks, B * triton.cdiv(H, HEADS))](
-        q, k, dqp, dkp, cos, sin, delta, dq, dk, part, *q.stride()[:3], *k.stride()[:3], *dqp.stride()[:3],
-        *dkp.stride()[:3], H, Hkv, Tq, Tk, q_offset, d=d, BLOCK_D=triton.next_power_of_2(d), BLOCK_T=BLOCK_T,
-        HEADS=HEADS)
-    return dq, dk, part.sum(dim=(0, 1)).to(delta.dtype)  # over the time blocks and the batch, in fp32
+    part = torch.empty((_tiles(q, True)[0][0], B, H * d), dtype=torch.float32, device=q.device)  # a row per (block, b)
+    for x, g, dx, pos0, has_delta in ((q, dqp, dq, q_offset, True), (k, dkp, dk, 0, False)):
+        grid, meta = _tiles(x, has_delta)
+        _cartesian_bwd[grid](x, g, dx, cos, sin, delta, part, *x.stride()[:3], *g.stride()[:3], *x.shape[1:3], pos0,
+                             **meta)
+    return dq, dk, part.sum(dim=(0, 1)).view(H, d).to(delta.dtype)  # over the time blocks and the batch, in fp32
 
 
 @cartesian_backward.register_fake
@@ -499,14 +490,14 @@ def _(dqp, dkp, q, k, delta, q_offset, base):
 
 
 def _cartesian_setup(ctx, inputs, output):
-    q, k, delta, q_offset, base = inputs
+    q, k, delta, q_offset, base, time_major = inputs
     ctx.save_for_backward(q, k, delta)
     ctx.q_offset, ctx.base = q_offset, base
 
 
 def _cartesian_grad(ctx, dqp, dkp):
     q, k, delta = ctx.saved_tensors
-    return *cartesian_backward(dqp, dkp, q, k, delta, ctx.q_offset, ctx.base), None, None
+    return *cartesian_backward(dqp, dkp, q, k, delta, ctx.q_offset, ctx.base), None, None, None
 
 
 cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
@@ -672,7 +663,8 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
     delta = delta.contiguous()  # (the kernels read it as H rows of d)
-    qp, kp = cartesian(q, k, delta, q_offset, float(base))  # phi_q = (q_offset + i) theta - delta, phi_k = s theta
+    # phi_q = (q_offset + i) theta - delta, phi_k = s theta; time-major for cuDNN, contiguous for the Triton kernels
+    qp, kp = cartesian(q, k, delta, q_offset, float(base), impl == "sdpa")
     if impl == "sdpa":
         return _sdpa(qp, kp, v, bool(causal), sm_scale, q_offset)
     return attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]

@@ -163,15 +163,28 @@ def test_phase_table_precision():
     assert (naive - (100000.0 * theta).cos()).abs().max() > 1e-4
 
 
-def test_prologue_matches_model_cartesian():
+@pytest.mark.parametrize("time_major", [False, True])
+def test_prologue_matches_model_cartesian(time_major):
     """q' = [mu cos phi, mu sin phi] with phi = (q_offset + t) theta - delta and k' with phi = s theta, against
-    model.pope_cartesian; k has fewer heads and more positions than q (grouped-query attention, a KV cache)."""
+    model.pope_cartesian; k has fewer heads and more positions than q (grouped-query attention, a KV cache);
+    laid out (B, T, heads, 2d) in memory if time_major."""
     from model import pope_cartesian
     q, k, _, delta = make_inputs(2, 3, 7, 50, 32, torch.float32, seed=5, n_kv_head=1)
-    qp, kp = pope_kernel.cartesian(q, k, delta, 40, 10000.0)
+    qp, kp = pope_kernel.cartesian(q, k, delta, 40, 10000.0, time_major)
+    assert qp.transpose(1, 2).is_contiguous() == time_major and qp.is_contiguous() != time_major
     qx, qy = pope_cartesian(q.double(), torch.arange(40, 47, device=DEVICE), 10000.0, -delta.double())
     kx, ky = pope_cartesian(k.double(), torch.arange(50, device=DEVICE), 10000.0)
     assert rel_err(qp, torch.cat([qx, qy], -1)) < 1e-6 and rel_err(kp, torch.cat([kx, ky], -1)) < 1e-6
+
+
+@pytest.mark.parametrize("impl, d", [("sdpa", 48), ("triton", 32)])  # q', k' time-major / contiguous
+@pytest.mark.parametrize("blocks", [(4, 4), (16, 1)], ids=["tiles4x4", "tiles16x1"])
+def test_prologue_tiles_run_past_heads_and_rows(blocks, impl, d, monkeypatch):
+    """Prologue / epilogue tiles of BLOCK_T positions x BLOCK_H heads x d: head blocks that run past the heads
+    (6 of 8), several time blocks per sequence, rows past T, d = 48 in a 64-wide tile, two sequences, grouped keys."""
+    monkeypatch.setattr(pope_kernel, "BLOCK_T", blocks[0])
+    monkeypatch.setattr(pope_kernel, "BLOCK_H", blocks[1])
+    check(impl, 2, 6, 13, 21, d, True, 8, torch.float32, tol=1e-5, grad_tol=1e-4, n_kv_head=3)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -200,11 +213,12 @@ def test_torch_compile_one_graph(impl):
         assert torch.allclose(a, b, atol=1e-6)
 
 
-def test_custom_op_registrations():
-    """Schema, fake (meta) implementation and autograd registration of the prologue op."""
+@pytest.mark.parametrize("time_major", [False, True])
+def test_custom_op_registrations(time_major):
+    """Schema, fake (meta) implementation (its strides too) and autograd registration of the prologue op."""
     q, k, delta = (torch.randn(*shape, device=DEVICE, requires_grad=True) for shape in ((1, 2, 5, 32), (1, 1, 9, 32),
                                                                                       (2, 32)))
-    torch.library.opcheck(torch.ops.pope.cartesian.default, (q, k, delta, 3, 10000.0))
+    torch.library.opcheck(torch.ops.pope.cartesian.default, (q, k, delta, 3, 10000.0, time_major))
 
 
 @pytest.mark.parametrize("case", ["head_dim_triton", "head_dim_large", "dtype_mismatch", "ndim", "kv_shape",
