@@ -243,7 +243,7 @@ def test_the_models_loss_on_cuda_is_its_loss_on_the_cpu():
         m.to(device).zero_grad()
         loss = m(idx.to(device), targets.to(device))[1]
         loss.backward()
-        out[device] = loss.item(), m.lm_head.weight.grad.cpu()
+        out[device] = loss.item(), m.lm_head.weight.grad.to('cpu', copy=True)  # (m.to moves .grad)
     assert m.loss_kernel is not None
     assert abs(out['cuda'][0] - out['cpu'][0]) < 1e-4
     torch.testing.assert_close(out['cuda'][1], out['cpu'][1], rtol=1e-3, atol=1e-5)
