@@ -8,6 +8,9 @@
 #   bash results/speed/run.sh curves_again   # each of the two curves again, on each GPU
 #   bash results/speed/run.sh candidates     # two loss candidates of branches, on top of main (see the function)
 #   bash results/speed/run.sh candidates_layout  # PoPE with time-major q', k' (branch speed-pope-layout) vs main
+#   bash results/speed/run.sh prologue_flat      # the prologue / epilogue as flat tiles: block sweep, steps
+#   bash results/speed/run.sh flat_check         # their stages timed apart, the step, the GPU tests
+#   bash results/speed/run.sh tiles3d            # tiles of positions x heads x d, fast maths: sweep, step, tests
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
@@ -15,7 +18,7 @@
 # pope_kernel.py in .dev/before (git archive ed997ea model.py pope_kernel.py | tar -x -C .dev/before).
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-LOGS=${LOGS:-out-logs/speed}
+export LOGS=${LOGS:-out-logs/speed}
 mkdir -p "$LOGS"
 b=results/speed/bench_step.py
 # the paper's indirect-indexing run, 10k of its 100k steps with its evaluations (every 2k steps), compiled, one
@@ -98,24 +101,65 @@ candidates() {  # round 6, call 2: two loss candidates with the logits detached 
   grep -h "summary" "$LOGS"/cand_*.log
 }
 
-candidates_layout() {  # for the next GPU session: PoPE with q', k' time-major (branch speed-pope-layout) vs main
-  # .dev/v_layout: pope_kernel.py and tests/test_pope_kernel.py of branch speed-pope-layout, model.py and
-  # ce_kernel.py of main (the test file imports the modules of the folder above it); .dev/v_layout_h12: the same with
-  # BLOCK_T, HEADS = 16, 12 (a program writes whole time-major rows of q', k')
+candidates_layout() {  # round 7, call 1: PoPE's prologue/epilogue candidates vs main (each GPU: RoPE first)
+  # .dev/v_layout: pope_kernel.py of branch speed-pope-layout (q', k' written time-major, the layout of RoPE's q, k),
+  # model.py and ce_kernel.py of main; .dev/v_layout_h12: the same with BLOCK_T, HEADS = 16, 12 (a program writes
+  # whole time-major rows); .dev/v_inductor: main's files, model.py writing the prologue in torch ops (softplus, the
+  # phase table, cat) for inductor to fuse, then F.scaled_dot_product_attention
   for g in 0 1; do
     (
       export CUDA_VISIBLE_DEVICES=$g
       python $b --pos_emb=rope > "$LOGS/cand_main_rope_gpu$g.log" 2>&1
-      for v in main layout layout_h12; do
+      vs="main layout inductor"; [ $g = 1 ] && vs="main layout_h12 inductor"
+      for v in $vs; do
         code=.; [ $v != main ] && code=.dev/v_$v
         python $b --pos_emb=pope --code=$code --profile=$((1 - g)) > "$LOGS/cand_${v}_pope_gpu$g.log" 2>&1
       done
-      [ $g = 1 ] && TRITON_INTERPRET=0 python -m pytest -q .dev/v_layout/tests/test_pope_kernel.py \
-        -p no:cacheprovider > "$LOGS/cand_layout_tests.log" 2>&1
     ) &
   done
   wait
-  grep -h "summary" "$LOGS"/cand_*.log; tail -1 "$LOGS/cand_layout_tests.log"
+  grep -h "summary" "$LOGS"/cand_*.log
+}
+
+prologue_flat() {  # round 7, call 2 (one H200: no pair was lent): the prologue / epilogue as flat tiles
+  # (positions x heads*d columns). .dev/flat/pbench.py sweeps their blocks and writes the fastest; .dev/v_flat: main's
+  # files with pope_kernel.py of branch speed-flat-prologue, its BLOCK_T, BLOCK_C, WARPS read from $PROLOGUE;
+  # .dev/v_flat_tm: the same writing q', k' time-major; .dev/before: the previous commit's model.py, pope_kernel.py,
+  # ce_kernel.py
+  python $b --pos_emb=rope > "$LOGS/flat_rope.log" 2>&1
+  python $b --pos_emb=pope --code=.dev/before > "$LOGS/flat_before_pope.log" 2>&1
+  python .dev/flat/pbench.py > "$LOGS/prologue_bench.log" 2>&1
+  for v in flat flat_tm; do
+    PROLOGUE=$(cat "$LOGS/best_$v.txt" 2>/dev/null || echo 16,256,4) python $b --pos_emb=pope --code=.dev/v_$v \
+      --profile=1 > "$LOGS/flat_${v}_pope.log" 2>&1
+  done
+  grep -h "summary" "$LOGS"/flat_*.log; grep -A11 "^best" "$LOGS/prologue_bench.log"
+}
+
+flat_check() {  # round 7, call 3 (one H200): where the flat prologue's time goes (.dev/flat/diag.py), this
+  # code's step (flat tiles, q' k' time-major for cuDNN) vs the previous commit's and RoPE's, the GPU tests
+  python .dev/flat/diag.py > "$LOGS/prologue_diag.log" 2>&1
+  python $b --pos_emb=rope > "$LOGS/check_rope.log" 2>&1
+  python $b --pos_emb=pope --code=.dev/before > "$LOGS/check_before_pope.log" 2>&1
+  TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-now python $b --pos_emb=pope --profile=1 > "$LOGS/check_pope.log" 2>&1
+  TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py tests/test_model.py tests/test_ce_kernel.py \
+    -p no:cacheprovider > "$LOGS/tests_gpu.log" 2>&1
+  grep -h "summary" "$LOGS"/check_*.log; tail -n 3 "$LOGS/tests_gpu.log"
+}
+
+tiles3d() {  # round 7, call 4 (one H200): the prologue / epilogue as tiles of positions x heads x d with the GPU's
+  # approximate log2 / cos / sin / division (the flat tiles' loads were not vectorised and libdevice's exact log2,
+  # cos, sin made them bound by arithmetic: prologue_diag.log): block sweep (.dev/flat/pbench3d.py), the step with
+  # the fastest (.dev/v_3d: this pope_kernel.py, its blocks from $PROLOGUE) vs the previous commit's and RoPE's,
+  # PoPE's at lr 1e-4 (the loss curves side by side), the GPU tests
+  python .dev/flat/pbench3d.py > "$LOGS/prologue_bench_3d.log" 2>&1
+  python $b --pos_emb=rope > "$LOGS/t3_rope.log" 2>&1
+  python $b --pos_emb=pope --code=.dev/before --lr=1e-4 > "$LOGS/t3_before_pope_lr1e-4.log" 2>&1
+  PROLOGUE=$(cat "$LOGS/best_3d.txt" 2>/dev/null || echo 16,2,2) TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-3d \
+    python $b --pos_emb=pope --code=.dev/v_3d --lr=1e-4 --profile=1 > "$LOGS/t3_pope_lr1e-4.log" 2>&1
+  TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py tests/test_model.py tests/test_ce_kernel.py \
+    -p no:cacheprovider > "$LOGS/tests_gpu.log" 2>&1
+  grep -h "summary" "$LOGS"/t3_*.log; tail -n 7 "$LOGS/prologue_bench_3d.log"; tail -n 3 "$LOGS/tests_gpu.log"
 }
 
 indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path (cuDNN) and its all-Triton path
