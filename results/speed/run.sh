@@ -15,7 +15,8 @@
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
 # .dev/nanogpt (fetched for the measurement only, not part of this repository); the previous version's model.py and
-# pope_kernel.py in .dev/before (git archive ed997ea model.py pope_kernel.py | tar -x -C .dev/before).
+# pope_kernel.py (and ce_kernel.py) in .dev/before (round 7: git archive fa0ae63 model.py pope_kernel.py
+# ce_kernel.py | tar -x -C .dev/before; the round-7 functions' .dev folders: see each function).
 set -u
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export LOGS=${LOGS:-out-logs/speed}
@@ -148,11 +149,12 @@ flat_check() {  # round 7, call 3 (one H200): where the flat prologue's time goe
 }
 
 tiles3d() {  # round 7, call 4 (one H200): the prologue / epilogue as tiles of positions x heads x d with the GPU's
-  # approximate log2 / cos / sin / division (the flat tiles' loads were not vectorised and libdevice's exact log2,
-  # cos, sin made them bound by arithmetic: prologue_diag.log): block sweep (.dev/flat/pbench3d.py), the step with
-  # the fastest (.dev/v_3d: this pope_kernel.py, its blocks from $PROLOGUE) vs the previous commit's and RoPE's,
-  # PoPE's at lr 1e-4 (the loss curves side by side), the GPU tests
-  python .dev/flat/pbench3d.py > "$LOGS/prologue_bench_3d.log" 2>&1
+  # approximate log2 / cos / sin / division (libdevice's exact ones and the IEEE division made the earlier kernels
+  # bound by arithmetic: round7/call3/prologue_diag.log): block sweep (round7/call4/pbench3d.py), the step with the
+  # fastest (.dev/v_3d: this commit's model.py, ce_kernel.py and pope_kernel.py, the last's BLOCK_T, BLOCK_H, WARPS
+  # line reading $PROLOGUE) vs the previous commit's and RoPE's, PoPE's at lr 1e-4 (the loss curves side by side),
+  # the GPU tests
+  python results/speed/round7/call4/pbench3d.py > "$LOGS/prologue_bench_3d.log" 2>&1
   python $b --pos_emb=rope > "$LOGS/t3_rope.log" 2>&1
   python $b --pos_emb=pope --code=.dev/before --lr=1e-4 > "$LOGS/t3_before_pope_lr1e-4.log" 2>&1
   PROLOGUE=$(cat "$LOGS/best_3d.txt" 2>/dev/null || echo 16,2,2) TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-3d \
