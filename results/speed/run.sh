@@ -11,6 +11,7 @@
 #   bash results/speed/run.sh prologue_flat      # the prologue / epilogue as flat tiles: block sweep, steps
 #   bash results/speed/run.sh flat_check         # their stages timed apart, the step, the GPU tests
 #   bash results/speed/run.sh tiles3d            # tiles of positions x heads x d, fast maths: sweep, step, tests
+#   bash results/speed/run.sh candidate_one_launch  # (prepared) the prologue / epilogue as one launch each way
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
@@ -162,6 +163,27 @@ tiles3d() {  # round 7, call 4 (one H200): the prologue / epilogue as tiles of p
   TRITON_INTERPRET=0 python -m pytest -q tests/test_pope_kernel.py tests/test_model.py tests/test_ce_kernel.py \
     -p no:cacheprovider > "$LOGS/tests_gpu.log" 2>&1
   grep -h "summary" "$LOGS"/t3_*.log; tail -n 7 "$LOGS/prologue_bench_3d.log"; tail -n 3 "$LOGS/tests_gpu.log"
+}
+
+candidate_one_launch() {  # for round 8 (2 x H200, after `one` and `ddp`): the prologue / epilogue as one launch for q
+  # and k each way (branch speed-prologue-one-launch; round 7's step got 0.9 ms faster for 1.5 ms less GPU time, and
+  # its prologue / epilogue launch four kernels a layer where round 6's launched two). .dev/v_onelaunch: the branch's
+  # pope_kernel.py, main's model.py and ce_kernel.py, main's tests/test_pope_kernel.py and conftest.py in tests/
+  for g in 0 1; do
+    (
+      export CUDA_VISIBLE_DEVICES=$g
+      python $b --pos_emb=rope > "$LOGS/cand_rope_gpu$g.log" 2>&1
+      for v in main onelaunch; do
+        code=.; [ $v != main ] && code=.dev/v_$v
+        TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-$v-$g python $b --pos_emb=pope --code=$code --profile=$((1 - g)) \
+          > "$LOGS/cand_${v}_pope_gpu$g.log" 2>&1
+      done
+      [ $g = 1 ] && TRITON_INTERPRET=0 python -m pytest -q .dev/v_onelaunch/tests/test_pope_kernel.py \
+        -p no:cacheprovider > "$LOGS/cand_onelaunch_tests.log" 2>&1
+    ) &
+  done
+  wait
+  grep -h "summary" "$LOGS"/cand_*.log; tail -n 1 "$LOGS/cand_onelaunch_tests.log"
 }
 
 indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path (cuDNN) and its all-Triton path
