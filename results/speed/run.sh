@@ -12,6 +12,7 @@
 #   bash results/speed/run.sh flat_check         # their stages timed apart, the step, the GPU tests
 #   bash results/speed/run.sh tiles3d            # tiles of positions x heads x d, fast maths: sweep, step, tests
 #   bash results/speed/run.sh candidate_one_launch  # (prepared) the prologue / epilogue as one launch each way
+#   bash results/speed/run.sh ddp_buckets        # (prepared) RoPE's DDP with one all-reduce vs 200 MB buckets
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
@@ -184,6 +185,15 @@ candidate_one_launch() {  # for round 8 (2 x H200, after `one` and `ddp`): the p
   done
   wait
   grep -h "summary" "$LOGS"/cand_*.log; tail -n 1 "$LOGS/cand_onelaunch_tests.log"
+}
+
+ddp_buckets() {  # for round 8 (2 x H200): RoPE's DDP (its 1.90-1.92x is the margin left) with every gradient in
+  # one all-reduce (1024 MB buckets hold all 497 MB) against train.py's 200 MB, one graph as train.py
+  for mb in 200 1024; do
+    torchrun --standalone --nproc_per_node=2 $b --steps=80 --ddp_buckets=0 --bucket_mb=$mb --pos_emb=rope \
+      > "$LOGS/ddp_rope_one_graph_buckets$mb.log" 2>&1
+  done
+  grep -h "summary" "$LOGS"/ddp_rope_one_graph_buckets*.log
 }
 
 indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path (cuDNN) and its all-Triton path
