@@ -15,7 +15,8 @@ delta sits on the query side (only the phase difference matters), so keys and va
 of query heads with different deltas (grouped-query attention: query head h reads kv head h // (H / n_kv_head)).
 
 Stages (each a torch.library custom op, so torch.compile sees one opaque node per stage, no graph break):
-  pope::cartesian            prologue: q', k' in the input dtype, phases from a float64-built (T, d) table
+  pope::cartesian            prologue: q', k' in the input dtype, phases from a float64-built (T, d) table;
+                             laid out (B, T, heads, 2d) for impl='sdpa' (cuDNN's output then needs no copy)
   attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN / flash on the GPU, any d);
                              impl='triton': pope::attention, the FlashAttention-2 kernels below (d 32/64/128)
   pope::cartesian_backward   epilogue, from dq', dk' (X = mu cos phi, Y = mu sin phi, dX, dY their grads):
@@ -28,7 +29,8 @@ Triton kernels, without warp specialisation, reach 250-370; at T 48 (the indirec
 (its small tiles and few launches: 2.94 vs 3.03 ms a training step).
 
 Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64, so the phase at
-position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad).
+position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad); delta's
+cos and sin (delta in [-2pi, 0]) come from the GPU's approximate functions (FAST_MATH: ~5e-7 absolute).
 The table is cached per (device, d, base) and only grows: build it before a CUDA-graph capture (one eager step,
 or phase_table(d, n, device, base)), since a table cannot be built inside one.
 """
