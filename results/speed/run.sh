@@ -11,8 +11,8 @@
 #   bash results/speed/run.sh prologue_flat      # the prologue / epilogue as flat tiles: block sweep, steps
 #   bash results/speed/run.sh flat_check         # their stages timed apart, the step, the GPU tests
 #   bash results/speed/run.sh tiles3d            # tiles of positions x heads x d, fast maths: sweep, step, tests
-#   bash results/speed/run.sh candidate_one_launch  # (prepared) the prologue / epilogue as one launch each way
-#   bash results/speed/run.sh ddp_buckets        # (prepared) RoPE's DDP with one all-reduce vs 200 MB buckets
+#   bash results/speed/run.sh candidate_one_launch  # round 8: the prologue / epilogue as one launch each way
+#   bash results/speed/run.sh ddp_buckets        # round 8: RoPE's DDP with one all-reduce vs 200 MB buckets
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
@@ -166,9 +166,9 @@ tiles3d() {  # round 7, call 4 (one H200): the prologue / epilogue as tiles of p
   grep -h "summary" "$LOGS"/t3_*.log; tail -n 7 "$LOGS/prologue_bench_3d.log"; tail -n 3 "$LOGS/tests_gpu.log"
 }
 
-candidate_one_launch() {  # for round 8 (2 x H200, after `one` and `ddp`): the prologue / epilogue as one launch for q
-  # and k each way (branch speed-prologue-one-launch; round 7's step got 0.9 ms faster for 1.5 ms less GPU time, and
-  # its prologue / epilogue launch four kernels a layer where round 6's launched two). .dev/v_onelaunch: the branch's
+candidate_one_launch() {  # round 8, call 2 (2 x H200, after `one` and `ddp`): the prologue / epilogue as one launch
+  # for q and k each way (branch speed-prologue-one-launch; round 7's step got 0.9 ms faster for 1.5 ms less GPU
+  # time, and its prologue / epilogue launch four kernels a layer where round 6's launched two). .dev/v_onelaunch: the branch's
   # pope_kernel.py, main's model.py and ce_kernel.py, main's tests/test_pope_kernel.py and conftest.py in tests/
   for g in 0 1; do
     (
@@ -187,7 +187,7 @@ candidate_one_launch() {  # for round 8 (2 x H200, after `one` and `ddp`): the p
   grep -h "summary" "$LOGS"/cand_*.log; tail -n 1 "$LOGS/cand_onelaunch_tests.log"
 }
 
-ddp_buckets() {  # for round 8 (2 x H200): RoPE's DDP (its 1.90-1.92x is the margin left) with every gradient in
+ddp_buckets() {  # round 8, call 2 (2 x H200): RoPE's DDP (its 1.90-1.92x is the margin left) with every gradient in
   # one all-reduce (1024 MB buckets hold all 497 MB) against train.py's 200 MB, one graph as train.py
   for mb in 200 1024; do
     torchrun --standalone --nproc_per_node=2 $b --steps=80 --ddp_buckets=0 --bucket_mb=$mb --pos_emb=rope \
