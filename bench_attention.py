@@ -9,7 +9,6 @@ Times: medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, b
     python bench_attention.py                           # table, GQA, decoding, torch.compile and CUDA graphs
     python bench_attention.py --sections graphed,gqa    # GPU time alone (CUDA-graph replays); GQA
 """
-import argparse
 import contextlib
 import functools
 import math
@@ -22,6 +21,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import model
 import pope_kernel
+from prepare.common import parser
 
 H, TOKENS, DTYPE = 12, 16384, torch.bfloat16  # heads, tokens a batch, dtype of the benchmark
 PATHS = {"hybrid": functools.partial(pope_kernel.pope_attention, impl="sdpa"),
@@ -177,9 +177,9 @@ def run_graphed():
 
 if __name__ == "__main__":
     sections = dict(table=run_table, gqa=run_gqa, decode=run_decode, compile=run_compile, graphed=run_graphed)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sections", default="table,gqa,decode,compile", help="comma-separated: " + ",".join(sections))
-    chosen = parser.parse_args().sections.split(",")
+    p = parser(__doc__)
+    p.add_argument("--sections", default="table,gqa,decode,compile", help="comma-separated: " + ",".join(sections))
+    chosen = p.parse_args().sections.split(",")
     if not set(chosen) <= set(sections):
         sys.exit(f"--sections: choose from {', '.join(sections)}")
     sys.stdout.reconfigure(line_buffering=True)  # a run cut short still leaves every line it finished

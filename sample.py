@@ -5,14 +5,13 @@ Sample from a trained model, decoding with the data set's own tokenizer:
     python sample.py --out_dir=out-shakespeare-pope --start=FILE:prompt.txt --num_samples=3
 """
 
-import argparse
 import os
 
 import torch
 
-from eval import load_checkpoint, tokenizer
+from eval import load_checkpoint, parser, tokenizer
 
-p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p = parser(__doc__)
 p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
 p.add_argument('--ckpt', default='ckpt.pt', help='ckpt.pt (the latest weights) or best.pt (the lowest val loss)')
 p.add_argument('--start', default='\n', help='the prompt, or FILE:path to read it from a file')

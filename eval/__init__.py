@@ -7,7 +7,6 @@ This file holds what they share: loading a ckpt.pt written by train.py, the chec
 loss without materialising all the logits at once, and the boilerplate of command lines, tables and plots.
 """
 
-import argparse
 import json
 import math
 import os
@@ -16,6 +15,7 @@ import torch
 from torch.nn import functional as F
 
 from model import GPT, GPTConfig
+from prepare.common import gpt2_encoding, parser, write_json  # noqa: F401 (parser, write_json: for the eval scripts)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
@@ -58,7 +58,6 @@ def default_dtype(device):
 def tokenizer(meta):
     """(encode, decode) of a data set's meta.json: GPT-2 BPE or a token list (itos)."""
     if meta['tokenizer'] == 'gpt2':
-        from prepare.common import gpt2_encoding
         enc = gpt2_encoding()
         return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode
     itos, sep = meta['itos'], meta.get('sep', '')  # a token list: characters, music events, 6-mers
@@ -101,10 +100,6 @@ def ppl(mean_nll):
     return math.exp(mean_nll) if mean_nll < 700 else float('inf')
 
 
-def parser(doc):
-    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
 def labels_for(paths, labels):
     """The --label given once per path, or else each path's folder name."""
     if labels and len(labels) != len(paths):
@@ -117,12 +112,6 @@ def read_json_lines(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def write_json(path, obj, **kwargs):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(obj, f, **kwargs)
-
-
 def markdown_row(cells):
     return '| ' + ' | '.join(str(c) for c in cells) + ' |'
 
@@ -131,12 +120,12 @@ def markdown_table(head, rows):
     return '\n'.join([markdown_row(head), '|' + '---|' * len(head)] + [markdown_row(r) for r in rows])
 
 
-def subplots(*args, **kwargs):
-    """plt.subplots, drawing into files only (no display needed)."""
+def subplots(*args, layout='tight', **kwargs):
+    """plt.subplots, drawing into files only (no display needed), laid out tight unless told otherwise."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    return plt.subplots(*args, **kwargs)
+    return plt.subplots(*args, layout=layout, **kwargs)
 
 
 def save_figure(fig, path, dpi):

@@ -101,7 +101,7 @@ def main():
                                 ' / '.join(f"{r['mass']:.3f}" for r in runs),
                                 ' / '.join(str(r['step_90']) for r in runs)]), flush=True)
     if args.out:
-        write_json(os.path.join(args.out, 'results.json'), {'args': vars(args), 'rows': rows}, indent=1)
+        write_json(os.path.join(args.out, 'results.json'), {'args': vars(args), 'rows': rows})
 
 
 if __name__ == '__main__':

@@ -25,6 +25,8 @@ from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint
                   save_figure, sequence_nll, subplots, write_json)
 from prepare.common import read_tokens
 
+CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context length L (train.py's eval log, final.json)
+
 
 def yarn_overrides(model_args, scale):
     """GPTConfig overrides that evaluate a RoPE checkpoint with YaRN scale s (None: as trained)."""
@@ -94,13 +96,13 @@ def context_losses(model, tokens, lengths, n_tokens, batch_tokens, device, dtype
     out = perplexities(model, tokens[:n + 1], lengths, device=device, dtype=dtype, batch_tokens=batch_tokens,
                        quiet=True)
     model.train(training)
-    return {f'val_loss_ctx{L}': r[0] for L, r in out.items() if r is not None}
+    return {f'{CTX}{L}': r[0] for L, r in out.items() if r is not None}
 
 
 def context_table(record, block_size):
     """Lines that show the val_loss_ctx<L> keys of a record as a table, with each length's multiple."""
-    keys = [k for k in record if k.startswith('val_loss_ctx')]
-    cols = [f"{int(k[12:]) // block_size}x = {k[12:]}" for k in keys]
+    keys = [k for k in record if k.startswith(CTX)]
+    cols = [f"{int(k.removeprefix(CTX)) // block_size}x = {k.removeprefix(CTX)}" for k in keys]
     return ('val loss at context | ' + ' | '.join(f"{c:>10s}" for c in cols) + '\n'
             + '                    | ' + ' | '.join(f"{record[k]:10.4f}" for k in keys))
 
@@ -124,7 +126,6 @@ def plot(results, labels, path, key='ppl'):
     ax.set_ylabel('perplexity (log scale)' if key == 'ppl' else 'val loss (nats per token)')
     ax.grid(True, which='both', alpha=0.3)
     ax.legend()
-    fig.tight_layout()
     save_figure(fig, path, dpi=150)
 
 
@@ -153,8 +154,8 @@ def main(argv=None):
         for path, label in zip(args.final, labels):
             with open(path) as f:
                 final = json.load(f)
-            results += [dict(label=label, length=int(k[12:]), nll=v, ppl=ppl(v), train_ctx=final['block_size'])
-                        for k, v in final.items() if k.startswith('val_loss_ctx')]
+            results += [dict(label=label, length=int(k.removeprefix(CTX)), nll=v, ppl=ppl(v),
+                             train_ctx=final['block_size']) for k, v in final.items() if k.startswith(CTX)]
         plot(results, labels, args.out + '.png', key='nll')
         print(f"wrote {args.out}.png")
         return results
@@ -191,7 +192,7 @@ def main(argv=None):
         del model
 
     write_json(args.out + '.json', dict(data=args.data, tokens=len(tokens) - 1, lengths=lengths, dtype=dtype,
-                                        results=results), indent=1)
+                                        results=results))
     with open(args.out + '.csv', 'w', newline='') as f:
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()

@@ -57,7 +57,7 @@ def frequency_stats(model, windows, device='cpu'):
 
 def plot_magnitudes(stats, path):
     names = list(stats)
-    fig, axes = subplots(2, len(names), figsize=(6 * len(names), 6.5), squeeze=False, constrained_layout=True)
+    fig, axes = subplots(2, len(names), figsize=(6 * len(names), 6.5), squeeze=False, layout='constrained')
     for j, name in enumerate(names):
         for i, qk in enumerate(('q', 'k')):
             m, ax = stats[name][qk], axes[i][j]
@@ -75,7 +75,7 @@ def plot_delta(delta, path):
     L = delta.shape[0]
     cols = min(L, 4)
     rows = math.ceil(L / cols)
-    fig, axes = subplots(rows, cols, figsize=(4 * cols + 1, 2.8 * rows), squeeze=False, constrained_layout=True)
+    fig, axes = subplots(rows, cols, figsize=(4 * cols + 1, 2.8 * rows), squeeze=False, layout='constrained')
     for l, ax in enumerate(axes.flat):
         if l >= L:
             ax.axis('off')

@@ -38,7 +38,7 @@ import torch
 from torch.nn import functional as F
 
 from eval import labels_for, load_checkpoint, markdown_table, parser, read_json_lines, save_figure, subplots, write_json
-from prepare.common import example_batch
+from prepare.common import example_batch, read_tokens
 from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices
 
 
@@ -63,7 +63,7 @@ def read_test_rows(ckpt, data_dir=None, n=None):
     if not os.path.exists(path):
         raise SystemExit(f"{path} not found: make the data with `python -m prepare.indirect_indexing "
                          f"--variant {ckpt['config']['dataset']}` or pass --data_dir")
-    rows = np.fromfile(path, dtype=meta['dtype']).reshape(-1, meta['row_len'])
+    rows = read_tokens(path, meta['dtype']).reshape(-1, meta['row_len'])
     return torch.from_numpy(rows[:n].astype(np.int64))
 
 
@@ -109,7 +109,7 @@ def pope_stats(model, inputs, real):
         delta = attn.delta.detach()  # in [-2pi, 0]: load_checkpoint projected it
         nq = attn.n_head * attn.hd  # = C; then n_kv_head * hd key channels (grouped-query attention: fewer)
         qk = attn.c_attn(x)[..., :nq + attn.n_kv_head * attn.hd][real]  # (tokens, .): queries, then keys
-        mu = F.softplus(qk) if attn.pope_options.get('softplus', True) else qk
+        mu = F.softplus(qk) if model.config.pope_softplus else qk
         row = {'delta_mean': delta.mean().item(), 'delta_std': delta.std().item(),
                'delta_at_0': (delta > -1e-4).float().mean().item(),
                'delta_at_-2pi': (delta < -2 * math.pi + 1e-4).float().mean().item()}
@@ -264,7 +264,6 @@ def main(argv=None):
         ax.set_ylabel('test accuracy (%)')
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize='small')
-    fig.tight_layout()
     save_figure(fig, os.path.join(args.out, 'acc_per_shift.png'), dpi=120)
     with open(os.path.join(args.out, 'summary.md'), 'w') as f:
         f.write('\n\n'.join(texts) + '\n')

@@ -32,6 +32,5 @@ if __name__ == '__main__':
     ax.legend(**dict(fontsize='small', loc='center left', bbox_to_anchor=(1.01, 0.5)) if many else {})
     if args.title:
         ax.set_title(args.title)
-    fig.tight_layout()
     save_figure(fig, args.out, dpi=120)
     print(f"wrote {args.out}")

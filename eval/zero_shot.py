@@ -24,7 +24,8 @@ from lm_eval.api.model import TemplateLM
 from tqdm import tqdm
 
 from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, log_probs,
-                  markdown_table, parser, save_figure, subplots, vocab_weight, write_json)
+                  markdown_table, parser, save_figure, subplots, tokenizer, vocab_weight, write_json)
+from prepare.common import GPT2_EOT
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}  # eval/tasks/*.yaml
@@ -44,12 +45,11 @@ class PopeLM(TemplateLM):
 
     def __init__(self, ckpt, device='cpu', batch_size=1):
         super().__init__()
-        from prepare.common import gpt2_encoding
         self.model, c = load_checkpoint(ckpt, device, attn_impl='auto')
         if c['meta'].get('tokenizer') != 'gpt2':
             raise ValueError(f"{ckpt}: lm-eval tasks need a GPT-2-token model, this one uses "
                              f"{c['meta'].get('tokenizer')!r}")
-        self.enc = gpt2_encoding()
+        self.encode, self.decode = tokenizer(c['meta'])
         self._device = device
         self.block_size = self.model.config.block_size
         self.head_w = vocab_weight(self.model).detach()  # float32 log-probs even under autocast
@@ -59,13 +59,13 @@ class PopeLM(TemplateLM):
 
     @property
     def eot_token_id(self):
-        return self.enc.eot_token
+        return GPT2_EOT
 
     def tok_encode(self, string, **kwargs):
-        return self.enc.encode(string, allowed_special={'<|endoftext|>'})
+        return self.encode(string)
 
     def tok_decode(self, tokens, **kwargs):
-        return self.enc.decode(tokens)
+        return self.decode(tokens)
 
     @torch.no_grad()
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kwargs):
@@ -203,8 +203,7 @@ def main(argv=None):
         res = {k: res[k] for k in ('results', 'n-samples', 'configs') if k in res}
         scores = {col: mean([task_acc(res['results'], t) for t in names]) for col, names in COLUMNS.items()}
         rows.append(dict(label=label, ckpt=path, pos_emb=lm.model.config.pos_emb, scores=scores))
-        write_json(os.path.join(args.out, f'{label}.json'), dict(ckpt=path, scores=scores, **res), indent=1,
-                   default=str)
+        write_json(os.path.join(args.out, f'{label}.json'), dict(ckpt=path, scores=scores, **res), default=str)
         accs = [[t, m.split(',')[0], f'{100 * v:.2f}'] for t, r in res['results'].items() for m, v in r.items()
                 if m.split(',')[0] in ('acc', 'acc_norm') and isinstance(v, float)]
         md = markdown_table(['task', 'metric', 'value (%)'], accs) + '\n'
@@ -221,8 +220,7 @@ def main(argv=None):
         notes += f'Only the first {args.limit:g} examples of each task (--limit).\n'
     with open(os.path.join(args.out, 'summary.md'), 'w') as f:
         f.write(table + notes)
-    write_json(os.path.join(args.out, 'summary.json'), dict(rows=rows, tasks=tasks, limit=args.limit, paper=PAPER),
-               indent=1)
+    write_json(os.path.join(args.out, 'summary.json'), dict(rows=rows, tasks=tasks, limit=args.limit, paper=PAPER))
     fig, ax = subplots(figsize=(8, 4))  # a bar per checkpoint in each column
     w = 0.8 / len(rows)
     for j, r in enumerate(rows):
@@ -230,7 +228,6 @@ def main(argv=None):
     ax.set_xticks([i + w * (len(rows) - 1) / 2 for i in range(len(COLUMNS))], list(COLUMNS))
     ax.set_ylabel('accuracy (%)')
     ax.legend()
-    fig.tight_layout()
     save_figure(fig, os.path.join(args.out, 'summary.png'), dpi=130)
     print('\n' + table + notes + f'wrote {args.out}/summary.md, .json, .png')
     return rows

@@ -38,9 +38,14 @@ class SourceMissing(SystemExit):
 # ----------------------------------------------------------------------------------------------------
 # command line and sources
 
+def parser(doc):
+    """An argparse parser whose --help prints doc as written."""
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def argument_parser(doc, name, source_help):
     """A script's options, starting with --out_dir (default data/<name>) and --source; --help prints doc."""
-    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(doc)
     p.add_argument('--out_dir', default=os.path.join('data', name))
     p.add_argument('--source', default=None, help=source_help)
     return p
@@ -154,9 +159,10 @@ def example_batch(rows, pad_id, all_tokens=False):
     return x, nxt.new_full(nxt.shape, -1).scatter_(1, last - 1, rows.gather(1, last))
 
 
-def write_json(path, obj):
+def write_json(path, obj, **kwargs):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w', encoding='utf-8') as f:
-        json.dump(obj, f, indent=1, ensure_ascii=False)
+        json.dump(obj, f, indent=1, ensure_ascii=False, **kwargs)
         f.write('\n')
 
 

@@ -13,14 +13,13 @@ readings and sub-tasks that separate the task's two halves (finding the source; 
 `--variant` here (written in seconds to data/<variant>) or `--dataset=<variant>` in train.py, which makes it.
 """
 
-import argparse
 import os
 import random
 import string
 
 import numpy as np
 
-from prepare.common import SPLITS, start_dataset, write_meta, write_streams
+from prepare.common import SPLITS, parser, start_dataset, write_meta, write_streams
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
@@ -106,7 +105,7 @@ def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indir
 
 
 if __name__ == '__main__':
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument('--variant', default='indirect_indexing', choices=list(VARIANTS),
                    help="the paper's task as we read it, a short one for quick runs, or another reading (see above)")
     p.add_argument('--out_dir', default=None, help='default: data/<variant>')
