@@ -13,6 +13,7 @@
 #   bash results/speed/run.sh tiles3d            # tiles of positions x heads x d, fast maths: sweep, step, tests
 #   bash results/speed/run.sh candidate_one_launch  # round 8: the prologue / epilogue as one launch each way
 #   bash results/speed/run.sh ddp_buckets        # round 8: RoPE's DDP with one all-reduce vs 200 MB buckets
+#   bash results/speed/run.sh kernel_bench       # round 8: bench_attention.py's sections on both GPUs
 #   bash results/speed/run.sh indirect_paths     # PoPE's indirect-indexing run, hybrid vs all-Triton; kernel bench
 #   bash results/speed/run.sh profile_indirect   # the top kernels of the indirect-indexing model's step
 # Needs data/shakespeare (python -m prepare.shakespeare); nanoGPT's bench.py, model.py and configurator.py in
@@ -194,6 +195,15 @@ ddp_buckets() {  # round 8, call 2 (2 x H200): RoPE's DDP (its 1.90-1.92x is the
       > "$LOGS/ddp_rope_one_graph_buckets$mb.log" 2>&1
   done
   grep -h "summary" "$LOGS"/ddp_rope_one_graph_buckets*.log
+}
+
+kernel_bench() {  # round 8: bench_attention.py's every section on the final code (GPU 0: the table and GQA; GPU 1:
+  # GPU time alone, decoding, compile / CUDA graphs); results/kernel_bench.md's round-8 tables
+  CUDA_VISIBLE_DEVICES=0 python bench_attention.py --sections table,gqa > "$LOGS/kernel_bench_table_gqa.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=1 python bench_attention.py --sections graphed,decode,compile \
+    > "$LOGS/kernel_bench_graphed_decode_compile.log" 2>&1 &
+  wait
+  tail -n 30 "$LOGS"/kernel_bench_*.log
 }
 
 indirect_paths() {  # PoPE's indirect-indexing run on pope_kernel's hybrid path (cuDNN) and its all-Triton path
