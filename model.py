@@ -192,6 +192,10 @@ class GPTConfig:
     pope_softplus: bool = True  # mu = softplus(x); False: mu = x (the paper's ablation; sdpa/torch paths only)
     pope_zero_freqs: int = 0  # theta_c = 0 for the n lowest frequencies of each head (sdpa/torch paths only)
     qk_init_scale: float = 1.0  # init std of the query and key weights, x 0.02 (any encoding)
+    # the model of the public indirect-indexing replication (results/indirect_indexing.md), with bias=True
+    norm: str = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm' (with a bias when bias=True)
+    tie_embeddings: bool = True  # the output layer shares the token embedding's weights (GPT-2)
+    init: str = 'gpt2'  # 'gpt2': N(0, 0.02), residual projections / sqrt(2 n_layer); 'torch': PyTorch's defaults
 
 
 class KVCache:
@@ -301,13 +305,17 @@ class MLP(nn.Module):
         return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
 
 
+def make_norm(config):
+    return nn.RMSNorm(config.n_embd) if config.norm == 'rmsnorm' else nn.LayerNorm(config.n_embd, bias=config.bias)
+
+
 class Block(nn.Module):
 
     def __init__(self, config, layer):
         super().__init__()
-        self.ln_1 = nn.RMSNorm(config.n_embd)
+        self.ln_1 = make_norm(config)
         self.attn = CausalSelfAttention(config, layer)
-        self.ln_2 = nn.RMSNorm(config.n_embd)
+        self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 
     def forward(self, x, cache=None, q_offset=0):  # q_offset: absolute position of x's first token
@@ -325,6 +333,9 @@ class GPT(nn.Module):
             raise ValueError(f"attn_impl={config.attn_impl!r}; choose one of {ATTN_IMPLS}")
         if config.pope_delta_init not in ('zero', 'uniform'):
             raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
+        for key, choices in (('norm', ('rmsnorm', 'layernorm')), ('init', ('gpt2', 'torch'))):
+            if getattr(config, key) not in choices:
+                raise ValueError(f"{key}={getattr(config, key)!r}; choose one of {choices}")
         if not 0 <= config.pope_zero_freqs <= config.n_embd // config.n_head:
             raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..{config.n_embd // config.n_head} "
                              "(the head dim)")
@@ -335,22 +346,30 @@ class GPT(nn.Module):
             self.register_buffer('sin_table', sinusoidal_table(config.block_size, config.n_embd), persistent=False)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
-        self.ln_f = nn.RMSNorm(config.n_embd)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.wte.weight = self.lm_head.weight  # weight tying
-        self.apply(self._init_weights)
-        for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
-            if pn.endswith('c_proj.weight'):
-                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-            if pn.endswith('attn.c_attn.weight') and config.qk_init_scale != 1.0:  # rows of q and k, not v
-                qk_rows = config.n_embd + (config.n_kv_head or config.n_head) * (config.n_embd // config.n_head)
-                torch.nn.init.normal_(p[:qk_rows], mean=0.0, std=0.02 * config.qk_init_scale)
-        # the tied vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304),
-        # after the init so that the random numbers drawn are those of the unpadded model; the extra rows are never
-        # looked up, their logits are -inf in the loss (probability 0, no gradient) and cut from forward()'s logits
-        padded = F.pad(self.lm_head.weight.detach(), (0, 0, 0, -config.vocab_size % 64))
-        self.lm_head.weight = self.wte.weight = nn.Parameter(padded)
-        self.register_buffer('vocab_padding', torch.arange(len(padded)) >= config.vocab_size, persistent=False)
+        self.ln_f = make_norm(config)
+        tied = config.tie_embeddings
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias and not tied)
+        if tied:
+            self.wte.weight = self.lm_head.weight  # weight tying
+        if config.init == 'gpt2':  # else every module keeps PyTorch's own init
+            self.apply(self._init_weights)
+            for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
+                if pn.endswith('c_proj.weight'):
+                    torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+                if pn.endswith('attn.c_attn.weight') and config.qk_init_scale != 1.0:  # rows of q and k, not v
+                    qk_rows = config.n_embd + (config.n_kv_head or config.n_head) * (config.n_embd // config.n_head)
+                    torch.nn.init.normal_(p[:qk_rows], mean=0.0, std=0.02 * config.qk_init_scale)
+        # the vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304), after
+        # the init so that the random numbers drawn are those of the unpadded model; the extra rows are never looked
+        # up, their logits are -inf in the loss (probability 0, no gradient) and cut from forward()'s logits
+        n_pad = -config.vocab_size % 64
+        self.lm_head.weight = nn.Parameter(F.pad(self.lm_head.weight.detach(), (0, 0, 0, n_pad)))
+        if self.lm_head.bias is not None:
+            self.lm_head.bias = nn.Parameter(F.pad(self.lm_head.bias.detach(), (0, n_pad)))
+        if tied:
+            self.wte.weight = self.lm_head.weight
+        self.register_buffer('vocab_padding', torch.arange(config.vocab_size + n_pad) >= config.vocab_size,
+                             persistent=False)
         self.loss_kernel = None  # the loss of CUDA tensors: two Triton kernels, one pass over the logits each way
         if torch.cuda.is_available():
             import ce_kernel  # Triton: imported only where the kernel can run

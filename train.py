@@ -11,6 +11,7 @@ Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: tok
 indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
 """
 
+import functools
 import json
 import math
 import os
@@ -52,13 +53,18 @@ gradient_accumulation_steps = 1  # micro-steps per optimizer step, summed over a
 batch_size = 64  # sequences per micro-step and GPU
 block_size = 48  # context length in tokens
 loss_on = 'target'  # examples: train on the 'target' token alone (the paper) or on 'all' next tokens (val/test: target)
+example_order = 'random'  # examples: 'random' rows, drawn with replacement; 'epochs': each pass over the split in a
+# new order, so that no row comes twice within a pass
 # model
 n_layer = 8
 n_head = 8
 n_kv_head = 0  # key/value heads (grouped-query attention; must divide n_head); 0 = n_head
 n_embd = 512
 dropout = 0.0  # on embeddings and residual branches
-bias = False  # biases in Linear layers
+bias = False  # biases in Linear layers (and LayerNorm)
+norm = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm'
+tie_embeddings = True  # the output layer shares the token embedding's weights
+init = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch' (PyTorch's defaults)
 pos_emb = 'pope'  # pope, rope, rope_half, alibi_half, learned, sinusoidal, none
 pos_base = 10000.0  # frequency base of pope / rope
 pope_delta_init = 'uniform'  # 'zero' or 'uniform' in [-2pi, 0]
@@ -139,6 +145,7 @@ if n_embd % n_head:
 if n_kv_head < 0 or n_kv_head and n_head % n_kv_head:
     sys.exit(f"n_kv_head={n_kv_head} must divide n_head={n_head} (0: as many key/value heads as query heads)")
 for key, choices in (('loss_on', ('target', 'all')), ('final_weights', ('last', 'best')),
+                     ('example_order', ('random', 'epochs')),
                      ('dtype', ('float32', 'bfloat16', 'float16'))):
     if globals()[key] not in choices:
         sys.exit(f"{key}={globals()[key]!r}: choose one of {', '.join(choices)}")
@@ -205,8 +212,9 @@ data = {}  # split -> its tokens (a memmap), its examples (a tensor on the devic
 for split in SPLITS:
     path = os.path.join(data_dir, f'{split}.bin')
     data[split] = np.memmap(path, dtype=meta['dtype'], mode='r') if os.path.exists(path) else None
-    if examples and data[split] is not None:  # one example a row, right-padded; the target is its last real token
-        data[split] = torch.from_numpy(np.array(data[split], dtype=np.int64).reshape(-1, meta['row_len'])).to(device)
+    if examples and data[split] is not None:  # one example a row, padded; the target is its last real token
+        # kept in the file's dtype (uint8 here: 12.8M rows are 0.6 GB), made int64 a batch at a time
+        data[split] = torch.from_numpy(np.array(data[split]).reshape(-1, meta['row_len'])).to(device)
 
 
 def batch_from(split, ix, all_tokens=False):
@@ -221,20 +229,32 @@ def batch_from(split, ix, all_tokens=False):
     return x.to(device), y.to(device)
 
 
+@functools.lru_cache(maxsize=1)
+def epoch_order(split, epoch):
+    """The rows of split in the order of one pass (example_order='epochs'), from (seed, split, epoch) alone."""
+    return np.random.default_rng((seed, SPLITS.index(split), epoch)).permutation(len(data[split]))
+
+
 def sample_ix(split, step, purpose=0):
-    """Random batch positions that depend only on (seed, rank, split, purpose, step): resuming replays them."""
-    rng = np.random.default_rng((seed, ddp_rank, SPLITS.index(split), purpose, step))
+    """Batch positions that depend only on (seed, rank, split, purpose, step): resuming replays them. Random, or
+    (training on examples with example_order='epochs') the next batch_size rows of a pass over the split."""
     n = len(data[split]) if examples else len(data[split]) - block_size
-    ix = rng.integers(0, n, batch_size)
+    if examples and example_order == 'epochs' and purpose == 0:
+        k = (step * ddp_world_size + ddp_rank) * batch_size + np.arange(batch_size)  # draws so far, over all ranks
+        ix = np.array([epoch_order(split, e)[i] for e, i in zip(*np.divmod(k, n))])
+    else:
+        rng = np.random.default_rng((seed, ddp_rank, SPLITS.index(split), purpose, step))
+        ix = rng.integers(0, n, batch_size)
     return torch.from_numpy(ix).to(device, non_blocking=True) if examples else ix  # (a pageable copy: no sync)
 
 
 @torch.no_grad()
-def evaluate(split, whole=False):
-    """{split}_loss per target token (and {split}_acc for examples), on eval_iters fixed batches or the whole split."""
+def evaluate(split, whole=False, rows=None):
+    """{split}_loss per target token (and {split}_acc for examples), on eval_iters fixed batches or the whole split
+    (examples: or its first `rows` rows)."""
     eval_model.eval()
     if whole:
-        n = len(data[split]) if examples else (len(data[split]) - 1) // block_size
+        n = min(rows or len(data[split]), len(data[split])) if examples else (len(data[split]) - 1) // block_size
         starts = np.arange(n) if examples else np.arange(n) * block_size
         bs = 16 * batch_size if examples else batch_size  # examples are short: big batches
         chunks = np.array_split(starts, max(1, math.ceil(n / bs)))
@@ -410,7 +430,8 @@ while True:
     if (iter_num % eval_interval == 0 or iter_num == max_iters) and master_process:
         record = {'iter': iter_num}
         for split in ('train', 'val', 'test') if examples else ('train', 'val'):  # the paper reports test accuracy
-            record.update(evaluate(split, whole=examples and split != 'train'))
+            # examples: the whole val and test splits, and as many rows of train (its first: the same every time)
+            record.update(evaluate(split, whole=examples, rows=len(data['val']) if split == 'train' else None))
         record.update(context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size,
                                      device, dtype))
         print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))

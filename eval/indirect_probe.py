@@ -43,17 +43,19 @@ from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices
 
 
 def parse_rows(rows, meta):
-    """Each padded row's fields: source index src in the string, shift, and the token indices of the
-    source letter in the question (q_src) and of the last input position (q_last, it predicts the target)."""
+    """Each padded row's fields: source index src in the string, shift, the token index at which the string
+    starts (start: after left padding or '<bos>'), and the token indices of the source letter in the question
+    (q_src) and of the last input position (q_last, it predicts the target)."""
     itos, pad, sep = meta['itos'], meta['pad_id'], meta['task']['sep']
     out = defaultdict(list)
     for row in rows:
-        n = int((row != pad).sum())
-        string, source, shift, _ = ''.join(itos[i] for i in row[:n]).split(sep)
+        at = [i for i, t in enumerate(row) if itos[t] not in ('<pad>', '<bos>')]  # the example's tokens
+        string, source, shift, _ = ''.join(itos[row[i]] for i in at).split(sep)
         out['src'].append(string.index(source))
         out['shift'].append(int(shift))
-        out['q_src'].append(len(string) + len(sep))
-        out['q_last'].append(n - 2)
+        out['start'].append(at[0])
+        out['q_src'].append(at[0] + len(string) + len(sep))
+        out['q_last'].append(at[-1] - 1)
     return {k: torch.tensor(v) for k, v in out.items()}
 
 
@@ -135,7 +137,7 @@ def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
         b = torch.arange(len(x), device=device)
         correct.append(logits[b, g['q_last']].argmax(-1) == y[b, g['q_last']])
         for qn in ('q_last', 'q_src'):
-            for kn, k in (('src', g['src']), ('target', g['src'] + g['shift'])):
+            for kn, k in (('src', g['start'] + g['src']), ('target', g['start'] + g['src'] + g['shift'])):
                 w, t = attention_to(maps, g[qn], k)
                 weights[f'{qn}->{kn}'] += w * len(x)
                 tops[f'{qn}->{kn}'] += t * len(x)

@@ -150,12 +150,15 @@ def read_tokens(path, dtype=None):
 
 
 def example_batch(rows, pad_id, all_tokens=False):
-    """Inputs and next-token targets of right-padded example rows (kind 'examples', a (B, row_len) tensor): each
-    row's last real token, the other targets -1 (ignored); with all_tokens every next token but the padding."""
+    """Inputs and next-token targets of padded example rows (kind 'examples', a (B, row_len) integer tensor):
+    each row's last real token, the other targets -1 (ignored); with all_tokens every next token but the padding.
+    Rows may be padded on either side."""
+    rows = rows.long()
     x, nxt = rows[:, :-1], rows[:, 1:]
     if all_tokens:
         return x, nxt.masked_fill(nxt == pad_id, -1)
-    last = (rows != pad_id).sum(1, keepdim=True) - 1  # where the target is
+    real = rows != pad_id
+    last = rows.shape[1] - 1 - real.flip(1).int().argmax(1, keepdim=True)  # where the target is: the last real token
     return x, nxt.new_full(nxt.shape, -1).scatter_(1, last - 1, rows.gather(1, last))
 
 

@@ -9,13 +9,20 @@ Where the paper is silent (README, "Indirect indexing", says the same): one toke
 shifts in [-15, +15] without 0 (a shift names a direction), source and shift drawn uniformly, again until the
 target lies inside the string; rows right-padded to 48 tokens, the longest example, so the context is 47 (the
 paper's table says "sequence length 40", shorter than its own longest example). VARIANTS holds the other
-readings and sub-tasks that separate the task's two halves (finding the source; moving by the shift), each a
-`--variant` here (written in seconds to data/<variant>) or `--dataset=<variant>` in train.py, which makes it.
+readings, the layouts of the study in results/indirect_indexing.md and sub-tasks that separate the task's two
+halves (finding the source; moving by the shift), each a `--variant` here (written to data/<variant>: seconds,
+or a minute on many cores for the 12.8M-example training split) or `--dataset=<variant>` in train.py, which
+makes it.
+
+A row is one example, its target the last real token: right-padded (the target's position varies with the
+string's length), or left-padded to a fixed row_len (the target is always the row's last token, and a run of
+pads precedes the string), optionally after a '<bos>' token.
 """
 
 import os
 import random
 import string
+from multiprocessing import get_context
 
 import numpy as np
 
@@ -23,15 +30,22 @@ from prepare.common import SPLITS, parser, start_dataset, write_meta, write_stre
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
-SPACE_ITOS = ITOS + [' ']  # the spaces variant adds a space token after the others
-STOI = {c: i for i, c in enumerate(SPACE_ITOS)}
-PAD = STOI['<pad>']
+PAD = ITOS.index('<pad>')
 SIZES = {'train': 1_000_000, 'val': 10_000, 'test': 10_000}  # examples per split (seeds: seed * 1000 + 0, 1, 2)
-# data set name -> how its examples differ from the paper's task as we read it (make_example's arguments)
+CHUNK = 1_000_000  # a split is made in chunks of this many examples, the first from the split's seed (in parallel)
+# data set name -> how its examples differ from the paper's task as we read it: make_example's arguments, and
+# the row's layout: pad ('right' or 'left'), row_len (default: the longest example), bos, n_train (train size)
+LAYOUT = ('pad', 'row_len', 'bos', 'n_train')
 VARIANTS = {
     'indirect_indexing': {},                                   # our reading (module docstring)
     'indirect_indexing_short': {'lengths': (6, 10), 'max_shift': 3},  # a quick CPU run
     'indirect_indexing_spaces': {'sep': ', '},                 # the paper's printed format, space token
+    # the layout of the public replication (results/indirect_indexing.md): spaces, shifts of 0, rows left-padded
+    # to 56 input tokens, so the query (the space before the target) is always the last position
+    'indirect_indexing_leftpad': {'sep': ', ', 'zero_shift': True, 'pad': 'left', 'row_len': 57},
+    'indirect_indexing_bos': {'bos': True},                    # our rows after a constant first token
+    # no example seen twice: 12.8M training examples, 200k steps of 64 (train.py --example_order=epochs)
+    'indirect_indexing_fresh': {'n_train': 12_800_000},
     'indirect_indexing_len40': {'lengths': (20, 32)},          # every example within "sequence length 40"
     'indirect_indexing_shift0': {'zero_shift': True},          # shifts of 0 too (target = source)
     # sub-tasks, one half of the task each. Content only: the shift is fixed, the source must still be found
@@ -70,37 +84,66 @@ def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=Fal
     return text, src, shift
 
 
-def decode(ids):
-    return ''.join(SPACE_ITOS[i] for i in ids if i != PAD)
+def vocabulary(sep=',', bos=False):
+    """The tokens of a variant: ITOS, then a space where the separator has one, then '<bos>' where rows start so."""
+    return ITOS + [' '] * (' ' in sep) + ['<bos>'] * bos
 
 
-def row_length(*, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None):
-    """Tokens of the longest example: letters, 3 separators, source, sign, shift digits, target."""
+def decode(ids, itos=ITOS + [' ']):
+    return ''.join(itos[i] for i in ids if itos[i] not in ('<pad>', '<bos>'))
+
+
+def row_length(*, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None, bos=False):
+    """Tokens of the longest example: letters, 3 separators, source, sign, shift digits, target (and bos)."""
     digits = max(len(str(abs(s))) for s in shift_choices(max_shift, zero_shift, shifts))
-    return lengths[1] + 3 * len(sep) + 3 + digits
+    return lengths[1] + 3 * len(sep) + 3 + digits + bos
 
 
-def make_split(n, seed, row_len=ROW_LEN, **variant):
-    """n examples as an (n, row_len) uint8 array, right-padded with PAD; deterministic in seed."""
+def _chunk(job):
+    """One chunk of make_split: n rows from random.Random(seed)."""
+    n, seed, row_len, pad, bos, variant = job
     rng = random.Random(seed)
+    itos = vocabulary(variant.get('sep', ','), bos)
+    stoi = {c: i for i, c in enumerate(itos)}
     rows = np.full((n, row_len), PAD, dtype=np.uint8)
     for i in range(n):
-        ids = [STOI[c] for c in make_example(rng, **variant)[0]]
-        rows[i, :len(ids)] = ids
+        ids = [len(itos) - 1] * bos + [stoi[c] for c in make_example(rng, **variant)[0]]
+        if len(ids) > row_len:
+            raise ValueError(f"row_len={row_len} is shorter than an example of {len(ids)} tokens")
+        if pad == 'right':
+            rows[i, :len(ids)] = ids
+        else:
+            rows[i, row_len - len(ids):] = ids
     return rows
 
 
+def make_split(n, seed, row_len=ROW_LEN, pad='right', bos=False, **variant):
+    """n examples as an (n, row_len) uint8 array padded with PAD on the given side; deterministic in seed. Made in
+    chunks of CHUNK examples (the first from seed itself, the k-th from f'{seed}:{k}'), in parallel when many."""
+    jobs = [(min(CHUNK, n - start), seed if k == 0 else f'{seed}:{k}', row_len, pad, bos, variant)
+            for k, start in enumerate(range(0, n, CHUNK))]
+    if len(jobs) > 1:
+        # fork: the workers need nothing re-imported (train.py, which may call this, runs when imported)
+        with get_context('fork').Pool(min(len(jobs), os.cpu_count() or 1)) as pool:
+            return np.concatenate(pool.map(_chunk, jobs))
+    return _chunk(jobs[0]) if jobs else np.full((0, row_len), PAD, dtype=np.uint8)
+
+
 def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indirect_indexing'):
-    options = VARIANTS[variant]
-    row_len = row_length(**options)
-    itos = SPACE_ITOS if ' ' in options.get('sep', ',') else ITOS
-    sizes = {**SIZES, **(sizes or {})}
-    rows = [(split, make_split(sizes[split], seed * 1000 + i, row_len, **options)) for i, split in enumerate(SPLITS)]
+    options = dict(VARIANTS[variant])
+    layout = {k: options.pop(k) for k in LAYOUT if k in options}
+    pad, bos = layout.get('pad', 'right'), layout.get('bos', False)
+    row_len = layout.get('row_len', row_length(**options, bos=bos))
+    itos = vocabulary(options.get('sep', ','), bos)
+    sizes = {**SIZES, **({'train': layout['n_train']} if 'n_train' in layout else {}), **(sizes or {})}
+    rows = [(split, make_split(sizes[split], seed * 1000 + i, row_len, pad, bos, **options))
+            for i, split in enumerate(SPLITS)]
     work = start_dataset(out_dir)
     counts = write_streams(work, rows, len(itos))
-    # kind 'examples': one example a row of row_len tokens, right-padded with pad_id
+    # kind 'examples': one example a row of row_len tokens padded with pad_id (on the side `pad` says)
     write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts, kind='examples',
-               row_len=row_len, pad_id=PAD, seed=seed, variant=variant, task={**make_example.__kwdefaults__, **options},
+               row_len=row_len, pad_id=PAD, pad=pad, seed=seed, variant=variant,
+               task={**make_example.__kwdefaults__, **options, 'bos': bos},
                source=f'generated by prepare/indirect_indexing.py --variant={variant} (PoPE paper, appendix A.1)')
 
 

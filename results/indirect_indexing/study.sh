@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The indirect-indexing study (results/indirect_indexing.md): the paper's recipe stretched to 200k steps, in the
+# settings below, several runs at once on one GPU under NVIDIA MPS. From the repository root:
+#   bash results/indirect_indexing/study.sh start ARM...   # make the data, start each run in the background
+#   bash results/indirect_indexing/study.sh wait SECONDS   # wait (or until every run has ended), show the last evals
+#   bash results/indirect_indexing/study.sh finish         # stop what still runs; probe each run's last checkpoint
+# ARM is <setting>_<pope|rope>_s<seed>, e.g. leftpad_pope_s1337. Each run writes out-study/<arm>/ (train.log,
+# eval_log.jsonl, ckpt.pt, final.json when it reached max_iters, probe/ after finish); with $OUT set (the GPU
+# machine), each step also packs the small files into $OUT/study.tgz.
+set -u
+export PYTHONUNBUFFERED=1
+STEPS=${STEPS:-200000}
+
+flags() {  # the train.py flags of a setting
+  case $1 in
+    paper) echo "" ;;                                           # our rows: right-padded, no spaces, shifts != 0
+    leftpad) echo "--dataset=indirect_indexing_leftpad --block_size=56" ;;  # the replication's rows
+    leftpad_replica) echo "--dataset=indirect_indexing_leftpad --block_size=56 --norm=layernorm --bias=True" \
+                          "--tie_embeddings=False --init=torch" ;;  # and the replication's model
+    bos) echo "--dataset=indirect_indexing_bos --block_size=48" ;;   # our rows after a constant first token
+    fresh) echo "--dataset=indirect_indexing_fresh --example_order=epochs" ;;  # no training example seen twice
+    *) echo "unknown setting $1" >&2; exit 2 ;;
+  esac
+}
+
+dataset() { flags "$1" | grep -o 'indirect_indexing[a-z_]*' | head -1 || true; }
+
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar czf "$OUT/study.tgz" --exclude='*.pt' out-study 2>/dev/null
+}
+
+start() {
+  mkdir -p out-study
+  nvidia-cuda-mps-control -d 2>/dev/null || true  # runs on one GPU overlap only under MPS
+  for arm in "$@"; do  # the data sets first, each made once (in parallel)
+    local d; d=$(dataset "${arm%_*_s*}"); d=${d:-indirect_indexing}
+    [ -f data/$d/meta.json ] || python -m prepare.indirect_indexing --variant "$d" > out-study/prepare_$d.log 2>&1 &
+  done
+  wait
+  for arm in "$@"; do
+    local setting=${arm%_*_s*} rest=${arm##*_s}; local pe=${arm%_s*}; pe=${pe##*_}
+    mkdir -p out-study/$arm
+    setsid nohup python train.py config/indirect_$pe.py $(flags "$setting") --seed=$rest --compile=True \
+      --cuda_graph=True --max_iters=$STEPS --lr_decay_iters=$STEPS --eval_interval=4000 --log_interval=2000 \
+      --out_dir=out-study/$arm > out-study/$arm/train.log 2>&1 < /dev/null &
+    echo "started $arm: $setting $(flags "$setting")"
+  done
+  sleep 60; show; pack
+}
+
+show() {
+  for f in out-study/*/train.log; do
+    echo "== $f: $(grep -c '^iter [0-9]* train_loss' "$f") evaluations"
+    grep -E '^iter [0-9]+ train_loss|Error|error' "$f" | tail -2 | cut -c1-160
+    grep -E '^iter [0-9]+:' "$f" | tail -1
+  done
+}
+
+running() { pgrep -f "^python train.py config/indirect" > /dev/null; }
+
+wait_for() {
+  local t0=$SECONDS
+  while running && (( SECONDS - t0 < $1 )); do sleep 10; done
+  show; pack
+}
+
+finish() {
+  pkill -f "^python train.py config/indirect" && sleep 5
+  for d in out-study/*/; do
+    [ -f "$d/ckpt.pt" ] && python -m eval.indirect_probe probe "$d/ckpt.pt" --out "$d/probe" --device cuda \
+      > "$d/probe.log" 2>&1
+  done
+  show; pack
+}
+
+case ${1:-} in
+  start) shift; start "$@" ;;
+  wait) wait_for "${2:-540}" ;;
+  finish) finish ;;
+  *) sed -n 2,9p "$0"; exit 2 ;;
+esac
