@@ -11,7 +11,6 @@ Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: tok
 indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
 """
 
-import functools
 import json
 import math
 import os
@@ -31,7 +30,7 @@ from eval import read_checkpoint
 from eval.extrapolation import context_lengths, context_losses, context_table
 from model import GPT, GPTConfig
 from prepare import indirect_indexing, shakespeare_char
-from prepare.common import SPLITS, example_batch
+from prepare.common import SPLITS, example_batch, pass_rows
 
 # -----------------------------------------------------------------------------
 # default config: the paper's indirect-indexing run with PoPE (a config file, then --key=value, override it)
@@ -229,19 +228,13 @@ def batch_from(split, ix, all_tokens=False):
     return x.to(device), y.to(device)
 
 
-@functools.lru_cache(maxsize=1)
-def epoch_order(split, epoch):
-    """The rows of split in the order of one pass (example_order='epochs'), from (seed, split, epoch) alone."""
-    return np.random.default_rng((seed, SPLITS.index(split), epoch)).permutation(len(data[split]))
-
-
 def sample_ix(split, step, purpose=0):
     """Batch positions that depend only on (seed, rank, split, purpose, step): resuming replays them. Random, or
     (training on examples with example_order='epochs') the next batch_size rows of a pass over the split."""
     n = len(data[split]) if examples else len(data[split]) - block_size
     if examples and example_order == 'epochs' and purpose == 0:
-        k = (step * ddp_world_size + ddp_rank) * batch_size + np.arange(batch_size)  # draws so far, over all ranks
-        ix = np.array([epoch_order(split, e)[i] for e, i in zip(*np.divmod(k, n))])
+        draws = (step * ddp_world_size + ddp_rank) * batch_size + np.arange(batch_size)  # numbered over all ranks
+        ix = pass_rows(n, (seed, SPLITS.index(split)), draws)
     else:
         rng = np.random.default_rng((seed, ddp_rank, SPLITS.index(split), purpose, step))
         ix = rng.integers(0, n, batch_size)

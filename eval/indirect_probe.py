@@ -1,6 +1,6 @@
 """
-Indirect indexing (issue #16: why does PoPE not learn the task?): probes of checkpoints, the table of a batch of
-runs, and the task's chance levels. Small checkpoints run on the CPU in seconds.
+Indirect indexing: probes of checkpoints, the table of a batch of runs, and the task's chance levels. Small
+checkpoints run on the CPU in seconds.
 
     python -m eval.indirect_probe probe out-probe_spaces_pope_s1337/ckpt.pt out-probe_spaces_rope_s1337/ckpt.pt \\
         --label PoPE --label RoPE --out out-probe-eval            # JSON per checkpoint, a plot, a summary
@@ -21,8 +21,9 @@ group of seeds (the run's name without _s<seed>): mean +- std.
 chance, exact, from the way prepare/indirect_indexing.py draws its examples: what a model scores that knows only
 part of the question. letter: a uniform guess among the string's letters (but the source, unless shifts of 0
 occur); position: the likeliest target position for the string's length, never looking at source or shift;
-window: a uniform guess among the L - |shift| positions that the length and the shift allow, the best a model
-can do if it reads the length and the shift but cannot find the source.
+window: a uniform guess among the L - |shift| positions that the length and the shift allow (for a shift of 0 the
+source letter, given in the question), the best a model can do if it reads the length and the shift but cannot
+find the source.
 """
 
 import json
@@ -39,7 +40,7 @@ from torch.nn import functional as F
 
 from eval import labels_for, load_checkpoint, markdown_table, parser, read_json_lines, save_figure, subplots, write_json
 from prepare.common import example_batch, read_tokens
-from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices
+from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices, task_options
 
 
 def parse_rows(rows, meta):
@@ -194,7 +195,7 @@ def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', 
             at[src + s] += 1
         letter += Fraction(1, L if 0 in shifts else L - 1) / n_lengths
         position += Fraction(max(at), len(pairs)) / n_lengths
-        window += sum(Fraction(1, L - abs(s)) for _, s in pairs) / len(pairs) / n_lengths
+        window += sum(Fraction(1, L - abs(s)) if s else 1 for _, s in pairs) / len(pairs) / n_lengths  # 0: the source
     return {'letter': float(letter), 'position': float(position), 'window': float(window)}
 
 
@@ -212,7 +213,7 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
         ckpt_path, chance = os.path.join(folder, 'ckpt.pt'), None
         if os.path.exists(ckpt_path):
             dataset = torch.load(ckpt_path, map_location='cpu', weights_only=False, mmap=True)['config']['dataset']
-            chance = chance_levels(**VARIANTS[dataset])['window'] if dataset in VARIANTS else None
+            chance = chance_levels(**task_options(dataset)[0])['window'] if dataset in VARIANTS else None
         run = os.path.basename(os.path.normpath(folder)).removeprefix('out-')
         acc = log[-1]['test_acc'] if final is None else final
         runs.append([run, f"{log[-1]['iter']}" + (' (cut)' if final is None else ''), pct(acc),
@@ -247,8 +248,8 @@ def main(argv=None):
         print(table(args.folders))
         return
     if args.command == 'chance':
-        rows = [[name, *(f"{100 * v:.2f}" for v in chance_levels(**options).values())]
-                for name, options in VARIANTS.items()]
+        rows = [[name, *(f"{100 * v:.2f}" for v in chance_levels(**task_options(name)[0]).values())]
+                for name in VARIANTS]
         print(markdown_table(['data set', 'letter', 'position', 'window'], rows))
         return
     fig, axes = subplots(1, 2, figsize=(11, 4))  # accuracy per shift and per source position, every checkpoint

@@ -162,6 +162,17 @@ def example_batch(rows, pad_id, all_tokens=False):
     return x, nxt.new_full(nxt.shape, -1).scatter_(1, last - 1, rows.gather(1, last))
 
 
+@functools.lru_cache(maxsize=2)
+def _pass_order(n, seed, epoch):
+    return np.random.default_rng((*seed, epoch)).permutation(n)
+
+
+def pass_rows(n, seed, draws):
+    """The rows of a split of n rows taken at draw numbers `draws` (an int array) when each pass over the split is
+    a new permutation, from (*seed, pass) alone: within a pass no row comes twice."""
+    return np.array([_pass_order(n, tuple(seed), epoch)[i] for epoch, i in zip(*np.divmod(draws, n))], dtype=np.int64)
+
+
 def write_json(path, obj, **kwargs):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w', encoding='utf-8') as f:

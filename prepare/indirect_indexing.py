@@ -9,7 +9,7 @@ Where the paper is silent (README, "Indirect indexing", says the same): one toke
 shifts in [-15, +15] without 0 (a shift names a direction), source and shift drawn uniformly, again until the
 target lies inside the string; rows right-padded to 48 tokens, the longest example, so the context is 47 (the
 paper's table says "sequence length 40", shorter than its own longest example). VARIANTS holds the other
-readings, the layouts of the study in results/indirect_indexing.md and sub-tasks that separate the task's two
+readings, the layouts of the study in results/indirect_indexing/README.md and sub-tasks that separate the task's two
 halves (finding the source; moving by the shift), each a `--variant` here (written to data/<variant>: seconds,
 or a minute on many cores for the 12.8M-example training split) or `--dataset=<variant>` in train.py, which
 makes it.
@@ -40,9 +40,10 @@ VARIANTS = {
     'indirect_indexing': {},                                   # our reading (module docstring)
     'indirect_indexing_short': {'lengths': (6, 10), 'max_shift': 3},  # a quick CPU run
     'indirect_indexing_spaces': {'sep': ', '},                 # the paper's printed format, space token
-    # the layout of the public replication (results/indirect_indexing.md): spaces, shifts of 0, rows left-padded
+    # the layout of the public replication (results/indirect_indexing/README.md): spaces, shifts of 0, rows left-padded
     # to 56 input tokens, so the query (the space before the target) is always the last position
     'indirect_indexing_leftpad': {'sep': ', ', 'zero_shift': True, 'pad': 'left', 'row_len': 57},
+    'indirect_indexing_leftpad_nospace': {'pad': 'left', 'row_len': 57},  # that padding alone: our rows, no spaces
     'indirect_indexing_bos': {'bos': True},                    # our rows after a constant first token
     # no example seen twice: 12.8M training examples, 200k steps of 64 (train.py --example_order=epochs)
     'indirect_indexing_fresh': {'n_train': 12_800_000},
@@ -129,9 +130,14 @@ def make_split(n, seed, row_len=ROW_LEN, pad='right', bos=False, **variant):
     return _chunk(jobs[0]) if jobs else np.full((0, row_len), PAD, dtype=np.uint8)
 
 
+def task_options(variant):
+    """A variant's make_example arguments and its row layout (the LAYOUT keys), as two dicts."""
+    options = VARIANTS[variant]
+    return ({k: v for k, v in options.items() if k not in LAYOUT}, {k: v for k, v in options.items() if k in LAYOUT})
+
+
 def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indirect_indexing'):
-    options = dict(VARIANTS[variant])
-    layout = {k: options.pop(k) for k in LAYOUT if k in options}
+    options, layout = task_options(variant)
     pad, bos = layout.get('pad', 'right'), layout.get('bos', False)
     row_len = layout.get('row_len', row_length(**options, bos=bos))
     itos = vocabulary(options.get('sep', ','), bos)

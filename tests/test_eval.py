@@ -260,9 +260,9 @@ def test_indirect_chance_levels_by_hand():
     from eval.indirect_probe import chance_levels
     # L = 3, shifts +-1: pairs (0,+1) (1,-1) (1,+1) (2,-1) put the target at 1, 0, 2, 1
     assert chance_levels(lengths=(3, 3), max_shift=1) == pytest.approx({'letter': 1 / 2, 'position': 2 / 4, 'window': 1 / 2})
-    # with shifts of 0 too: 7 pairs, target at 1 three times; windows of 3 (shift 0) and 2
+    # with shifts of 0 too: 7 pairs, target at 1 three times; a shift of 0 names the source (3 pairs), windows of 2
     assert chance_levels(lengths=(3, 3), max_shift=1, zero_shift=True) == pytest.approx(
-        {'letter': 1 / 3, 'position': 3 / 7, 'window': (3 * 1 / 3 + 4 * 1 / 2) / 7})
+        {'letter': 1 / 3, 'position': 3 / 7, 'window': (3 * 1 + 4 * 1 / 2) / 7})
 
 
 @pytest.mark.parametrize('variant', ['indirect_indexing_short', 'indirect_indexing_shift0', 'indirect_indexing_next',
@@ -280,7 +280,7 @@ def test_indirect_chance_levels_match_the_generator(variant):
         text, src, shift = make_example(rng, **options)
         L = text.index(',')
         letter.append(1 / (L if options.get('zero_shift') else L - 1))
-        window.append(1 / (L - abs(shift)))
+        window.append(1 / (L - abs(shift)) if shift else 1)  # a shift of 0: the source letter of the question
         targets[L][src + shift] += 1
     for _ in range(n):  # the position guess, fitted above, played on fresh examples (the max of counts is biased)
         text, src, shift = make_example(rng, **options)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The indirect-indexing study (results/indirect_indexing.md): the paper's recipe stretched to 200k steps, in the
-# settings below, several runs at once on one GPU under NVIDIA MPS. From the repository root:
+# The indirect-indexing study (results/indirect_indexing/README.md): the paper's recipe, stretched to 200k steps
+# (STEPS=100000: the paper's own), in the settings below, several runs at once on one GPU under NVIDIA MPS.
+# From the repository root:
 #   bash results/indirect_indexing/study.sh start ARM...   # make the data, start each run in the background
 #   bash results/indirect_indexing/study.sh wait SECONDS   # wait (or until every run has ended), show the last evals
 #   bash results/indirect_indexing/study.sh finish         # stop what still runs; probe each run's last checkpoint
@@ -11,19 +12,24 @@ set -u
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-200000}
 
-flags() {  # the train.py flags of a setting
+args() {  # the config file and train.py flags of a setting, for encoding $2
   case $1 in
-    paper) echo "" ;;                                           # our rows: right-padded, no spaces, shifts != 0
-    leftpad) echo "--dataset=indirect_indexing_leftpad --block_size=56" ;;  # the replication's rows
-    leftpad_replica) echo "--dataset=indirect_indexing_leftpad --block_size=56 --norm=layernorm --bias=True" \
-                          "--tie_embeddings=False --init=torch" ;;  # and the replication's model
-    bos) echo "--dataset=indirect_indexing_bos --block_size=48" ;;   # our rows after a constant first token
-    fresh) echo "--dataset=indirect_indexing_fresh --example_order=epochs" ;;  # no training example seen twice
+    paper) echo "config/indirect_$2.py" ;;                      # our rows: right-padded, no spaces, shifts != 0
+    leftpad) echo "config/indirect_$2_leftpad.py" ;;            # the replication's rows (left-padded, spaces)
+    leftpad_replica) echo "config/indirect_$2_leftpad.py --norm=layernorm --bias=True --tie_embeddings=False" \
+                          "--init=torch" ;;                      # and the replication's model
+    leftpad_nospace) echo "config/indirect_$2.py --dataset=indirect_indexing_leftpad_nospace --block_size=56" ;;
+    bos) echo "config/indirect_$2.py --dataset=indirect_indexing_bos --block_size=48" ;;  # a constant first token
+    fresh) echo "config/indirect_$2.py --dataset=indirect_indexing_fresh --example_order=epochs" ;;  # none seen twice
     *) echo "unknown setting $1" >&2; exit 2 ;;
   esac
 }
 
-dataset() { flags "$1" | grep -o 'indirect_indexing[a-z_]*' | head -1 || true; }
+dataset() {  # the data set a setting trains on
+  local a; a=$(args "$1" pope)
+  case $a in *--dataset=*) a=${a#*--dataset=}; echo "${a%% *}" ;; *leftpad*) echo indirect_indexing_leftpad ;;
+    *) echo indirect_indexing ;; esac
+}
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
@@ -34,17 +40,17 @@ start() {
   mkdir -p out-study
   nvidia-cuda-mps-control -d 2>/dev/null || true  # runs on one GPU overlap only under MPS
   for arm in "$@"; do  # the data sets first, each made once (in parallel)
-    local d; d=$(dataset "${arm%_*_s*}"); d=${d:-indirect_indexing}
+    local d; d=$(dataset "${arm%_*_s*}")
     [ -f data/$d/meta.json ] || python -m prepare.indirect_indexing --variant "$d" > out-study/prepare_$d.log 2>&1 &
   done
   wait
   for arm in "$@"; do
     local setting=${arm%_*_s*} rest=${arm##*_s}; local pe=${arm%_s*}; pe=${pe##*_}
     mkdir -p out-study/$arm
-    setsid nohup python train.py config/indirect_$pe.py $(flags "$setting") --seed=$rest --compile=True \
+    setsid nohup python train.py $(args "$setting" "$pe") --seed=$rest --compile=True \
       --cuda_graph=True --max_iters=$STEPS --lr_decay_iters=$STEPS --eval_interval=4000 --log_interval=2000 \
       --out_dir=out-study/$arm > out-study/$arm/train.log 2>&1 < /dev/null &
-    echo "started $arm: $setting $(flags "$setting")"
+    echo "started $arm: $(args "$setting" "$pe")"
   done
   sleep 60; show; pack
 }

@@ -1,0 +1,101 @@
+"""The layouts of the indirect-indexing rows (prepare/indirect_indexing.py): padding side, '<bos>', the target's
+position, and the chunked generation and pass order behind the large training split."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from eval.indirect_probe import parse_rows
+from prepare import indirect_indexing as ii
+from prepare.common import example_batch, pass_rows
+
+
+def made(tmp_path, variant, n=400):
+    ii.prepare(str(tmp_path / variant), seed=0, sizes={'train': n, 'val': n, 'test': n}, variant=variant)
+    meta = json.load(open(tmp_path / variant / 'meta.json'))
+    rows = np.fromfile(tmp_path / variant / 'test.bin', dtype=meta['dtype']).reshape(-1, meta['row_len'])
+    return rows, meta
+
+
+def fields(row, meta):
+    """(pads before, pads after, the example's text) of one row."""
+    itos, pad = meta['itos'], meta['pad_id']
+    real = np.flatnonzero(row != pad)
+    return real[0], len(row) - 1 - real[-1], ''.join(itos[t] for t in row[real])
+
+
+def check_example(text, sep):
+    string, source, shift, target = text.split(sep)
+    assert len(set(string)) == len(string) and 20 <= len(string) <= 40
+    assert string[string.index(source) + int(shift)] == target  # the target really is shift away
+    return int(shift)
+
+
+def test_leftpad_rows_end_with_the_target_after_a_space(tmp_path):
+    """The replication's layout: 56 input tokens, pads first (at least 6), ', ' separators, shifts of 0 allowed;
+    the last input position is always the space before the target."""
+    rows, meta = made(tmp_path, 'indirect_indexing_leftpad')
+    assert rows.shape[1] == meta['row_len'] == 57 and meta['pad'] == 'left' and meta['itos'][-1] == ' '
+    shifts = []
+    for row in rows:
+        before, after, text = fields(row, meta)
+        assert after == 0 and before >= 6 and (row[:before] == meta['pad_id']).all()
+        assert meta['itos'][row[55]] == ' ' and text[-1] == meta['itos'][row[56]]
+        shifts.append(check_example(text, ', '))
+    assert 0 in shifts and min(shifts) == -15 and max(shifts) == 15
+    x, y = example_batch(torch.from_numpy(rows), meta['pad_id'])
+    assert x.shape == (len(rows), 56) and (y[:, :55] == -1).all() and (y[:, 55] == torch.from_numpy(rows[:, 56])).all()
+
+
+def test_leftpad_nospace_and_bos_rows(tmp_path):
+    rows, meta = made(tmp_path, 'indirect_indexing_leftpad_nospace')
+    assert rows.shape[1] == 57 and ' ' not in meta['itos']
+    for row in rows:
+        before, after, text = fields(row, meta)
+        assert after == 0 and before >= 9 and check_example(text, ',') != 0
+    rows, meta = made(tmp_path, 'indirect_indexing_bos')
+    bos = meta['itos'].index('<bos>')
+    assert rows.shape[1] == 49 and bos == len(meta['itos']) - 1 and meta['pad'] == 'right'
+    assert (rows[:, 0] == bos).all() and (rows[:, 1:] != bos).all()
+    for row in rows:
+        before, after, text = fields(row, meta)
+        assert before == 0 and check_example(text.removeprefix('<bos>'), ',') != 0
+    x, y = example_batch(torch.from_numpy(rows), meta['pad_id'])
+    last = (rows != meta['pad_id']).sum(1) - 1  # right padding: the target is the last real token
+    assert (y[torch.arange(len(rows)), torch.from_numpy(last - 1)] == torch.from_numpy(rows[np.arange(len(rows)), last])).all()
+
+
+@pytest.mark.parametrize('variant', ['indirect_indexing', 'indirect_indexing_leftpad', 'indirect_indexing_bos'])
+def test_probe_finds_the_fields_in_every_layout(tmp_path, variant):
+    rows, meta = made(tmp_path, variant, n=50)
+    f = parse_rows(rows, meta)
+    sep = meta['task']['sep']
+    for i, row in enumerate(rows):
+        source = meta['itos'][row[f['start'][i] + f['src'][i]]]
+        assert meta['itos'][row[f['q_src'][i]]] == source  # the source letter in the question
+        assert meta['itos'][row[f['start'][i] + f['src'][i] + f['shift'][i]]] == meta['itos'][row[f['q_last'][i] + 1]]
+        assert meta['itos'][row[f['q_last'][i]]] == sep[-1]  # the last input token closes the shift
+
+
+def test_large_splits_are_made_in_chunks(monkeypatch):
+    """Chunk 0 is the split as one stream of its seed (so 1M-row splits are as before); the other chunks have seeds
+    of their own; the parallel path gives the same rows."""
+    monkeypatch.setattr(ii, 'CHUNK', 100)
+    whole = ii.make_split(250, 7)
+    assert whole.shape == (250, ii.ROW_LEN)
+    assert np.array_equal(whole[:100], ii._chunk((100, 7, ii.ROW_LEN, 'right', False, {})))
+    assert np.array_equal(whole[100:200], ii._chunk((100, '7:1', ii.ROW_LEN, 'right', False, {})))
+    assert not np.array_equal(whole[:50], whole[100:150])
+    assert ii.VARIANTS['indirect_indexing_fresh']['n_train'] >= 200_000 * 64  # no row twice in the 200k-step study
+
+
+def test_pass_rows_visit_each_row_once_per_pass():
+    draws = np.arange(35)
+    rows = pass_rows(10, (3, 0), draws)
+    for p in range(3):
+        assert sorted(rows[10 * p:10 * p + 10]) == list(range(10))
+    assert not np.array_equal(rows[:10], rows[10:20])  # each pass in a new order
+    assert np.array_equal(rows, pass_rows(10, (3, 0), draws)) and not np.array_equal(rows, pass_rows(10, (4, 0), draws))
+    assert np.array_equal(pass_rows(10, (3, 0), draws[17:23]), rows[17:23])  # a draw's row depends on its number alone
