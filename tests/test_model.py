@@ -367,3 +367,24 @@ def test_qk_init_scale_and_delta_learning_rate_group():
     assert {id(p) for p in groups[2]['params']} == {id(b.attn.delta) for b in model.h}
     assert (groups[2]['lr'], groups[2]['lr_mult'], groups[2]['weight_decay']) == (pytest.approx(0.1), 100.0, 0.0)
     assert len(model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu').param_groups) == 2  # the default: as before
+
+
+def test_replication_model_flags_norm_untied_head_and_init():
+    """norm='layernorm' with bias=True has LayerNorm biases; tie_embeddings=False gives the output layer its own
+    weights and bias, padded like the tied one (the loss still ignores the padding); init='torch' keeps PyTorch's
+    initialisation (embedding N(0, 1)) instead of GPT-2's N(0, 0.02)."""
+    kw = dict(block_size=16, vocab_size=70, n_layer=2, n_head=2, n_embd=32, pos_emb='pope', attn_impl='sdpa')
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(**kw, norm='layernorm', bias=True, tie_embeddings=False, init='torch'))
+    assert isinstance(m.h[0].ln_1, torch.nn.LayerNorm) and m.h[0].ln_1.bias is not None
+    assert m.wte.weight is not m.lm_head.weight and m.wte.weight.shape == (70, 32)
+    assert m.lm_head.weight.shape == (128, 32) and m.lm_head.bias.shape == (128,)
+    assert 0.8 < m.wte.weight.std() < 1.2  # nn.Embedding's N(0, 1)
+    idx, y = torch.randint(0, 70, (3, 16)), torch.randint(0, 70, (3, 16))
+    logits, loss = m(idx, y)
+    assert logits.shape == (3, 16, 70) and torch.allclose(loss, F.cross_entropy(logits.flatten(0, 1), y.flatten()))
+    g = GPT(GPTConfig(**kw))  # the defaults: RMSNorm, tied, GPT-2 init
+    assert isinstance(g.h[0].ln_1, torch.nn.RMSNorm) and g.wte.weight is g.lm_head.weight and g.lm_head.bias is None
+    assert 0.015 < g.wte.weight[:70].std() < 0.025
+    with pytest.raises(ValueError, match='norm'):
+        GPT(GPTConfig(**kw, norm='batchnorm'))
