@@ -1,4 +1,4 @@
-# Human genome (6-mer tokens) (paper section 3, table of music and genome results) with PoPE, at the paper's full
+# Human genome (6-mer tokens) (paper: section 4, Table 3) with PoPE, at the paper's full
 # scale and settings; train.py's defaults give the rest (100k steps, 4k warmup, weight decay 0.01, clip 1.0,
 # delta ~ U(-2pi, 0)). Paper's best test NLL per token: 4.152 (RoPE -> PoPE: 4.217 -> 4.152).
 # Data: python -m prepare.genome --source hg38.fa.gz

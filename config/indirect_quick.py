@@ -1,4 +1,4 @@
-# Quick start: indirect indexing with PoPE, small enough for a laptop CPU (under ~10 minutes),
+# Quick start: indirect indexing with PoPE, small enough for a laptop CPU (minutes; results/quick_start/ has the times),
 # printing test accuracy as it learns. Not the paper's run (that is config/indirect_pope.py:
 # 8 layers, 512 wide, 100k steps, strings of 20-40 letters, shifts up to 15): here strings of
 # 6-10 letters and shifts up to 3 (prepare/indirect_indexing.py --variant=indirect_indexing_short).

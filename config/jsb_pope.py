@@ -1,4 +1,4 @@
-# JSB chorales (paper section 3, table of music and genome results) with PoPE, at the paper's full scale and
+# JSB chorales (paper: section 4, Table 2) with PoPE, at the paper's full scale and
 # settings; train.py's defaults give the rest (8 heads, beta2 0.99, weight decay 0.01, clip 1.0, delta ~ U(-2pi, 0)).
 # Paper's best test NLL per token: 0.4889 (RoPE -> PoPE: 0.5081 -> 0.4889).
 # Data: python -m prepare.jsb_chorales [--source Jsb16thSeparated.json]

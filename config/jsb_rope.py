@@ -1,4 +1,4 @@
-# JSB chorales (paper section 3) with RoPE: the run of config/jsb_pope.py with pos_emb='rope'.
+# JSB chorales (paper: section 4, Table 2) with RoPE: the run of config/jsb_pope.py with pos_emb='rope'.
 # Paper's best test NLL per token: 0.5081 (RoPE -> PoPE: 0.5081 -> 0.4889).
 exec(open('config/jsb_pope.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-jsb-rope'

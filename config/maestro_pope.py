@@ -1,4 +1,4 @@
-# MAESTRO (REMI tokens) (paper section 3, table of music and genome results) with PoPE, at the paper's full scale
+# MAESTRO (REMI tokens) (paper: section 4, Table 2) with PoPE, at the paper's full scale
 # and settings; train.py's defaults give the rest (8 heads, beta2 0.99, weight decay 0.01, clip 1.0,
 # delta ~ U(-2pi, 0)). Paper's best test NLL per token: 1.486 (RoPE -> PoPE: 1.501 -> 1.486).
 # Data: python -m prepare.maestro --source maestro-v3.0.0

@@ -1,4 +1,4 @@
-# OpenWebText language modelling (paper section 4), 124M model with PoPE, at the paper's full scale:
+# OpenWebText language modelling (paper: section 4, Table 4), 124M model with PoPE, at the paper's full scale:
 # 100k steps (train.py's default) of 64 x 1024 tokens (~6.6B tokens), on 8 GPUs; dropout 0, weight decay 0.01 and
 # clip 1.0 are train.py's defaults too. Paper's validation perplexity: 21.33 (RoPE -> PoPE at 124M: 21.55 -> 21.33).
 # The other sizes and RoPE start from this file: config/owt_{rope,pope}{,_253m,_774m}.py.

@@ -1,4 +1,4 @@
-# OpenWebText language modelling (paper section 4), 253M model with PoPE: config/owt_pope.py at another size.
+# OpenWebText language modelling (paper: section 4, Table 4), 253M model with PoPE: config/owt_pope.py at another size.
 # Paper's validation perplexity: 18.55 (RoPE -> PoPE at 253M: 18.88 -> 18.55).
 exec(open('config/owt_pope.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-owt-pope-253m'

@@ -1,4 +1,4 @@
-# Length extrapolation (paper section 6), at the paper's full scale: fine-tune the 124M PoPE model of
+# Length extrapolation (paper: section 4, Figure 2), at the paper's full scale: fine-tune the 124M PoPE model of
 # config/owt_pope.py at context 4096 with no interpolation; 500 steps, 20 warmup, batch 64, lr 6e-5, no decay.
 # The paper shows the result only as a figure (PG-19 perplexity at 1024 ... 10240 tokens):
 # RoPE+YaRN holds to 4096 and degrades beyond; PoPE fine-tuned is lowest and flat to 10x.

@@ -1,4 +1,5 @@
-# Length extrapolation (paper section 6): config/owt_pope_ft.py for the 253M model of config/owt_pope_253m.py.
+# Length extrapolation (paper: section 4, Figure 2): config/owt_pope_ft.py for the 253M model of
+# config/owt_pope_253m.py.
 exec(open('config/owt_pope_ft.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-owt-pope-ft-253m'
 init_from = 'out-owt-pope-253m/ckpt.pt'  # the pre-trained model

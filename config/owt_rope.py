@@ -1,5 +1,5 @@
-# OpenWebText language modelling (paper section 4), 124M model with RoPE: config/owt_pope.py with pos_emb='rope'.
-# Paper's validation perplexity: 21.55 (RoPE -> PoPE at 124M: 21.55 -> 21.33).
+# OpenWebText language modelling (paper: section 4, Table 4), 124M model with RoPE: config/owt_pope.py with
+# pos_emb='rope'. Paper's validation perplexity: 21.55 (RoPE -> PoPE at 124M: 21.55 -> 21.33).
 exec(open('config/owt_pope.py').read())  # its settings, then the changes below (paths from the repository root)
 out_dir = 'out-owt-rope'
 pos_emb = 'rope'

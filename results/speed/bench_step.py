@@ -6,8 +6,10 @@ versions see the same batches and their loss curves can be printed side by side.
 
     python results/speed/bench_step.py --pos_emb=rope                      # this repository's model
     python results/speed/bench_step.py --pos_emb=pope --code=DIR           # the model.py in DIR (an older version)
-    python results/speed/bench_step.py --code=.dev/nanogpt                 # nanoGPT's model.py in this same loop
+    python results/speed/bench_step.py --code=out-speed/nanogpt            # nanoGPT's model.py in this same loop
     torchrun --standalone --nproc_per_node=2 results/speed/bench_step.py --pos_emb=rope --ddp_buckets=1
+
+(results/speed/reproduce.sh clones nanoGPT into out-speed/nanogpt at the commit it names.)
 
 Prints one line per step (loss, ms) and a summary line: median ms of the steps after the first 20 (compile and
 warm-up), tokens/s over all GPUs, the dynamo graph count, and (--profile=1) the top CUDA kernels of 5 steps.
