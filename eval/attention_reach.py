@@ -13,7 +13,7 @@ content, the control (keys hold random letters, the query names one: no position
           sets only non-negative weights of cosines whose phases are fixed (position and a learned delta_c)
     pope_signed  PoPE with mu = W x (the paper's "no softplus" ablation: weights of either sign, phases still fixed)
 
-    python -m eval.attention_reach --out results/attention_reach     # the three tasks, 3 heads x 3 seeds, a table
+    python -m eval.attention_reach --out results/indirect_indexing/attention_reach     # the three tasks, 3 heads x 3 seeds, a table
 """
 
 import os
