@@ -192,7 +192,7 @@ class GPTConfig:
     pope_softplus: bool = True  # mu = softplus(x); False: mu = x (the paper's ablation; sdpa/torch paths only)
     pope_zero_freqs: int = 0  # theta_c = 0 for the n lowest frequencies of each head (sdpa/torch paths only)
     qk_init_scale: float = 1.0  # init std of the query and key weights, x 0.02 (any encoding)
-    # the model of the public indirect-indexing replication (results/indirect_indexing.md), with bias=True
+    # the model of the public indirect-indexing replication (results/indirect_indexing/README.md), with bias=True
     norm: str = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm' (with a bias when bias=True)
     tie_embeddings: bool = True  # the output layer shares the token embedding's weights (GPT-2)
     init: str = 'gpt2'  # 'gpt2': N(0, 0.02), residual projections / sqrt(2 n_layer); 'torch': PyTorch's defaults

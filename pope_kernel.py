@@ -22,11 +22,17 @@ Stages (each a torch.library custom op, so torch.compile sees one opaque node pe
   pope::cartesian_backward   epilogue, from dq', dk' (X = mu cos phi, Y = mu sin phi, dX, dY their grads):
                                  dmu = dX cos phi + dY sin phi,     dx = dmu * sigmoid(x)
                                  ddelta[h] = sum_{b, t} mu_q (dX sin phi_q - dY cos phi_q)   (phi_q has -delta)
-impl='auto' picks per head dim and length from the table _FASTEST, measured on an H200 (results/kernel_bench.md,
-results/speed.md): 'sdpa' won forward+backward at every long shape (d 64 / 128, T 1024 / 4096 / 16384), since
-cuDNN's Hopper attention runs the 2d-wide q' k' at RoPE's efficiency (~450 TFLOP/s at d 64, T 16384) while the
-Triton kernels, without warp specialisation, reach 250-370; at T 48 (the indirect-indexing task) 'triton' won
-(its small tiles and few launches: 2.94 vs 3.03 ms a training step).
+impl='auto' picks, per head dim and length, whichever of 'sdpa' and 'triton' was faster on an H200 (the table
+_FASTEST; the measurements: results/kernel/README.md): SDPA lets cuDNN's Hopper attention run on q', k', while the
+all-Triton path has small tiles and few launches for short sequences.
+
+How the all-Triton attention differs from the Triton fused-attention tutorial (FlashAttention-2), whose structure it
+follows: q' and k' are 2d wide while v and the output are d wide; lengths need not be multiples of the tiles
+(ragged tails are masked); queries may start at position q_offset > 0 among Tk >= Tq keys (a KV cache);
+grouped-query attention, dk' and dv summed over a kv head's query heads in one program; fp32 inputs get
+true fp32 dots; no TMA, warp specialisation or fp8. The polar <-> Cartesian step is a separate elementwise kernel,
+so the same q', k' also feed SDPA.
+
 
 Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64, so the phase at
 position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad); delta's
@@ -46,8 +52,7 @@ from triton.language.extra import libdevice
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # the GPU's approximate log2, cos, sin and division in the prologue / epilogue (errors ~2e-7, cos / sin 5e-7 absolute:
-# far below bf16's 4e-3): with libdevice's exact ones, arithmetic bounded them (results/speed.md, round 7). The CPU
-# interpreter has the exact ones only
+# far below bf16's 4e-3), for speed (results/kernel/README.md). The CPU interpreter has the exact ones only
 FAST_MATH = tl.constexpr(not INTERPRET)
 IMPLS = ("auto", "sdpa", "triton")
 TRITON_HEAD_DIMS = (32, 64, 128)  # the all-Triton attention; the sdpa path takes any d up to MAX_HEAD_DIM
@@ -399,7 +404,7 @@ _BLOCKS = {
 SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
 _SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles of 4-byte numbers need 2x the memory)
 _INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
-BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (fastest of 18 measured)
+BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (the fastest measured)
 
 
 def _blocks(kind, d, T, dtype):
@@ -576,8 +581,8 @@ attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 # -----------------------------------------------------------------------------
 # The SDPA path and the entry point
 
-# impl='auto': the measured winner per head dim, as (up to this Tk, impl) in increasing Tk: 'sdpa' at every long
-# shape (d 64 / 128, T 1024..16384, fwd+bwd), 'triton' at d 64, T 48 (whole training steps); unmeasured: 'sdpa'
+# impl='auto': the measured winner per head dim (results/kernel/README.md), as (up to this Tk, impl) in increasing
+# Tk: 'sdpa' for long sequences, 'triton' for short ones at d 64; head dims not measured: 'sdpa'
 _FASTEST = {32: [(2**31, "sdpa")], 64: [(SHORT_T, "triton"), (2**31, "sdpa")], 128: [(2**31, "sdpa")]}
 SDPA_GQA = "expand"  # grouped k', v for SDPA: "expand" (copy per query head) or "enable_gqa" (SDPA's own)
 

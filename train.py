@@ -351,13 +351,12 @@ if compile:
     model = torch.compile(model)
 if ddp:
     # gradients as views of DDP's all-reduce buckets: no copy into the buckets and back; with compile, one graph
-    # and the all-reduce after the backward, in 200 MB buckets (measured on 2 H200s: RoPE 1.91x one GPU, 1.90x with
-    # DDP's 25 MB, 1.87-1.88x with a graph per bucket overlapping the backward; results/speed.md)
+    # and the all-reduce after the backward, in 200 MB buckets (the fastest setting measured: results/speed/README.md)
     torch._dynamo.config.optimize_ddp = False
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None, gradient_as_bucket_view=True,
                 bucket_cap_mb=200)
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
-# eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
+# eval-mode forward failed for PoPE's kernel: results/speed/README.md)
 eval_model = model.module if ddp else model
 # length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
 ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, block_size, pos_emb,
