@@ -584,25 +584,20 @@ attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 # impl='auto': the measured winner per head dim (results/kernel/README.md), as (up to this Tk, impl) in increasing
 # Tk: 'sdpa' for long sequences, 'triton' for short ones at d 64; head dims not measured: 'sdpa'
 _FASTEST = {32: [(2**31, "sdpa")], 64: [(SHORT_T, "triton"), (2**31, "sdpa")], 128: [(2**31, "sdpa")]}
-SDPA_GQA = "expand"  # grouped k', v for SDPA: "expand" (copy per query head) or "enable_gqa" (SDPA's own)
-
-
 def _sdpa(qp, kp, v, causal, sm_scale, q_offset):
     """softmax(sm_scale q' k'^T) v by F.scaled_dot_product_attention; its is_causal is top-left aligned, so a
-    query block that does not start at position 0 gets an explicit mask (or none when it sees every key)."""
+    query block that does not start at position 0 gets an explicit mask (or none when it sees every key).
+    Grouped k', v are copied per query head (bench_attention.py compares SDPA's own enable_gqa)."""
     H, Hkv, Tq, Tk = qp.shape[1], kp.shape[1], qp.shape[2], kp.shape[2]
-    gqa = {}
-    if Hkv != H and SDPA_GQA == "expand":
+    if Hkv != H:
         kp, v = (x[:, :, None].expand(-1, -1, H // Hkv, -1, -1).flatten(1, 2) for x in (kp, v))
-    elif Hkv != H:
-        gqa = dict(enable_gqa=True)
     if not causal or q_offset >= Tk - 1:  # every key visible to every query (e.g. one decoding step)
-        return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale, **gqa)
+        return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale)
     if q_offset == 0 and Tq == Tk:
-        return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=sm_scale, **gqa)
+        return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=sm_scale)
     t = torch.arange(q_offset, q_offset + Tq, device=qp.device)
     mask = torch.arange(Tk, device=qp.device)[None, :] <= t[:, None]  # key s visible to query t iff s <= t
-    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=mask, scale=sm_scale, **gqa)
+    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=mask, scale=sm_scale)
 
 
 def _check_inputs(q, k, v, delta, q_offset, impl):
