@@ -283,18 +283,24 @@ class CausalSelfAttention(nn.Module):
         if self.pos_emb == 'alibi_half':
             self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
 
+    def rope(self, q, k, q_offset):
+        """q and k (B, T, heads, hd) at positions q_offset.. rotated by RoPE's angles (and YaRN's temperature), in
+        this layout (contiguous: fast)."""
+        T = q.shape[1]
+        if q_offset + T <= self.rope_cos.shape[0]:
+            cos, sin = self.rope_cos[q_offset:q_offset + T], self.rope_sin[q_offset:q_offset + T]
+        else:
+            cos, sin = rope_angles(torch.arange(q_offset, q_offset + T, device=q.device), self.theta)
+        cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
+        return rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
+
     def forward(self, x, cache=None, q_offset=0):
         B, T, C = x.size()
         H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
         q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
         q, k, v = q.view(B, T, H, hd), k.view(B, T, Hkv, hd), v.view(B, T, Hkv, hd)
-        if self.pos_emb in ('rope', 'rope_half'):  # RoPE: q and k rotated in this (B, T, heads, hd) layout (fast)
-            if q_offset + T <= self.rope_cos.shape[0]:
-                cos, sin = self.rope_cos[q_offset:q_offset + T], self.rope_sin[q_offset:q_offset + T]
-            else:
-                cos, sin = rope_angles(torch.arange(q_offset, q_offset + T, device=x.device), self.theta)
-            cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
-            q, k = rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
+        if self.pos_emb in ('rope', 'rope_half'):  # RoPE: q and k rotated by their positions, then plain attention
+            q, k = self.rope(q, k, q_offset)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, heads, T, hd) views
         if cache is not None:
             k, v = cache.update(self.layer, k, v)
