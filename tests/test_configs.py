@@ -125,6 +125,10 @@ for size, (L, H, D, _) in SIZES.items():
     PAPER[f'owt_pope_ft{size}'] = dict(FT, pos_emb='pope', yarn_scale=1.0, init_from=f'out-owt-pope{pre}/ckpt.pt')
     PAPER[f'owt_rope_yarn_ft{size}'] = dict(FT, pos_emb='rope', yarn_scale=4.0, yarn_orig_ctx=1024,  # s = 4096 / 1024
                                             init_from=f'out-owt-rope{pre}/ckpt.pt')
+# the ablations at 124M (section 4): the 124M PoPE run with one switch changed
+PAPER['owt_pope_no_softplus'] = dict(PAPER['owt_pope'], pope_mu='identity')
+PAPER['owt_pope_relu'] = dict(PAPER['owt_pope'], pope_mu='relu')
+PAPER['owt_pope_no_delta'] = dict(PAPER['owt_pope'], pope_delta='none')
 
 
 def mismatches(cfg, expected):
@@ -146,7 +150,8 @@ def test_config_matches_paper(name):
 @pytest.mark.parametrize('name, override', [
     ('indirect_rope', '--min_lr=2e-4'), ('jsb_rope', '--warmup_iters=100'), ('genome_pope', '--batch_size=4'),
     ('maestro_pope', '--beta2=0.999'), ('owt_rope_774m', '--n_head=16'), ('owt_pope', '--pope_delta=uniform'),
-    ('owt_rope_yarn_ft_253m', '--yarn_scale=2.0'), ('owt_pope_ft', '--decay_lr=True')])
+    ('owt_rope_yarn_ft_253m', '--yarn_scale=2.0'), ('owt_pope_ft', '--decay_lr=True'),
+    ('owt_pope_relu', '--pope_mu=softplus'), ('owt_pope_no_delta', '--pope_delta=zero')])
 def test_a_wrong_value_is_caught(name, override):
     assert mismatches(merged(name, override), PAPER[name])
 
