@@ -53,7 +53,8 @@ paper = {'pope': 21.33, 'no_softplus': 21.57, 'relu': 21.55, 'no_delta': 21.42, 
 names = {'pope': 'PoPE', 'no_softplus': 'PoPE, mu = x (no softplus)', 'relu': 'PoPE, mu = relu(x)',
          'no_delta': 'PoPE, no delta', 'rope': 'RoPE'}
 ppl = defaultdict(lambda: defaultdict(list))  # run -> length -> perplexity per seed
-results = json.load(open(f'{out}/extrapolation.json'))['results']
+ev = json.load(open(f'{out}/extrapolation.json'))
+results = ev['results']
 for r in results:
     ppl[r['label'].rsplit('-s', 1)[0]][r['length']].append(r['ppl'])
 lengths = sorted({r['length'] for r in results})
@@ -63,5 +64,6 @@ print('| run | paper: 124M, OpenWebText val ppl | ' + ' | '.join(
 print('|---|---|' + '---|' * len(lengths))
 for run, by_length in ppl.items():
     print(f'| {names[run]} | {paper[run]} | ' + ' | '.join(cell(by_length[L]) for L in lengths) + ' |')
-print(f'\nmean over seeds (each seed); test: the first tokens of data/shakespeare/test.bin, one window per length')
+print(f"\nEach cell: the mean over seeds (each seed's in brackets); test perplexity on the first {ev['tokens']:,} tokens "
+      f"of {ev['data']}, in windows of each length; the paper's column is its 124M OpenWebText run.")
 PY
