@@ -10,7 +10,8 @@ whose phase carries position ("where"):
     a_ts = Re(sum_c conj(q~_tc) k~_sc) = sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c)
 
 delta is a learnable phase bias per (layer, head, frequency), kept in [-2pi, 0] (train.py projects it after each
-optimizer step); values are untouched and the logits keep the usual 1/sqrt(d) scale.
+optimizer step); values are untouched and the logits keep the usual 1/sqrt(d) scale. The paper's ablations are
+switches of GPTConfig: the magnitude mu = relu(x) or mu = x (pope_mu), and no delta at all (pope_delta='none').
 
 Other encodings (baselines of the paper): rope, rope_half, alibi_half, learned, sinusoidal, none.
 """
@@ -25,6 +26,10 @@ from torch.nn import functional as F
 
 POS_EMBS = ('pope', 'rope', 'rope_half', 'alibi_half', 'learned', 'sinusoidal', 'none')
 ATTN_IMPLS = ('auto', 'torch', 'sdpa', 'triton')
+# PoPE's magnitude mu(x): softplus (the paper), or its ablations relu and identity (mu = x: a negative mu is a
+# phase of pi); pope_kernel.py computes the same three
+POPE_MUS = {'softplus': F.softplus, 'relu': F.relu, 'identity': lambda x: x}
+POPE_DELTAS = ('uniform', 'zero', 'none')  # delta learned from init U(-2pi, 0) or 0, or no delta (the ablation)
 
 # -----------------------------------------------------------------------------
 # PoPE attention: the plain reference and the SDPA form
@@ -43,40 +48,35 @@ def repeat_kv(x, n_head):
     return x if x.shape[1] == n_head else x.repeat_interleave(n_head // x.shape[1], dim=1)
 
 
-def pope_cartesian(x, pos, base, delta=None, softplus=True, zero_freqs=0):
+def pope_cartesian(x, pos, base, delta=None, mu='softplus'):
     """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
-    mu = softplus(x), phi = pos * theta (+ delta for keys). Phases are formed in float64, exact to
-    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad).
-    Probes of the indirect-indexing task (defaults = PoPE): softplus=False takes mu = x (the paper's
-    ablation; mu may be negative, a phase of pi), zero_freqs=n sets theta_c = 0 for the n lowest
-    frequencies c = d-n..d-1 (those channels match content alone: mu_q mu_k cos(delta_c))."""
+    mu = POPE_MUS[mu](x), phi = pos * theta (+ delta for keys, if any). Phases are formed in float64, exact to
+    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
     d = x.shape[-1]
     dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
     theta = base ** (-torch.arange(d, dtype=torch.float64, device=x.device) / d)
-    if zero_freqs:
-        theta[d - zero_freqs:] = 0.0
     phi = pos.to(torch.float64)[:, None] * theta  # (T, d)
     if delta is not None:
         phi = phi + delta.to(torch.float64)[:, None, :]  # (H, T, d)
-    mu = F.softplus(x.to(dt)) if softplus else x.to(dt)
-    return mu * phi.cos().to(dt), mu * phi.sin().to(dt)
+    magnitude = POPE_MUS[mu](x.to(dt))
+    return magnitude * phi.cos().to(dt), magnitude * phi.sin().to(dt)
 
 
-def pope_qk(q, k, delta, base, q_offset, **options):
-    """Cartesian queries Qc, Qs at positions q_offset.. and keys Kc, Ks at positions 0.. (with delta);
-    k may have fewer heads than q (grouped-query attention): it is repeated per group first.
-    options: pope_cartesian's softplus and zero_freqs."""
+def pope_qk(q, k, delta, base, q_offset, mu):
+    """Cartesian queries Qc, Qs at positions q_offset.. and keys Kc, Ks at positions 0.. (with delta, if any);
+    k may have fewer heads than q (grouped-query attention): it is repeated per group first."""
     t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
     s = torch.arange(k.shape[-2], device=k.device)
     k = repeat_kv(k, q.shape[1])
-    return (*pope_cartesian(q, t, base, **options), *pope_cartesian(k, s, base, delta, **options))
+    return (*pope_cartesian(q, t, base, mu=mu), *pope_cartesian(k, s, base, delta, mu))
 
 
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, **options):
+def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, mu='softplus'):
     """Plain PoPE attention with explicit scores: the ground truth for every faster path.
-    q (B, H, Tq, d), k and v (B, H_kv, Tk, d) with H_kv dividing H, delta (H, d); returns (B, H, Tq, d) in v's dtype."""
+    q (B, H, Tq, d), k and v (B, H_kv, Tk, d) with H_kv dividing H, delta (H, d) or None (no delta), mu one of
+    POPE_MUS; returns (B, H, Tq, d) in v's dtype."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, **options)
+    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, mu)
     att = (Qc @ Kc.transpose(-2, -1) + Qs @ Ks.transpose(-2, -1)) * sm_scale
     if causal:
         att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
@@ -84,10 +84,10 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
     return (att @ repeat_kv(v, q.shape[1]).to(att.dtype)).to(v.dtype)
 
 
-def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, **options):
+def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, mu='softplus'):
     """PoPE as ordinary attention on 2d-wide real queries and keys [mu cos phi, mu sin phi]."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
-    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, **options)
+    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, mu)
     q2, k2 = torch.cat([Qc, Qs], -1).to(v.dtype), torch.cat([Kc, Ks], -1).to(v.dtype)
     return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
 
@@ -184,18 +184,36 @@ class GPTConfig:
     bias: bool = False  # biases in Linear layers
     pos_emb: str = 'pope'  # one of POS_EMBS
     pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
-    pope_delta_init: str = 'uniform'  # 'zero' (the paper's OpenWebText runs) or 'uniform' in [-2pi, 0] (its other runs)
+    # PoPE's magnitude mu(x): 'softplus' (the paper); 'relu' or 'identity' (mu = x) are the paper's ablations
+    pope_mu: str = 'softplus'
+    # PoPE's phase bias delta, learned from the init 'uniform' in [-2pi, 0] (the paper's runs but OpenWebText) or 'zero'
+    # (its OpenWebText runs); 'none': no delta at all, phases from positions alone (the paper's ablation)
+    pope_delta: str = 'uniform'
     attn_impl: str = 'auto'  # PoPE: 'auto' (pope_kernel's fastest path on CUDA, else sdpa), 'torch', 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
-    # probes of the indirect-indexing task (issue #16); the defaults are PoPE as in the paper
-    pope_softplus: bool = True  # mu = softplus(x); False: mu = x (the paper's ablation; sdpa/torch paths only)
-    pope_zero_freqs: int = 0  # theta_c = 0 for the n lowest frequencies of each head (sdpa/torch paths only)
-    qk_init_scale: float = 1.0  # init std of the query and key weights, x 0.02 (any encoding)
     # the model of the public indirect-indexing replication (results/indirect_indexing/README.md), with bias=True
     norm: str = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm' (with a bias when bias=True)
     tie_embeddings: bool = True  # the output layer shares the token embedding's weights (GPT-2)
     init: str = 'gpt2'  # 'gpt2': N(0, 0.02), residual projections / sqrt(2 n_layer); 'torch': PyTorch's defaults
+
+
+def upgrade_model_args(model_args):
+    """GPTConfig's fields from a checkpoint's model_args, also from one written before pope_mu and pope_delta:
+    pope_softplus True / False is pope_mu 'softplus' / 'identity', pope_delta_init is pope_delta, and qk_init_scale
+    (how the weights were drawn; the checkpoint holds them) goes. A model with pope_zero_freqs > 0 (a probe that
+    this version no longer computes) is refused with a ValueError."""
+    args = dict(model_args)
+    if 'pope_softplus' in args:
+        args['pope_mu'] = 'softplus' if args.pop('pope_softplus') else 'identity'
+    if 'pope_delta_init' in args:
+        args['pope_delta'] = args.pop('pope_delta_init')
+    args.pop('qk_init_scale', None)
+    if args.pop('pope_zero_freqs', 0):
+        raise ValueError(f"pope_zero_freqs={model_args['pope_zero_freqs']}: this model was trained with zero "
+                         "frequencies, a probe that model.py no longer has; use a checkout from before its removal "
+                         "(git log -S pope_zero_freqs model.py)")
+    return args
 
 
 class KVCache:
@@ -214,6 +232,22 @@ class KVCache:
         return k, v
 
 
+def attention_function(config):
+    """The attention of config's encoding and attn_impl. PoPE: 'torch' pope_attention (explicit scores), 'sdpa' its
+    SDPA form, 'triton' pope_kernel.py's all-Triton path, 'auto' pope_kernel's fastest path for CUDA tensors and the
+    SDPA form for the rest. The other encodings: 'torch' plain_attention, else sdpa (the kernel is PoPE's)."""
+    impl = config.attn_impl
+    if config.pos_emb != 'pope':
+        return plain_attention if impl == 'torch' else sdpa
+    if impl == 'torch':
+        return pope_attention
+    if impl == 'sdpa' or (impl == 'auto' and not torch.cuda.is_available()):
+        return pope_attention_sdpa
+    import pope_kernel  # Triton: imported only where the kernel is used
+    kernel = functools.partial(pope_kernel.pope_attention, impl=impl)  # 'auto': its measured fastest path
+    return functools.partial(pope_attention_auto, kernel=kernel) if impl == 'auto' else kernel
+
+
 class CausalSelfAttention(nn.Module):
 
     def __init__(self, config, layer):
@@ -227,31 +261,15 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.pos_emb, self.base = config.pos_emb, config.pos_base
-        impl = config.attn_impl
         if self.pos_emb == 'pope':
-            # delta is used as is: train.py keeps it in [-2pi, 0] by projecting it after each optimizer step
-            self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
-            if config.pope_delta_init == 'uniform':
-                nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
-            self.pope_options = {}  # pope_cartesian's probe options where they differ from PoPE's
-            if not config.pope_softplus:
-                self.pope_options['softplus'] = False
-            if config.pope_zero_freqs:
-                self.pope_options['zero_freqs'] = config.pope_zero_freqs
-            if impl == 'triton' and self.pope_options:
-                raise ValueError("attn_impl='triton' computes mu = softplus(x) with every theta_c: use attn_impl="
-                                 "'auto' or 'sdpa' with pope_softplus=False or pope_zero_freqs > 0")
-            if impl == 'auto' and (self.pope_options or not torch.cuda.is_available()):
-                impl = 'sdpa'  # pope_kernel needs CUDA and knows PoPE's defaults alone; PoPE's SDPA form does all
-            if impl in ('auto', 'triton'):  # pope_kernel: 'auto' = its measured fastest path, 'triton' = all-Triton
-                import pope_kernel  # Triton: imported only where the kernel is used
-                kernel = functools.partial(pope_kernel.pope_attention, impl=impl)
-                self.attend = functools.partial(pope_attention_auto, kernel=kernel) if impl == 'auto' else kernel
-            else:
-                self.attend = functools.partial(pope_attention if impl == 'torch' else pope_attention_sdpa,
-                                                **self.pope_options)
-        else:
-            self.attend = plain_attention if impl == 'torch' else sdpa  # (triton is PoPE's kernel: sdpa here)
+            self.mu = config.pope_mu
+            if config.pope_delta == 'none':
+                self.delta = None  # the ablation: phases from positions alone
+            else:  # used as is: train.py keeps it in [-2pi, 0] by projecting it after each optimizer step
+                self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
+                if config.pope_delta == 'uniform':
+                    nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
+        self.attend = attention_function(config)
         if self.pos_emb in ('rope', 'rope_half'):
             n = self.hd // 2 if self.pos_emb == 'rope' else self.hd // 4  # rope_half rotates hd/2 channels
             self.register_buffer('theta', rope_frequencies(n, self.base, config.yarn_scale, config.yarn_orig_ctx),
@@ -265,23 +283,29 @@ class CausalSelfAttention(nn.Module):
         if self.pos_emb == 'alibi_half':
             self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
 
+    def rope(self, q, k, q_offset):
+        """q and k (B, T, heads, hd) at positions q_offset.. rotated by RoPE's angles (and YaRN's temperature), in
+        this layout (contiguous: fast)."""
+        T = q.shape[1]
+        if q_offset + T <= self.rope_cos.shape[0]:
+            cos, sin = self.rope_cos[q_offset:q_offset + T], self.rope_sin[q_offset:q_offset + T]
+        else:
+            cos, sin = rope_angles(torch.arange(q_offset, q_offset + T, device=q.device), self.theta)
+        cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
+        return rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
+
     def forward(self, x, cache=None, q_offset=0):
         B, T, C = x.size()
         H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
         q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
         q, k, v = q.view(B, T, H, hd), k.view(B, T, Hkv, hd), v.view(B, T, Hkv, hd)
-        if self.pos_emb in ('rope', 'rope_half'):  # rotated in this (B, T, heads, hd) layout: contiguous, fast
-            if q_offset + T <= self.rope_cos.shape[0]:
-                cos, sin = self.rope_cos[q_offset:q_offset + T], self.rope_sin[q_offset:q_offset + T]
-            else:
-                cos, sin = rope_angles(torch.arange(q_offset, q_offset + T, device=x.device), self.theta)
-            cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
-            q, k = rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
+        if self.pos_emb in ('rope', 'rope_half'):  # RoPE: q and k rotated by their positions, then plain attention
+            q, k = self.rope(q, k, q_offset)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, heads, T, hd) views
         if cache is not None:
             k, v = cache.update(self.layer, k, v)
-        if self.pos_emb == 'pope':
-            y = self.attend(q, k, v, self.delta, causal=True, base=self.base, q_offset=q_offset)
+        if self.pos_emb == 'pope':  # PoPE: q and k become mu e^{i phi} inside the attention (attention_function)
+            y = self.attend(q, k, v, self.delta, causal=True, base=self.base, q_offset=q_offset, mu=self.mu)
         else:
             bias = None
             if self.pos_emb == 'alibi_half':  # -m * (t - s), per head
@@ -331,14 +355,10 @@ class GPT(nn.Module):
             raise ValueError(f"pos_emb={config.pos_emb!r}; choose one of {POS_EMBS}")
         if config.attn_impl not in ATTN_IMPLS:
             raise ValueError(f"attn_impl={config.attn_impl!r}; choose one of {ATTN_IMPLS}")
-        if config.pope_delta_init not in ('zero', 'uniform'):
-            raise ValueError(f"pope_delta_init={config.pope_delta_init!r}; choose 'zero' or 'uniform'")
-        for key, choices in (('norm', ('rmsnorm', 'layernorm')), ('init', ('gpt2', 'torch'))):
+        for key, choices in (('pope_mu', tuple(POPE_MUS)), ('pope_delta', POPE_DELTAS),
+                             ('norm', ('rmsnorm', 'layernorm')), ('init', ('gpt2', 'torch'))):
             if getattr(config, key) not in choices:
                 raise ValueError(f"{key}={getattr(config, key)!r}; choose one of {choices}")
-        if not 0 <= config.pope_zero_freqs <= config.n_embd // config.n_head:
-            raise ValueError(f"pope_zero_freqs={config.pope_zero_freqs}; choose 0..{config.n_embd // config.n_head} "
-                             "(the head dim)")
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
@@ -356,9 +376,6 @@ class GPT(nn.Module):
             for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
                 if pn.endswith('c_proj.weight'):
                     torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-                if pn.endswith('attn.c_attn.weight') and config.qk_init_scale != 1.0:  # rows of q and k, not v
-                    qk_rows = config.n_embd + (config.n_kv_head or config.n_head) * (config.n_embd // config.n_head)
-                    torch.nn.init.normal_(p[:qk_rows], mean=0.0, std=0.02 * config.qk_init_scale)
         # the vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304), after
         # the init so that the random numbers drawn are those of the unpadded model; the extra rows are never looked
         # up, their logits are -inf in the loss (probability 0, no gradient) and cut from forward()'s logits
@@ -386,7 +403,7 @@ class GPT(nn.Module):
         """PoPE's delta onto [-2pi, 0], in place. train.py calls it after every optimizer step (the forward pass
         uses delta as it is, so no value loses its gradient) and on loading a checkpoint (an older version's,
         whose forward pass clamped instead, may hold values outside)."""
-        for block in self.h if self.config.pos_emb == 'pope' else ():
+        for block in self.h if self.config.pos_emb == 'pope' and self.config.pope_delta != 'none' else ():
             block.attn.delta.clamp_(-2 * math.pi, 0.0)
 
     def get_num_params(self, non_embedding=True):
@@ -424,22 +441,14 @@ class GPT(nn.Module):
         # detached: an output with a gradient gets a zero (B*T, 50304) gradient filled and read in every backward
         return logits[..., :self.config.vocab_size].detach(), loss
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,
-                             delta_lr_mult=1.0):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False):
         # decay only the matrices of Linear layers: not norms, biases, embeddings, nor PoPE's delta
         decay = [p for n, p in self.named_parameters()
                  if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
-        # with delta_lr_mult != 1, PoPE's delta is a group of its own: its lr is lr_mult x the schedule's (train.py)
-        deltas = [p for n, p in self.named_parameters() if n.endswith('delta')] if delta_lr_mult != 1.0 else []
-        ids = {id(p) for p in decay + deltas}
+        ids = {id(p) for p in decay}
         no_decay = [p for p in self.parameters() if id(p) not in ids]
         groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
-        if deltas:
-            groups.append({'params': deltas, 'weight_decay': 0.0, 'lr_mult': delta_lr_mult,
-                           'lr': learning_rate * delta_lr_mult})
-        if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU (one tensor per group)
-            for g in groups:
-                g['lr'] = torch.tensor(g.get('lr', learning_rate), device=self.lm_head.weight.device)
+        if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU
             learning_rate = torch.tensor(learning_rate, device=self.lm_head.weight.device)
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda',
                                  capturable=capturable)

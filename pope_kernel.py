@@ -13,6 +13,8 @@ For head h, query t (at position q_offset + t), key s and frequency c = 0..d-1 (
 
 delta sits on the query side (only the phase difference matters), so keys and values can be shared by a group
 of query heads with different deltas (grouped-query attention: query head h reads kv head h // (H / n_kv_head)).
+The paper's ablations are switches of the prologue and epilogue alone: mu = relu(x) or mu = x (mu='relu',
+'identity'), and no delta (delta=None).
 
 Stages (each a torch.library custom op, so torch.compile sees one opaque node per stage, no graph break):
   pope::cartesian            prologue: q', k' in the input dtype, phases from a float64-built (T, d) table;
@@ -20,13 +22,18 @@ Stages (each a torch.library custom op, so torch.compile sees one opaque node pe
   attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN / flash on the GPU, any d);
                              impl='triton': pope::attention, the FlashAttention-2 kernels below (d 32/64/128)
   pope::cartesian_backward   epilogue, from dq', dk' (X = mu cos phi, Y = mu sin phi, dX, dY their grads):
-                                 dmu = dX cos phi + dY sin phi,     dx = dmu * sigmoid(x)
+                                 dmu = dX cos phi + dY sin phi,     dx = dmu * mu'(x)   (softplus' = sigmoid)
                                  ddelta[h] = sum_{b, t} mu_q (dX sin phi_q - dY cos phi_q)   (phi_q has -delta)
-impl='auto' picks per head dim and length from the table _FASTEST, measured on an H200 (results/kernel_bench.md,
-results/speed.md): 'sdpa' won forward+backward at every long shape (d 64 / 128, T 1024 / 4096 / 16384), since
-cuDNN's Hopper attention runs the 2d-wide q' k' at RoPE's efficiency (~450 TFLOP/s at d 64, T 16384) while the
-Triton kernels, without warp specialisation, reach 250-370; at T 48 (the indirect-indexing task) 'triton' won
-(its small tiles and few launches: 2.94 vs 3.03 ms a training step).
+impl='auto' picks, per head dim and length, whichever of 'sdpa' and 'triton' was faster on an H200 (the table
+_FASTEST; the measurements: results/kernel/README.md): SDPA lets cuDNN's Hopper attention run on q', k', while the
+all-Triton path has small tiles and few launches for short sequences.
+
+How the all-Triton attention differs from the Triton fused-attention tutorial (FlashAttention-2), whose structure it
+follows: q' and k' are 2d wide while v and the output are d wide; lengths need not be multiples of the tiles
+(ragged tails are masked); queries may start at position q_offset > 0 among Tk >= Tq keys (a KV cache);
+grouped-query attention, dk' and dv summed over a kv head's query heads in one program; fp32 inputs get
+true fp32 dots; no TMA, warp specialisation or fp8. The polar <-> Cartesian step is a separate elementwise kernel,
+so the same q', k' also feed SDPA.
 
 Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64, so the phase at
 position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad); delta's
@@ -37,6 +44,7 @@ or phase_table(d, n, device, base)), since a table cannot be built inside one.
 
 import math
 import os
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -46,10 +54,10 @@ from triton.language.extra import libdevice
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # the GPU's approximate log2, cos, sin and division in the prologue / epilogue (errors ~2e-7, cos / sin 5e-7 absolute:
-# far below bf16's 4e-3): with libdevice's exact ones, arithmetic bounded them (results/speed.md, round 7). The CPU
-# interpreter has the exact ones only
+# far below bf16's 4e-3), for speed (results/kernel/README.md). The CPU interpreter has the exact ones only
 FAST_MATH = tl.constexpr(not INTERPRET)
 IMPLS = ("auto", "sdpa", "triton")
+MUS = ("softplus", "relu", "identity")  # the magnitude mu(x): PoPE's softplus, the paper's ablations relu and mu = x
 TRITON_HEAD_DIMS = (32, 64, 128)  # the all-Triton attention; the sdpa path takes any d up to MAX_HEAD_DIM
 MAX_HEAD_DIM = 256
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -75,6 +83,27 @@ def _softplus(x):
 @triton.jit
 def _sigmoid(x):
     return tl.fdiv(tl.full(x.shape, 1.0, tl.float32), 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
+
+
+@triton.jit
+def _mu(x, MU: tl.constexpr):
+    # PoPE's magnitude mu(x) (MUS): softplus, or the paper's ablations relu and identity (mu = x)
+    if MU == "softplus":
+        return _softplus(x)
+    elif MU == "relu":
+        return tl.maximum(x, 0.0)
+    else:
+        return x
+
+
+@triton.jit
+def _dmu_dx(x, MU: tl.constexpr):
+    if MU == "softplus":
+        return _sigmoid(x)
+    elif MU == "relu":
+        return tl.where(x > 0.0, 1.0, 0.0)  # (0 at x = 0, as torch's relu)
+    else:
+        return tl.full(x.shape, 1.0, tl.float32)
 
 
 @triton.jit
@@ -135,12 +164,13 @@ def _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d: tl.cons
 
 @triton.jit(do_not_specialize=["T", "pos0"])
 def _cartesian_fwd(X, XP, COS, SIN, DELTA, sxb, sxh, sxt, spb, sph, spt, heads, T, pos0, d: tl.constexpr,
-                   BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
+                   BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr,
+                   MU: tl.constexpr):
     # x' = [mu cos phi, mu sin phi]; program (time block, head block, b)
     b = tl.program_id(2).to(tl.int64)
     x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d,
                                                      BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
-    mu = _softplus(x)
+    mu = _mu(x, MU)
     out = XP + b * spb + h * sph + t * spt + c
     tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
     tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
@@ -149,7 +179,7 @@ def _cartesian_fwd(X, XP, COS, SIN, DELTA, sxb, sxh, sxt, spb, sph, spt, heads, 
 @triton.jit(do_not_specialize=["T", "pos0"])
 def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, sxb, sxh, sxt, sgb, sgh, sgt, heads, T, pos0,
                    d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-                   HAS_DELTA: tl.constexpr):
+                   HAS_DELTA: tl.constexpr, MU: tl.constexpr):
     # dx from dx' = [dX, dY], stored (B, T, heads, d) in memory; with delta, the tile's sums over its positions of
     # d(x' . dx')/d(delta) (its share of ddelta), in row (time block, b) of DDELTA_PART
     b = tl.program_id(2).to(tl.int64)
@@ -159,9 +189,9 @@ def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, sxb, sxh, sxt, sgb,
     dX = tl.load(g, mask=keep, other=0.0).to(tl.float32)
     dY = tl.load(g + d, mask=keep, other=0.0).to(tl.float32)
     dx = DX + ((b * T + t) * heads + h) * d + c
-    tl.store(dx, ((dX * cos_phi + dY * sin_phi) * _sigmoid(x)).to(DX.dtype.element_ty), mask=keep)
+    tl.store(dx, ((dX * cos_phi + dY * sin_phi) * _dmu_dx(x, MU)).to(DX.dtype.element_ty), mask=keep)
     if HAS_DELTA:
-        ddelta = _softplus(x) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
+        ddelta = _mu(x, MU) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
         row = tl.program_id(0) * tl.num_programs(2) + b
         tl.store(DDELTA_PART + row * heads * d + h * d + c, tl.sum(ddelta, 0)[None, :, :],
                  mask=(h < heads) & (c < d))
@@ -399,7 +429,7 @@ _BLOCKS = {
 SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
 _SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles of 4-byte numbers need 2x the memory)
 _INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
-BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (fastest of 18 measured)
+BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (the fastest measured)
 
 
 def _blocks(kind, d, T, dtype):
@@ -431,25 +461,27 @@ def phase_table(d, n, device, base=10000.0):
 # Custom ops (opaque to torch.compile; no host sync, and the same allocations every call, for CUDA graphs)
 
 
-def _tiles(x, has_delta):
+def _tiles(x, has_delta, mu):
     # the prologue / epilogue launch over x (B, heads, T, d): its grid (time blocks, head blocks, B) and constants
     B, heads, T, d = x.shape
     return (triton.cdiv(T, BLOCK_T), triton.cdiv(heads, BLOCK_H), B), dict(
-        d=d, BLOCK_T=BLOCK_T, BLOCK_H=BLOCK_H, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=has_delta, num_warps=WARPS)
+        d=d, BLOCK_T=BLOCK_T, BLOCK_H=BLOCK_H, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=has_delta, MU=mu,
+        num_warps=WARPS)
 
 
 @torch.library.custom_op("pope::cartesian", mutates_args=())
-def cartesian(q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor, q_offset: int, base: float,
-              time_major: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def cartesian(q: torch.Tensor, k: torch.Tensor, delta: Optional[torch.Tensor], q_offset: int, base: float,
+              time_major: bool, mu: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The prologue for q (B, H, Tq, d) and k (B, Hkv, Tk, d): q' = [mu cos phi, mu sin phi] (B, H, Tq, 2d) with
-    phi = (q_offset + t) theta - delta[h], and k' (B, Hkv, Tk, 2d) with phi = s theta, in q's dtype; contiguous,
-    or laid out (B, T, heads, 2d) in memory if time_major (for cuDNN, whose output then has that layout too: the
-    (B, T, C) input of the output projection as it stands, and the layout of the gradient that comes back)."""
+    phi = (q_offset + t) theta - delta[h] (delta None: no delta), and k' (B, Hkv, Tk, 2d) with phi = s theta, in q's
+    dtype; contiguous, or laid out (B, T, heads, 2d) in memory if time_major (for cuDNN, whose output then has that
+    layout too: the (B, T, C) input of the output projection as it stands, and the layout of the gradient that
+    comes back)."""
     (B, H, Tq, d), Tk = q.shape, k.shape[2]
     cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
     qp, kp = _cartesian_empty(q, k, time_major)
-    for x, xp, pos0, has_delta in ((q, qp, q_offset, True), (k, kp, 0, False)):
-        grid, meta = _tiles(x, has_delta)
+    for x, xp, pos0, has_delta in ((q, qp, q_offset, delta is not None), (k, kp, 0, False)):
+        grid, meta = _tiles(x, has_delta, mu)
         _cartesian_fwd[grid](x, xp, cos, sin, delta, *x.stride()[:3], *xp.stride()[:3], *x.shape[1:3], pos0, **meta)
     return qp, kp
 
@@ -461,45 +493,56 @@ def _cartesian_empty(q, k, time_major):
 
 
 @cartesian.register_fake
-def _(q, k, delta, q_offset, base, time_major):
+def _(q, k, delta, q_offset, base, time_major, mu):
     return _cartesian_empty(q, k, time_major)
 
 
+def _ddelta_empty(q, delta):
+    return delta.new_empty(delta.shape) if delta is not None else q.new_empty(0)  # (no delta: an empty tensor)
+
+
 @torch.library.custom_op("pope::cartesian_backward", mutates_args=())
-def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k: torch.Tensor, delta: torch.Tensor,
-                       q_offset: int, base: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The epilogue: (dq, dk, ddelta) from dq', dk'. dq (B, H, Tq, d) and dk are laid out (B, T, heads, d) in
-    memory, like the model's q and k (views of one (B, T, 3C) projection): their gradients then join into that
-    projection's gradient by a plain copy, not a transposing one."""
+def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                       delta: Optional[torch.Tensor], q_offset: int, base: float,
+                       mu: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The epilogue: (dq, dk, ddelta) from dq', dk' (ddelta empty when delta is None). dq (B, H, Tq, d) and dk are
+    laid out (B, T, heads, d) in memory, like the model's q and k (views of one (B, T, 3C) projection): their
+    gradients then join into that projection's gradient by a plain copy, not a transposing one."""
     (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
     cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
     dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # SDPA's grads: any layout
     dq = torch.empty((B, Tq, H, d), dtype=q.dtype, device=q.device).transpose(1, 2)
     dk = torch.empty((B, Tk, Hkv, d), dtype=k.dtype, device=k.device).transpose(1, 2)
-    part = torch.empty((_tiles(q, True)[0][0], B, H * d), dtype=torch.float32, device=q.device)  # a row per (block, b)
-    for x, g, dx, pos0, has_delta in ((q, dqp, dq, q_offset, True), (k, dkp, dk, 0, False)):
-        grid, meta = _tiles(x, has_delta)
+    if delta is None:
+        part = None
+    else:  # a row of ddelta's partial sums per (time block, b)
+        part = torch.empty((triton.cdiv(Tq, BLOCK_T), B, H * d), dtype=torch.float32, device=q.device)
+    for x, g, dx, pos0, has_delta in ((q, dqp, dq, q_offset, delta is not None), (k, dkp, dk, 0, False)):
+        grid, meta = _tiles(x, has_delta, mu)
         _cartesian_bwd[grid](x, g, dx, cos, sin, delta, part, *x.stride()[:3], *g.stride()[:3], *x.shape[1:3], pos0,
                              **meta)
+    if delta is None:
+        return dq, dk, _ddelta_empty(q, delta)
     return dq, dk, part.sum(dim=(0, 1)).view(H, d).to(delta.dtype)  # over the time blocks and the batch, in fp32
 
 
 @cartesian_backward.register_fake
-def _(dqp, dkp, q, k, delta, q_offset, base):
+def _(dqp, dkp, q, k, delta, q_offset, base, mu):
     (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
     return (q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2),
-            delta.new_empty(delta.shape))
+            _ddelta_empty(q, delta))
 
 
 def _cartesian_setup(ctx, inputs, output):
-    q, k, delta, q_offset, base, time_major = inputs
+    q, k, delta, q_offset, base, time_major, mu = inputs
     ctx.save_for_backward(q, k, delta)
-    ctx.q_offset, ctx.base = q_offset, base
+    ctx.q_offset, ctx.base, ctx.mu = q_offset, base, mu
 
 
 def _cartesian_grad(ctx, dqp, dkp):
     q, k, delta = ctx.saved_tensors
-    return *cartesian_backward(dqp, dkp, q, k, delta, ctx.q_offset, ctx.base), None, None, None
+    dq, dk, ddelta = cartesian_backward(dqp, dkp, q, k, delta, ctx.q_offset, ctx.base, ctx.mu)
+    return dq, dk, ddelta if delta is not None else None, None, None, None, None
 
 
 cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
@@ -576,37 +619,37 @@ attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 # -----------------------------------------------------------------------------
 # The SDPA path and the entry point
 
-# impl='auto': the measured winner per head dim, as (up to this Tk, impl) in increasing Tk: 'sdpa' at every long
-# shape (d 64 / 128, T 1024..16384, fwd+bwd), 'triton' at d 64, T 48 (whole training steps); unmeasured: 'sdpa'
+# impl='auto': the measured winner per head dim (results/kernel/README.md), as (up to this Tk, impl) in increasing
+# Tk: 'sdpa' for long sequences, 'triton' for short ones at d 64; head dims not measured: 'sdpa'
 _FASTEST = {32: [(2**31, "sdpa")], 64: [(SHORT_T, "triton"), (2**31, "sdpa")], 128: [(2**31, "sdpa")]}
-SDPA_GQA = "expand"  # grouped k', v for SDPA: "expand" (copy per query head) or "enable_gqa" (SDPA's own)
 
 
 def _sdpa(qp, kp, v, causal, sm_scale, q_offset):
     """softmax(sm_scale q' k'^T) v by F.scaled_dot_product_attention; its is_causal is top-left aligned, so a
-    query block that does not start at position 0 gets an explicit mask (or none when it sees every key)."""
+    query block that does not start at position 0 gets an explicit mask (or none when it sees every key).
+    Grouped k', v are copied per query head (bench_attention.py compares SDPA's own enable_gqa)."""
     H, Hkv, Tq, Tk = qp.shape[1], kp.shape[1], qp.shape[2], kp.shape[2]
-    gqa = {}
-    if Hkv != H and SDPA_GQA == "expand":
+    if Hkv != H:
         kp, v = (x[:, :, None].expand(-1, -1, H // Hkv, -1, -1).flatten(1, 2) for x in (kp, v))
-    elif Hkv != H:
-        gqa = dict(enable_gqa=True)
     if not causal or q_offset >= Tk - 1:  # every key visible to every query (e.g. one decoding step)
-        return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale, **gqa)
+        return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale)
     if q_offset == 0 and Tq == Tk:
-        return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=sm_scale, **gqa)
+        return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=sm_scale)
     t = torch.arange(q_offset, q_offset + Tq, device=qp.device)
     mask = torch.arange(Tk, device=qp.device)[None, :] <= t[:, None]  # key s visible to query t iff s <= t
-    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=mask, scale=sm_scale, **gqa)
+    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=mask, scale=sm_scale)
 
 
-def _check_inputs(q, k, v, delta, q_offset, impl):
-    tensors = dict(q=q, k=k, v=v, delta=delta)
+def _check_inputs(q, k, v, delta, q_offset, impl, mu):
+    tensors = dict(q=q, k=k, v=v) if delta is None else dict(q=q, k=k, v=v, delta=delta)
     for name, x in tensors.items():
         if not isinstance(x, torch.Tensor):
-            raise ValueError(f"pope_attention: {name} must be a torch.Tensor, got {type(x).__name__}")
+            raise ValueError(f"pope_attention: {name} must be a torch.Tensor, got {type(x).__name__}"
+                             + (" (or None: no delta)" if name == "delta" else ""))
     if impl not in IMPLS:
         raise ValueError(f"pope_attention: impl={impl!r}; choose one of {IMPLS}")
+    if mu not in MUS:
+        raise ValueError(f"pope_attention: mu={mu!r}; choose one of {MUS}")
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         raise ValueError("pope_attention: q, k, v must be 4-d (B, H, T, d); got shapes "
                          f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
@@ -627,10 +670,10 @@ def _check_inputs(q, k, v, delta, q_offset, impl):
         raise ValueError(f"pope_attention: n_kv_head={Hkv} (k, v) must divide the {H} query heads")
     if Tq > Tk:
         raise ValueError(f"pope_attention: Tq={Tq} > Tk={Tk}; queries must be a suffix-sized slice (Tq <= Tk)")
-    if delta.shape != (H, D):
+    if delta is not None and delta.shape != (H, D):
         raise ValueError(f"pope_attention: delta must have shape (H, d) = ({H}, {D}), one row per query head; "
                          f"got {tuple(delta.shape)}")
-    if not delta.is_floating_point():
+    if delta is not None and not delta.is_floating_point():
         raise ValueError(f"pope_attention: delta must be a floating tensor, got {delta.dtype}")
     if q.dtype not in DTYPES or q.dtype != k.dtype or q.dtype != v.dtype:
         raise ValueError(f"pope_attention: q, k, v must share one dtype among {DTYPES}; "
@@ -647,26 +690,28 @@ def _check_inputs(q, k, v, delta, q_offset, impl):
         raise ValueError("pope_attention: positions up to 2**24 are supported")
 
 
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, impl="auto"):
+def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, impl="auto",
+                   mu="softplus"):
     """PoPE attention. q (B, H, Tq, d), k and v (B, n_kv_head, Tk, d) with n_kv_head dividing H (query head h
-    reads kv head h // (H / n_kv_head)), delta (H, d) used as given (clamp it before) -> out (B, H, Tq, d) in v's
-    dtype. Query i sits at position q_offset + i, key s at position s; causal: key s is visible to query i iff
-    s <= q_offset + i. sm_scale defaults to 1/sqrt(d). Differentiable w.r.t. q, k, v and delta.
+    reads kv head h // (H / n_kv_head)), delta (H, d) used as given (clamp it before; None: no delta) -> out
+    (B, H, Tq, d) in v's dtype. Query i sits at position q_offset + i, key s at position s; causal: key s is
+    visible to query i iff s <= q_offset + i. sm_scale defaults to 1/sqrt(d). mu: the magnitude, one of MUS.
+    Differentiable w.r.t. q, k, v and delta.
     impl: 'sdpa' runs F.scaled_dot_product_attention on q', k' (cuDNN on an H200; any d up to 256), 'triton' the
     FlashAttention-2 kernels of this file (d 32/64/128), 'auto' the faster of the two as measured (_FASTEST: 'sdpa'
     but at short sequences of d 64, see the module docstring). Extra memory: q', k' (2x q and k) saved for the
     backward."""
     if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
         q_offset = int(q_offset)
-    _check_inputs(q, k, v, delta, q_offset, impl)
+    _check_inputs(q, k, v, delta, q_offset, impl, mu)
     d, Tk = q.shape[-1], k.shape[2]
     if impl == "auto":
         impl = next(name for t_max, name in _FASTEST.get(d, [(2**31, "sdpa")]) if Tk <= t_max)
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
-    delta = delta.contiguous()  # (the kernels read it as H rows of d)
+    delta = None if delta is None else delta.contiguous()  # (the kernels read it as H rows of d)
     # phi_q = (q_offset + i) theta - delta, phi_k = s theta; time-major for cuDNN, contiguous for the Triton kernels
-    qp, kp = cartesian(q, k, delta, q_offset, float(base), impl == "sdpa")
+    qp, kp = cartesian(q, k, delta, q_offset, float(base), impl == "sdpa", mu)
     if impl == "sdpa":
         return _sdpa(qp, kp, v, bool(causal), sm_scale, q_offset)
     return attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]

@@ -66,15 +66,11 @@ tie_embeddings = True  # the output layer shares the token embedding's weights
 init = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch' (PyTorch's defaults)
 pos_emb = 'pope'  # pope, rope, rope_half, alibi_half, learned, sinusoidal, none
 pos_base = 10000.0  # frequency base of pope / rope
-pope_delta_init = 'uniform'  # 'zero' or 'uniform' in [-2pi, 0]
+pope_mu = 'softplus'  # PoPE's magnitude mu(x): 'softplus' (the paper), or its ablations 'relu' and 'identity' (mu = x)
+pope_delta = 'uniform'  # PoPE's delta, learned from init 'uniform' in [-2pi, 0] or 'zero'; 'none': no delta (ablation)
 attn_impl = 'auto'  # PoPE: auto (pope_kernel's measured fastest path on CUDA, else sdpa), torch, sdpa, triton
 yarn_scale = 1.0  # YaRN scale s for RoPE models (1.0 = off)
 yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
-# probes of the indirect-indexing task (issue #16; results/indirect_probes.md); defaults = the paper's PoPE
-pope_softplus = True  # PoPE magnitude mu = softplus(x); False: mu = x (the paper's ablation; not the fused kernel)
-pope_zero_freqs = 0  # PoPE: theta_c = 0 for the n lowest frequencies per head, content-only channels (not the kernel)
-qk_init_scale = 1.0  # init std of the query/key weights is 0.02 x this (PoPE: a wider spread of mu at init)
-delta_lr_mult = 1.0  # PoPE's delta learns at this multiple of the learning rate (a param group of its own)
 # AdamW
 learning_rate = 2e-4  # peak learning rate
 max_iters = 100000  # optimizer steps in all
@@ -291,6 +287,9 @@ if init_from != 'scratch':
         sys.exit(f"init_from={init_from!r}: no checkpoint at {init_path}")
     checkpoint = read_checkpoint(init_path, device)
     if init_from == 'resume':  # the run goes on as it was: an architecture flag that differs is an error
+        if checkpoint.get('config', {}).get('delta_lr_mult', 1.0) != 1.0:  # an earlier version's probe
+            sys.exit(f"{init_path} trained delta at delta_lr_mult={checkpoint['config']['delta_lr_mult']}, which "
+                     f"train.py no longer has: fine-tune from it with --init_from={init_path} and a new out_dir")
         old = checkpoint['model_args']
         differ = [f"{k}={model_args[k]!r} (checkpoint: {old[k]!r})" for k in model_args
                   if k in given and k != 'attn_impl' and model_args[k] != old.get(k, model_args[k])]
@@ -325,8 +324,7 @@ if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps !
                    or dtype == 'float16'):
     sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept "
              "on the GPU (kind 'examples')")
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
-                                       delta_lr_mult=delta_lr_mult)
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
@@ -344,13 +342,12 @@ if compile:
     model = torch.compile(model)
 if ddp:
     # gradients as views of DDP's all-reduce buckets: no copy into the buckets and back; with compile, one graph
-    # and the all-reduce after the backward, in 200 MB buckets (measured on 2 H200s: RoPE 1.91x one GPU, 1.90x with
-    # DDP's 25 MB, 1.87-1.88x with a graph per bucket overlapping the backward; results/speed.md)
+    # and the all-reduce after the backward, in 200 MB buckets (the fastest setting measured: results/speed/README.md)
     torch._dynamo.config.optimize_ddp = False
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None, gradient_as_bucket_view=True,
                 bucket_cap_mb=200)
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
-# eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
+# eval-mode forward failed for PoPE's kernel: results/speed/README.md)
 eval_model = model.module if ddp else model
 # length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
 ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, block_size, pos_emb,
@@ -454,9 +451,9 @@ while True:
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         if torch.is_tensor(group['lr']):
-            group['lr'].fill_(lr * group.get('lr_mult', 1.0))  # a capturable optimizer reads lr on the GPU
+            group['lr'].fill_(lr)  # a capturable optimizer reads lr on the GPU
         else:
-            group['lr'] = lr * group.get('lr_mult', 1.0)
+            group['lr'] = lr
     loss = step([sample_ix('train', iter_num * gradient_accumulation_steps + m)
                  for m in range(gradient_accumulation_steps)])
     iter_num += 1

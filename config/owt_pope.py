@@ -10,7 +10,7 @@ dataset = 'openwebtext'  # GPT-2 tokens
 n_layer = 12
 n_head = 12
 n_embd = 768  # head dim 64
-pope_delta_init = 'zero'  # delta = 0 at init (the paper: it matters for length generalisation)
+pope_delta = 'zero'  # delta = 0 at init (the paper: it matters for length generalisation)
 block_size = 1024
 batch_size = 8
 gradient_accumulation_steps = 8  # micro-steps summed over all GPUs: 8 x 8 = the paper's 64 sequences a step

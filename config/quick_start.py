@@ -6,7 +6,7 @@
 out_dir = 'out-quick-pope'
 dataset = 'shakespeare_char'  # prepared from the committed text on first use (python -m prepare.shakespeare_char)
 device = 'cpu'  # small enough for a laptop; --device=cuda runs it in seconds
-pope_delta_init = 'zero'  # as the paper for language modelling
+pope_delta = 'zero'  # as the paper for language modelling
 n_layer = 4
 n_head = 4
 n_embd = 128

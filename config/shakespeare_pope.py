@@ -9,7 +9,7 @@ dataset = 'shakespeare'  # GPT-2 tokens
 n_layer = 6
 n_head = 6
 n_embd = 384  # head dim 64
-pope_delta_init = 'zero'  # delta = 0 at init, as the paper for language modelling
+pope_delta = 'zero'  # delta = 0 at init, as the paper for language modelling
 block_size = 256
 dropout = 0.2  # small data: regularise
 learning_rate = 1e-3  # a small model takes a larger step

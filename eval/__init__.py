@@ -14,14 +14,15 @@ import os
 import torch
 from torch.nn import functional as F
 
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, upgrade_model_args
 from prepare.common import gpt2_encoding, parser, write_json  # noqa: F401 (parser, write_json: for the eval scripts)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
 def read_checkpoint(path, device='cpu'):
-    """The dict of a train.py ckpt.pt (or best.pt); one clear line when the file is not one."""
+    """The dict of a train.py ckpt.pt (or best.pt), its model_args in today's flags (model.upgrade_model_args);
+    one clear line when the file is not one, or holds a model this version cannot build."""
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
     try:
@@ -31,6 +32,10 @@ def read_checkpoint(path, device='cpu'):
                          "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
     if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
         raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
+    try:  # an older version's model flags in today's names
+        ckpt['model_args'] = upgrade_model_args(ckpt['model_args'])
+    except ValueError as err:
+        raise SystemExit(f"{path}: {err}")
     return ckpt
 
 

@@ -5,8 +5,8 @@ Frequency usage (paper section 7): mean query and key magnitude per frequency ch
 
 RoPE: the norm sqrt(q_i^2 + q_{i+n}^2) of each rotated pair i (model.py's rotate-half convention:
 pair i = channels (i, i + n), n = head_dim/2), d/2 rows; rotation keeps the norm, so q and k are read
-before it (and before YaRN's temperature). PoPE: the magnitude softplus(q_c) of each channel (|q_c| for
---pope_softplus=False models), d rows.
+before it (and before YaRN's temperature). PoPE: the magnitude mu(q_c) of each channel (softplus, or the
+model's pope_mu; |q_c| for pope_mu='identity', whose sign is a phase of pi), d rows.
 Both averaged over heads and over the first --tokens tokens of --data (a prepared .bin), in windows of
 block_size. Frequency index 0 is the highest frequency: theta_c = base^(-c/d) for PoPE and
 base^(-2i/d) for RoPE pair i. Also plots PoPE's learned phase bias delta per layer, head, frequency.
@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 from tqdm import tqdm
 
 from eval import load_checkpoint, parser, save_figure, subplots, write_json
+from model import POPE_MUS
 from prepare.common import read_tokens
 
 
@@ -36,8 +36,8 @@ def frequency_stats(model, windows, device='cpu'):
             q, k, _ = out.split([attn.n_head * attn.hd, kv, kv], dim=2)
             for name, x in (('q', q), ('k', k)):
                 x = x.unflatten(2, (-1, attn.hd)).float()  # (B, T, heads, hd)
-                if model.config.pos_emb == 'pope':  # mu; without softplus |mu| (mu's sign is a phase of pi)
-                    m = F.softplus(x) if model.config.pope_softplus else x.abs()
+                if model.config.pos_emb == 'pope':  # |mu| (mu = x has a sign: a phase of pi)
+                    m = POPE_MUS[model.config.pope_mu](x).abs()
                 else:
                     n = attn.theta.numel()
                     m = torch.sqrt(x[..., :n] ** 2 + x[..., n:2 * n] ** 2)
@@ -117,7 +117,7 @@ def main(argv=None):
         q, k = stats[name]['q'], stats[name]['k']
         summary[name] = dict(ckpt=path, pos_emb=cfg.pos_emb, tokens=len(tokens), q=q.tolist(), k=k.tolist())
         arrays.update({f'{name}_q': q, f'{name}_k': k})
-        if name == 'PoPE':  # delta as load_checkpoint left it: projected onto [-2pi, 0]
+        if name == 'PoPE' and cfg.pope_delta != 'none':  # delta as load_checkpoint left it: projected onto [-2pi, 0]
             delta = np.stack([b.attn.delta.detach().cpu().float().numpy() for b in model.h])
             arrays['PoPE_delta'] = delta
             summary[name]['delta'] = delta.tolist()

@@ -39,6 +39,7 @@ import torch
 from torch.nn import functional as F
 
 from eval import labels_for, load_checkpoint, markdown_table, parser, read_json_lines, save_figure, subplots, write_json
+from model import POPE_MUS
 from prepare.common import example_batch, read_tokens
 from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices, task_options
 
@@ -109,10 +110,11 @@ def pope_stats(model, inputs, real):
     out = []
     for block, x in zip(model.h, inputs):
         attn = block.attn
-        delta = attn.delta.detach()  # in [-2pi, 0]: load_checkpoint projected it
+        # in [-2pi, 0] (load_checkpoint projected it); a model without delta (pope_delta='none') counts as delta = 0
+        delta = attn.delta.detach() if attn.delta is not None else torch.zeros(attn.n_head, attn.hd)
         nq = attn.n_head * attn.hd  # = C; then n_kv_head * hd key channels (grouped-query attention: fewer)
         qk = attn.c_attn(x)[..., :nq + attn.n_kv_head * attn.hd][real]  # (tokens, .): queries, then keys
-        mu = F.softplus(qk) if model.config.pope_softplus else qk
+        mu = POPE_MUS[model.config.pope_mu](qk)
         row = {'delta_mean': delta.mean().item(), 'delta_std': delta.std().item(),
                'delta_at_0': (delta > -1e-4).float().mean().item(),
                'delta_at_-2pi': (delta < -2 * math.pi + 1e-4).float().mean().item()}

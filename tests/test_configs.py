@@ -70,10 +70,11 @@ def test_config_merges_and_only_overrides(name):
     for k in own_keys(name) - {'device', 'dtype'}:  # (their defaults depend on the machine)
         assert cfg[k] != base[k], f'{name}: {k} = {cfg[k]!r} restates config/{base_of(name) or "../train.py"}'
     if cfg['init_from'] not in ('scratch', 'resume'):  # a fine-tune: the architecture comes from the checkpoint
-        ignored = own_keys(name) & {'n_layer', 'n_head', 'n_embd', 'bias', 'pos_base', 'pope_delta_init'}
+        ignored = own_keys(name) & {'n_layer', 'n_head', 'n_embd', 'bias', 'pos_base', 'pope_mu', 'pope_delta'}
         assert not ignored, f'{name}: sets {sorted(ignored)}, which init_from overwrites'
     if cfg['pos_emb'] != 'pope':
-        assert 'pope_delta_init' not in own_keys(name), f'{name}: pope_delta_init is used by pos_emb=pope only'
+        pope_keys = own_keys(name) & {'pope_mu', 'pope_delta'}
+        assert not pope_keys, f'{name}: {sorted(pope_keys)} are used by pos_emb=pope only'
     ds = cfg['dataset']
     script = 'indirect_indexing' if ds.startswith('indirect_indexing') else ds  # variants of one generator
     assert os.path.exists(os.path.join(ROOT, 'prepare', f'{script}.py')), f'{name}: no prepare/{script}.py'
@@ -91,9 +92,9 @@ def test_every_config_has_its_own_out_dir():
 COMMON = dict(weight_decay=0.01, grad_clip=1.0, decay_lr=True)
 INDIRECT = dict(COMMON, dataset='indirect_indexing', n_layer=8, n_head=8, n_embd=512, dropout=0.0, batch=64,
                 learning_rate=2e-4, min_lr=2e-5, beta2=0.99, max_iters=100000, lr_decay_iters=100000,
-                warmup_iters=4000, pope_delta_init='uniform', loss_on='target',
+                warmup_iters=4000, pope_delta='uniform', loss_on='target',
                 block_size=48)  # the longest example (the paper's table says 40; see prepare/indirect_indexing.py)
-SECTION3 = dict(weight_decay=0.01, grad_clip=1.0, decay_lr=True, pope_delta_init='uniform',
+SECTION3 = dict(weight_decay=0.01, grad_clip=1.0, decay_lr=True, pope_delta='uniform',
                 final_weights='best')  # the paper reports the best test NLL: score the best checkpoint
 MUSIC = {
     'jsb': dict(SECTION3, dataset='jsb_chorales', n_embd=256, n_head=8, n_layer=6, block_size=2048, dropout=0.2,
@@ -107,12 +108,15 @@ MUSIC = {
                    lr_decay_iters=100000, warmup_iters=4000),
 }
 OWT = dict(COMMON, dataset='openwebtext', block_size=1024, dropout=0.0, batch=64, learning_rate=6e-4, min_lr=6e-5,
-           beta2=0.95, max_iters=100000, lr_decay_iters=100000, warmup_iters=1000, pope_delta_init='zero')
+           beta2=0.95, max_iters=100000, lr_decay_iters=100000, warmup_iters=1000, pope_delta='zero',
+           pope_mu='softplus')
 SIZES = {'': (12, 12, 768, 124), '_253m': (16, 16, 1024, 253), '_774m': (36, 20, 1280, 774)}  # L, H, D, M params
 FT = dict(dataset='openwebtext', block_size=4096, dropout=0.0, batch=64, learning_rate=6e-5, decay_lr=False,
           warmup_iters=20, max_iters=500)  # section 6: the architecture comes from the checkpoint
 PAPER = {f'indirect_{pe}': dict(INDIRECT, pos_emb=pe)
          for pe in ('pope', 'rope', 'rope_half', 'alibi_half', 'learned', 'sinusoidal')}
+for pe in ('pope', 'rope'):  # the same run on the rows of the public replication (results/indirect_indexing/)
+    PAPER[f'indirect_{pe}_leftpad'] = dict(INDIRECT, pos_emb=pe, dataset='indirect_indexing_leftpad', block_size=56)
 for task, values in MUSIC.items():
     for pe in ('rope', 'pope'):
         PAPER[f'{task}_{pe}'] = dict(values, pos_emb=pe)
@@ -123,6 +127,10 @@ for size, (L, H, D, _) in SIZES.items():
     PAPER[f'owt_pope_ft{size}'] = dict(FT, pos_emb='pope', yarn_scale=1.0, init_from=f'out-owt-pope{pre}/ckpt.pt')
     PAPER[f'owt_rope_yarn_ft{size}'] = dict(FT, pos_emb='rope', yarn_scale=4.0, yarn_orig_ctx=1024,  # s = 4096 / 1024
                                             init_from=f'out-owt-rope{pre}/ckpt.pt')
+# the ablations at 124M (section 4): the 124M PoPE run with one switch changed
+PAPER['owt_pope_no_softplus'] = dict(PAPER['owt_pope'], pope_mu='identity')
+PAPER['owt_pope_relu'] = dict(PAPER['owt_pope'], pope_mu='relu')
+PAPER['owt_pope_no_delta'] = dict(PAPER['owt_pope'], pope_delta='none')
 
 
 def mismatches(cfg, expected):
@@ -143,8 +151,9 @@ def test_config_matches_paper(name):
 
 @pytest.mark.parametrize('name, override', [
     ('indirect_rope', '--min_lr=2e-4'), ('jsb_rope', '--warmup_iters=100'), ('genome_pope', '--batch_size=4'),
-    ('maestro_pope', '--beta2=0.999'), ('owt_rope_774m', '--n_head=16'), ('owt_pope', '--pope_delta_init=uniform'),
-    ('owt_rope_yarn_ft_253m', '--yarn_scale=2.0'), ('owt_pope_ft', '--decay_lr=True')])
+    ('maestro_pope', '--beta2=0.999'), ('owt_rope_774m', '--n_head=16'), ('owt_pope', '--pope_delta=uniform'),
+    ('owt_rope_yarn_ft_253m', '--yarn_scale=2.0'), ('owt_pope_ft', '--decay_lr=True'),
+    ('owt_pope_relu', '--pope_mu=softplus'), ('owt_pope_no_delta', '--pope_delta=zero')])
 def test_a_wrong_value_is_caught(name, override):
     assert mismatches(merged(name, override), PAPER[name])
 
@@ -162,7 +171,7 @@ def test_owt_parameter_count(size):
         cfg = merged(f'owt_{pe}{size}')
         with torch.device('meta'):  # no memory, no init time
             model = GPT(GPTConfig(vocab_size=50304, **{k: cfg[k] for k in (
-                'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'pos_emb', 'pope_delta_init')}))
+                'block_size', 'n_layer', 'n_head', 'n_embd', 'dropout', 'bias', 'pos_emb', 'pope_delta')}))
         n, target = model.get_num_params() / 1e6, SIZES[size][3]
         assert abs(n - target) / target < 0.02, f'owt_{pe}{size}: {n:.2f}M parameters, the paper says {target}M'
 

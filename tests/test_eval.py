@@ -20,7 +20,7 @@ def make_ckpt(path, pos_emb, vocab_size=VOCAB, block_size=16, n_layer=1, tokeniz
     """A tiny model after a few AdamW steps on random tokens, saved in train.py's ckpt.pt format."""
     torch.manual_seed(seed)
     args = dict(n_layer=n_layer, n_head=2, n_embd=32, block_size=block_size, vocab_size=vocab_size, pos_emb=pos_emb,
-                pope_delta_init='uniform', attn_impl='sdpa', bias=False, dropout=0.0)
+                pope_delta='uniform', attn_impl='sdpa', bias=False, dropout=0.0)
     model = GPT(GPTConfig(**args))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     for _ in range(steps):
@@ -112,15 +112,14 @@ def rms(x):
     return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps)
 
 
-@pytest.mark.parametrize('pos_emb', ['rope', 'pope', 'pope_nosoftplus'])
+@pytest.mark.parametrize('pos_emb', ['rope', 'pope', 'pope_relu', 'pope_identity'])
 def test_frequency_stats_hand_made(tmp_path, pos_emb):
     """One layer whose queries are the normalised embeddings and keys twice them: compare with a loop."""
     from eval.frequency_usage import frequency_stats
     torch.manual_seed(1)
-    softplus = pos_emb != 'pope_nosoftplus'  # a PoPE model trained with mu = x: its magnitude is |x|
+    mu = pos_emb.removeprefix('pope_') if pos_emb.startswith('pope_') else 'softplus'
     model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=VOCAB,
-                          pos_emb='rope' if pos_emb == 'rope' else 'pope', attn_impl='sdpa',
-                          pope_softplus=softplus)).eval()
+                          pos_emb='rope' if pos_emb == 'rope' else 'pope', attn_impl='sdpa', pope_mu=mu)).eval()
     C, H, hd = 32, 2, 16
     with torch.no_grad():
         w = torch.zeros(3 * C, C)
@@ -137,8 +136,10 @@ def test_frequency_stats_hand_made(tmp_path, pos_emb):
                 want.append(np.mean([math.hypot(x[t, h * hd + i], x[t, h * hd + i + hd // 2]) for t in range(len(x)) for h in range(H)]))
         else:
             for c in range(hd):
-                mu = (lambda v: math.log1p(math.exp(v))) if softplus else abs
-                want.append(np.mean([mu(x[t, h * hd + c]) for t in range(len(x)) for h in range(H)]))
+                # the magnitude |mu(x)|: mu = x has a sign (a phase of pi)
+                magnitude = {'softplus': lambda v: math.log1p(math.exp(v)), 'relu': lambda v: max(v, 0.0),
+                             'identity': abs}[mu]
+                want.append(np.mean([magnitude(x[t, h * hd + c]) for t in range(len(x)) for h in range(H)]))
         assert stats[name].shape == (1, len(want))
         np.testing.assert_allclose(stats[name][0], want, rtol=1e-5)
 

@@ -22,12 +22,12 @@ TINY = ['--n_layer=2', '--n_head=2', '--n_embd=32', '--batch_size=16', '--eval_i
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
-    """Two tiny runs on the 'letter after the source' sub-task: PoPE (without softplus: the options reach the
-    probe) and RoPE."""
+    """Two tiny runs on the 'letter after the source' sub-task: PoPE (with mu = x: the switch reaches the probe)
+    and RoPE."""
     d = tmp_path_factory.mktemp('probe')
     prepare(str(d / 'data' / 'indirect_indexing_next'), sizes={'train': 1000, 'val': 100, 'test': 100},
             variant='indirect_indexing_next')
-    for name, flags in (('pope_s1', ['--pos_emb=pope', '--pope_softplus=False']), ('rope_s1', ['--pos_emb=rope'])):
+    for name, flags in (('pope_s1', ['--pos_emb=pope', '--pope_mu=identity']), ('rope_s1', ['--pos_emb=rope'])):
         config = os.path.join(ROOT, 'config', 'indirect_pope.py')
         subprocess.run([sys.executable, os.path.join(ROOT, 'train.py'), config,
                         '--dataset=indirect_indexing_next', *TINY, *flags, f'--out_dir=out-{name}'],

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import (GPT, POS_EMBS, GPTConfig, KVCache, alibi_slopes, pope_attention, pope_attention_sdpa,
-                   pope_cartesian, rope_angles, rope_frequencies, rope_rotate)
+from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, KVCache, alibi_slopes, pope_attention, pope_attention_sdpa,
+                   pope_cartesian, rope_angles, rope_frequencies, rope_rotate, upgrade_model_args)
 
 F64 = torch.float64
 
@@ -105,7 +105,8 @@ def test_pope_phase_exact_at_large_positions():
 
 def tiny(pos_emb, impl='sdpa', **kw):
     torch.manual_seed(0)
-    cfg = dict(block_size=32, vocab_size=17, n_layer=2, n_head=2, n_embd=32, pos_emb=pos_emb, attn_impl=impl, pope_delta_init='uniform')
+    cfg = dict(block_size=32, vocab_size=17, n_layer=2, n_head=2, n_embd=32, pos_emb=pos_emb, attn_impl=impl,
+               pope_delta='uniform')
     cfg.update(kw)
     return GPT(GPTConfig(**cfg))
 
@@ -275,14 +276,17 @@ def test_bad_config_raises():
         tiny('learned')(torch.zeros(1, 40, dtype=torch.long))
 
 
-def test_triton_path_agrees_in_the_model():
-    """The fused kernel (the CPU interpreter in CI, else the GPU) inside the model: same loss and gradients as sdpa."""
+@pytest.mark.parametrize('switches', [{}, {'pope_mu': 'relu', 'pope_delta': 'none'}, {'pope_mu': 'identity'}],
+                         ids=['pope', 'relu-nodelta', 'identity'])
+def test_triton_path_agrees_in_the_model(switches):
+    """The fused kernel (the CPU interpreter in CI, else the GPU) inside the model: same loss and gradients as sdpa,
+    for PoPE and its ablations."""
     pytest.importorskip('triton')
     device = 'cpu' if os.environ.get('TRITON_INTERPRET') == '1' else 'cuda'
     if device == 'cuda' and not torch.cuda.is_available():
         pytest.skip('the Triton kernel needs TRITON_INTERPRET=1 or a GPU')
     idx = torch.randint(0, 17, (2, 12), device=device)
-    a, b = tiny('pope', 'triton', n_embd=64).to(device), tiny('pope', 'sdpa', n_embd=64).to(device)  # head dim 32
+    a, b = (tiny('pope', impl, n_embd=64, **switches).to(device) for impl in ('triton', 'sdpa'))  # head dim 32
     la, lb = a(idx, idx)[1], b(idx, idx)[1]
     torch.testing.assert_close(la, lb, rtol=1e-5, atol=1e-5)
     la.backward(), lb.backward()
@@ -290,83 +294,97 @@ def test_triton_path_agrees_in_the_model():
         torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-3, atol=1e-5, msg=n)
 
 # -----------------------------------------------------------------------------
-# probes of the indirect-indexing task (issue #16): each option changes PoPE as its comment says
+# the paper's ablations: the magnitude mu = relu(x) or mu = x, and no delta
+
+MU_DEFINITIONS = {'softplus': lambda x: math.log1p(math.exp(x)), 'relu': lambda x: max(x, 0.0),
+                  'identity': lambda x: x}
+MU_TORCH = {'softplus': lambda x: torch.log(1 + torch.exp(x)), 'relu': lambda x: torch.where(x > 0, x, 0.0),
+            'identity': lambda x: x}
+ABLATIONS = [('softplus', False), ('relu', False), ('identity', False), ('softplus', True), ('relu', True)]
 
 
-def naive_pope_options(q, k, v, delta, base, softplus, zero_freqs):
-    """Causal PoPE from the formula, one score at a time, mu = x without softplus, theta_c = 0 for the
-    zero_freqs lowest frequencies."""
+def naive_pope_ablation(q, k, v, delta, base, mu):
+    """Causal PoPE from the formula, one score at a time, with magnitude mu (a float function); delta None: zero."""
     B, H, T, d = q.shape
-    mu = (lambda x: math.log1p(math.exp(x))) if softplus else (lambda x: x)
-    theta = [0.0 if c >= d - zero_freqs else base ** (-c / d) for c in range(d)]
     out = torch.zeros(B, H, T, d, dtype=F64)
     for b in range(B):
         for h in range(H):
             for t in range(T):
                 scores = [sum(mu(q[b, h, t, c].item()) * mu(k[b, h, s, c].item())
-                              * math.cos((s - t) * theta[c] + delta[h, c].item()) for c in range(d)) / math.sqrt(d)
-                              for s in range(t + 1)]
+                              * math.cos((s - t) * base ** (-c / d) + (0.0 if delta is None else delta[h, c].item()))
+                              for c in range(d)) / math.sqrt(d) for s in range(t + 1)]
                 out[b, h, t] = torch.softmax(torch.tensor(scores, dtype=F64), 0) @ v[b, h, :t + 1]
     return out
 
 
-@pytest.mark.parametrize('softplus,zero_freqs', [(False, 0), (True, 3), (False, 8)])
-def test_pope_options_equal_the_formula(softplus, zero_freqs):
+@pytest.mark.parametrize('mu,no_delta', ABLATIONS)
+def test_ablations_equal_the_formula(mu, no_delta):
     q, k, v, delta = rand_qkvd(B=1, H=2, Tq=5, Tk=5, d=8, seed=11)
-    want = naive_pope_options(q, k, v, delta, 10.0, softplus, zero_freqs)
+    delta = None if no_delta else delta
+    want = naive_pope_ablation(q, k, v, delta, 10.0, MU_DEFINITIONS[mu])
     for attend in (pope_attention, pope_attention_sdpa):
-        got = attend(q, k, v, delta, base=10.0, softplus=softplus, zero_freqs=zero_freqs)
-        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
-    assert not torch.allclose(pope_attention(q, k, v, delta, base=10.0), want)  # the option changed something
+        torch.testing.assert_close(attend(q, k, v, delta, base=10.0, mu=mu), want, rtol=1e-10, atol=1e-10)
 
 
-def test_zero_frequency_channels_ignore_position():
-    """With theta_c = 0 on the last n channels, a query and key living only there score the same at every distance;
-    the other channels keep their frequencies."""
-    d, n, T = 8, 3, 6
-    x = torch.zeros(T, d, dtype=F64)
-    x[:, d - n:] = torch.randn(n, dtype=F64)  # the same content at every position
-    pos, delta = torch.arange(T), -torch.rand(1, d, dtype=F64)
-    qx, qy = pope_cartesian(x, pos, 10.0, softplus=False, zero_freqs=n)
-    kx, ky = pope_cartesian(x, pos, 10.0, delta, softplus=False, zero_freqs=n)
-    scores = qx @ kx[0].T + qy @ ky[0].T
-    torch.testing.assert_close(scores, torch.full_like(scores, scores[0, 0].item()))
-    y = torch.randn(T, d, dtype=F64)
-    a, b = pope_cartesian(y, pos, 10.0, zero_freqs=n), pope_cartesian(y, pos, 10.0)
-    torch.testing.assert_close(a[0][:, :d - n], b[0][:, :d - n])
-    assert not torch.allclose(a[0][1:, d - n:], b[0][1:, d - n:])
+@pytest.mark.parametrize('mu,no_delta', ABLATIONS)
+def test_ablations_are_their_definition_in_values_and_gradients(mu, no_delta):
+    """mu(x) is PoPE with mu = x on the inputs mu(q), mu(k); no delta is a delta of zeros: the reference and the SDPA
+    form, values and gradients (q, k, v; delta where there is one), with causal and q_offset > 0 queries."""
+    q, k, v, delta = (t.requires_grad_() for t in rand_qkvd(Tq=4, Tk=9, d=16))
+    zeros = torch.zeros_like(delta, requires_grad=True)
+    do = torch.randn(2, 3, 4, 16, dtype=F64)
+    want = pope_attention(MU_TORCH[mu](q), MU_TORCH[mu](k), v, zeros if no_delta else delta, q_offset=5, mu='identity')
+    want_grads = torch.autograd.grad(want, (q, k, v, delta) if not no_delta else (q, k, v), do)
+    for attend in (pope_attention, pope_attention_sdpa):
+        got = attend(q, k, v, None if no_delta else delta, q_offset=5, mu=mu)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+        for g, w in zip(torch.autograd.grad(got, (q, k, v, delta) if not no_delta else (q, k, v), do), want_grads):
+            torch.testing.assert_close(g, w, rtol=1e-8, atol=1e-10)
+    if mu != 'softplus' or no_delta:  # the switch changes the function
+        assert not torch.allclose(pope_attention(q, k, v, delta, q_offset=5), want)
 
 
-def test_pope_options_in_the_model_and_the_triton_guard():
-    cfg = dict(block_size=16, vocab_size=32, n_layer=1, n_head=2, n_embd=16, pos_emb='pope', pope_delta_init='uniform')
-    idx = torch.randint(0, 32, (2, 12))
-    torch.manual_seed(0)
-    base = GPT(GPTConfig(**cfg)).double()
-    for opts in ({'pope_softplus': False}, {'pope_zero_freqs': 2}):
-        outs = []
-        for impl in ('torch', 'sdpa', 'auto'):
-            torch.manual_seed(0)
-            outs.append(GPT(GPTConfig(**cfg, **opts, attn_impl=impl)).double()(idx, idx)[0])
-        torch.testing.assert_close(outs[0], outs[1])
-        torch.testing.assert_close(outs[0], outs[2])
-        assert not torch.allclose(outs[0], base(idx, idx)[0])  # same weights, another function
-        with pytest.raises(ValueError, match="attn_impl='triton'"):
-            GPT(GPTConfig(**cfg, **opts, attn_impl='triton'))
-    with pytest.raises(ValueError, match='pope_zero_freqs'):
-        GPT(GPTConfig(**cfg, pope_zero_freqs=9))
+def test_ablation_switches_in_the_model():
+    """pope_mu and pope_delta reach every path of the model; pope_delta='none' leaves no delta: no parameter, no
+    state_dict entry, nothing for the optimizer; with the same weights it is the model of a zero delta."""
+    idx = torch.randint(0, 17, (2, 12))
+    for impl in ('torch', 'sdpa', 'auto'):
+        nodelta, zero = tiny('pope', impl, pope_delta='none', pope_mu='relu'), tiny('pope', impl, pope_delta='zero',
+                                                                                   pope_mu='relu')
+        assert not any('delta' in n for n, _ in nodelta.named_parameters())
+        assert not any('delta' in n for n in nodelta.state_dict())
+        assert nodelta.h[0].attn.delta is None
+        opt = nodelta.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu')
+        assert sorted(id(p) for g in opt.param_groups for p in g['params']) == sorted(map(id, nodelta.parameters()))
+        assert len([n for n, _ in zero.named_parameters() if n.endswith('delta')]) == 2
+        zero.load_state_dict(nodelta.state_dict(), strict=False)  # the same weights, delta = 0
+        torch.testing.assert_close(nodelta(idx, idx)[1], zero(idx, idx)[1], rtol=1e-6, atol=1e-6)
+        nodelta.project_delta()  # nothing to project
+        softplus = tiny('pope', impl, pope_delta='zero')
+        softplus.load_state_dict(zero.state_dict())
+        assert not torch.allclose(softplus(idx, idx)[1], zero(idx, idx)[1])  # same weights, another mu
+    with pytest.raises(ValueError, match='pope_mu'):
+        tiny('pope', pope_mu='gelu')
+    with pytest.raises(ValueError, match='pope_delta'):
+        tiny('pope', pope_delta='learned')
 
 
-def test_qk_init_scale_and_delta_learning_rate_group():
-    cfg = dict(block_size=16, vocab_size=32, n_layer=2, n_head=2, n_embd=64, pos_emb='pope')
-    torch.manual_seed(0)
-    w = GPT(GPTConfig(**cfg, qk_init_scale=4.0)).h[0].attn.c_attn.weight
-    assert abs(w[:128].std().item() / 0.08 - 1) < 0.05 and abs(w[128:].std().item() / 0.02 - 1) < 0.05  # q, k; v
-    model = GPT(GPTConfig(**cfg))
-    groups = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu', delta_lr_mult=100.0).param_groups
-    assert sorted(id(p) for g in groups for p in g['params']) == sorted(id(p) for p in model.parameters())
-    assert {id(p) for p in groups[2]['params']} == {id(b.attn.delta) for b in model.h}
-    assert (groups[2]['lr'], groups[2]['lr_mult'], groups[2]['weight_decay']) == (pytest.approx(0.1), 100.0, 0.0)
-    assert len(model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), 'cpu').param_groups) == 2  # the default: as before
+def test_kernel_and_model_name_the_same_magnitudes():
+    pope_kernel = pytest.importorskip('pope_kernel')
+    assert tuple(POPE_MUS) == pope_kernel.MUS
+
+
+def test_old_model_args_are_upgraded_or_refused():
+    old = dict(block_size=32, vocab_size=17, n_layer=2, n_head=2, n_embd=32, pos_emb='pope', pope_delta_init='zero',
+               pope_softplus=False, pope_zero_freqs=0, qk_init_scale=4.0)
+    new = upgrade_model_args(old)
+    assert new == dict(block_size=32, vocab_size=17, n_layer=2, n_head=2, n_embd=32, pos_emb='pope',
+                       pope_delta='zero', pope_mu='identity')
+    assert upgrade_model_args(dict(old, pope_softplus=True))['pope_mu'] == 'softplus'
+    assert upgrade_model_args(new) == new  # today's model_args stay as they are
+    GPT(GPTConfig(**new))
+    with pytest.raises(ValueError, match='pope_zero_freqs=16.*git log -S pope_zero_freqs'):
+        upgrade_model_args(dict(old, pope_zero_freqs=16))
 
 
 def test_replication_model_flags_norm_untied_head_and_init():

@@ -40,19 +40,22 @@ def rel_err(x, ref):
     return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
-def check(impl, B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol, n_kv_head=None):
+def check(impl, B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol, n_kv_head=None, mu="softplus",
+          no_delta=False):
+    """The kernel against the reference in float64, values and gradients; mu and no_delta: the paper's ablations."""
     q, k, v, delta = make_inputs(B, H, Tq, Tk, d, dtype, seed=Tq * 1000 + Tk + d, n_kv_head=n_kv_head)
-    inputs = [x.clone().requires_grad_() for x in (q, k, v, delta)]
-    out = pope_kernel.pope_attention(*inputs, causal=causal, q_offset=q_offset, impl=impl)
+    tensors = (q, k, v) if no_delta else (q, k, v, delta)
+    inputs = [x.clone().requires_grad_() for x in tensors]
+    out = pope_kernel.pope_attention(*inputs, *[None] * no_delta, causal=causal, q_offset=q_offset, impl=impl, mu=mu)
     assert out.shape == (B, H, Tq, d) and out.dtype == v.dtype
     dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
     out.backward(dout)
 
-    ref_inputs = [x.detach().cpu().double().requires_grad_() for x in (q, k, v, delta)]
+    ref_inputs = [x.detach().cpu().double().requires_grad_() for x in tensors]
     g = H // k.shape[1]  # query heads per kv head: the reference gets k, v repeated per query head
-    rq, rk, rv, rdelta = ref_inputs
-    ref = ground_truth(rq, rk.repeat_interleave(g, 1), rv.repeat_interleave(g, 1), rdelta, causal=causal,
-                       q_offset=q_offset)
+    rq, rk, rv = ref_inputs[:3]
+    ref = ground_truth(rq, rk.repeat_interleave(g, 1), rv.repeat_interleave(g, 1), None if no_delta else ref_inputs[3],
+                       causal=causal, q_offset=q_offset, mu=mu)
     ref.backward(dout.cpu().double())
     assert rel_err(out, ref) < tol, f"out rel err {rel_err(out, ref):.2e}"
     for name, x, r in zip("q k v delta".split(), inputs, ref_inputs):
@@ -103,6 +106,20 @@ def test_bf16_matches_reference(shape, impl):
 def test_bf16_long_sequence_on_gpu(d, impl):
     """T = 1000 > SHORT_T: the all-Triton path's large tiles (_BLOCKS), the prologue's many time blocks."""
     check(impl, 1, 2, 1000, 1000, d, True, 0, torch.bfloat16, tol=2e-2, grad_tol=3e-2, n_kv_head=1)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("mu,no_delta", [("relu", False), ("identity", False), ("softplus", True), ("relu", True)])
+def test_ablations_match_reference(mu, no_delta, impl):
+    """The paper's ablations (mu = relu(x), mu = x, no delta) through the prologue and epilogue: grouped keys,
+    Tq < Tk with q_offset, rows past a tile."""
+    check(impl, 1, 4, 9, 20, 32, True, 11, torch.float32, tol=1e-5, grad_tol=1e-4, n_kv_head=2, mu=mu,
+          no_delta=no_delta)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bf16_ablation_matches_reference(impl):
+    check(impl, 1, 2, 30, 30, 64, True, 0, torch.bfloat16, tol=2e-2, grad_tol=3e-2, mu="identity", no_delta=True)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -170,7 +187,7 @@ def test_prologue_matches_model_cartesian(time_major):
     laid out (B, T, heads, 2d) in memory if time_major."""
     from model import pope_cartesian
     q, k, _, delta = make_inputs(2, 3, 7, 50, 32, torch.float32, seed=5, n_kv_head=1)
-    qp, kp = pope_kernel.cartesian(q, k, delta, 40, 10000.0, time_major)
+    qp, kp = pope_kernel.cartesian(q, k, delta, 40, 10000.0, time_major, "softplus")
     assert qp.transpose(1, 2).is_contiguous() == time_major and qp.is_contiguous() != time_major
     qx, qy = pope_cartesian(q.double(), torch.arange(40, 47, device=DEVICE), 10000.0, -delta.double())
     kx, ky = pope_cartesian(k.double(), torch.arange(50, device=DEVICE), 10000.0)
@@ -199,30 +216,37 @@ def test_noncontiguous_inputs(impl):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_torch_compile_one_graph(impl):
+@pytest.mark.parametrize("no_delta", [False, True])
+def test_torch_compile_one_graph(impl, no_delta):
     """The ops are opaque to dynamo: one graph, no break at attention; compiled grads equal eager ones."""
     q, k, v, delta = (x.requires_grad_() for x in make_inputs(1, 4, 16, 16, 32, torch.float32, n_kv_head=2))
-    fn = lambda q, k, v, delta: pope_kernel.pope_attention(q * 2, k, v, delta.clamp(-2 * math.pi, 0),
-                                                           impl=impl).square().sum()
-    explain = torch._dynamo.explain(fn)(q, k, v, delta)
+    if no_delta:  # the ablation: no delta, mu = relu(x)
+        fn = lambda q, k, v: pope_kernel.pope_attention(q * 2, k, v, None, impl=impl, mu="relu").square().sum()
+        inputs = (q, k, v)
+    else:
+        fn = lambda q, k, v, delta: pope_kernel.pope_attention(q * 2, k, v, delta.clamp(-2 * math.pi, 0),
+                                                               impl=impl).square().sum()
+        inputs = (q, k, v, delta)
+    explain = torch._dynamo.explain(fn)(*inputs)
     assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
-    eager = torch.autograd.grad(fn(q, k, v, delta), (q, k, v, delta))
-    compiled = torch.autograd.grad(torch.compile(fn, backend="aot_eager", fullgraph=True)(q, k, v, delta),
-                                   (q, k, v, delta))
+    eager = torch.autograd.grad(fn(*inputs), inputs)
+    compiled = torch.autograd.grad(torch.compile(fn, backend="aot_eager", fullgraph=True)(*inputs), inputs)
     for a, b in zip(eager, compiled):
         assert torch.allclose(a, b, atol=1e-6)
 
 
 @pytest.mark.parametrize("time_major", [False, True])
-def test_custom_op_registrations(time_major):
+@pytest.mark.parametrize("mu,no_delta", [("softplus", False), ("relu", True)])
+def test_custom_op_registrations(time_major, mu, no_delta):
     """Schema, fake (meta) implementation (its strides too) and autograd registration of the prologue op."""
     q, k, delta = (torch.randn(*shape, device=DEVICE, requires_grad=True) for shape in ((1, 2, 5, 32), (1, 1, 9, 32),
                                                                                       (2, 32)))
-    torch.library.opcheck(torch.ops.pope.cartesian.default, (q, k, delta, 3, 10000.0, time_major))
+    torch.library.opcheck(torch.ops.pope.cartesian.default,
+                          (q, k, None if no_delta else delta, 3, 10000.0, time_major, mu))
 
 
 @pytest.mark.parametrize("case", ["head_dim_triton", "head_dim_large", "dtype_mismatch", "ndim", "kv_shape",
-                                  "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "impl"])
+                                  "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "impl", "mu"])
 def test_rejects_unsupported_input(case):
     q, k, v, delta = make_inputs(1, 2, 8, 8, 32, torch.float32)
     kw = {}
@@ -247,6 +271,8 @@ def test_rejects_unsupported_input(case):
         q, k, v, delta = make_inputs(1, 4, 8, 8, 32, torch.float32, n_kv_head=3)
     elif case == "impl":
         kw = dict(impl="flash")
+    elif case == "mu":
+        kw = dict(mu="gelu")
     elif case == "q_offset":
         kw = dict(q_offset=-1)
     with pytest.raises(ValueError, match="pope_attention"):

@@ -57,7 +57,7 @@ def reference_losses(model, tokens, lengths, n_tokens):
 def test_context_losses_match_a_plain_reference(pos_emb):
     torch.manual_seed(0)
     model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=8, vocab_size=50, pos_emb=pos_emb,
-                          dropout=0.1, pope_delta_init='uniform'))
+                          dropout=0.1, pope_delta='uniform'))
     tokens = np.random.default_rng(1).integers(0, 50, 1000).astype(np.uint8)
     lengths = [8, 16, 32]
     model.eval()

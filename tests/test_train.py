@@ -168,7 +168,7 @@ def test_a_run_is_never_lost(workdir):
 def test_delta_stays_in_range_and_trainable(workdir):
     # zero init puts every delta on the boundary 0: without the projection after each step about half of them
     # would leave [-2pi, 0] (and, clamped in the forward pass, get exactly zero gradient from then on)
-    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=6', '--eval_interval=6', '--pope_delta_init=zero',
+    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=6', '--eval_interval=6', '--pope_delta=zero',
             '--loss_on=all', '--block_size=96', '--out_dir=delta')
     assert '384 tokens per iteration' in p.stdout  # 8 examples of 48 tokens, whatever block_size
     ckpt = torch.load(workdir / 'delta' / 'ckpt.pt', weights_only=False)
@@ -182,17 +182,54 @@ def test_delta_stays_in_range_and_trainable(workdir):
     assert (delta.grad != 0).all()
 
 
-def test_delta_lr_mult_scales_the_steps_of_delta_alone(workdir):
-    """One AdamW step moves delta by ~lr x mult x sign(grad) (mult 0: not at all); the other weights as without it."""
-    ckpt = {}
-    for mult in (0.0, 100.0):
-        run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--eval_interval=1', f'--delta_lr_mult={mult}',
-            '--pope_delta_init=uniform', f'--out_dir=dlr{mult:g}')
-        ckpt[mult] = torch.load(workdir / f'dlr{mult:g}' / 'ckpt.pt', weights_only=False)['model']
-    lr = 0.003 / 3  # TINY's learning rate at step 0 of a 2-step warmup
-    step = (ckpt[100.0]['h.0.attn.delta'] - ckpt[0.0]['h.0.attn.delta']).abs().mean().item()
-    assert 0.8 * 100 * lr < step <= 1.001 * 100 * lr, step
-    assert torch.equal(ckpt[0.0]['lm_head.weight'], ckpt[100.0]['lm_head.weight'])
+def as_an_earlier_version_saved_it(ckpt, pope_zero_freqs=0, delta_lr_mult=1.0):
+    """A checkpoint of today as an earlier version wrote it: pope_softplus and pope_delta_init for pope_mu and
+    pope_delta, and the keys of the probes that are gone (model flags; delta_lr_mult, a train.py flag)."""
+    ckpt = dict(ckpt)
+    for key in ('model_args', 'config'):
+        args = dict(ckpt[key])
+        args['pope_softplus'] = {'softplus': True, 'identity': False}[args.pop('pope_mu')]
+        args['pope_delta_init'] = args.pop('pope_delta')
+        ckpt[key] = dict(args, pope_zero_freqs=pope_zero_freqs, qk_init_scale=1.0)
+    ckpt['config']['delta_lr_mult'] = delta_lr_mult
+    return ckpt
+
+
+def test_ablations_train_and_an_earlier_versions_checkpoint_loads_or_is_refused(workdir):
+    from eval import load_checkpoint
+    # the paper's ablations as flags: a run without delta and with mu = relu trains and saves no delta
+    run(workdir, 'train.py', POPE, *TINY, '--max_iters=2', '--eval_interval=2', '--pope_delta=none', '--pope_mu=relu',
+        '--out_dir=ablation')
+    ckpt = torch.load(workdir / 'ablation' / 'ckpt.pt', weights_only=False)
+    assert not any('delta' in k for k in ckpt['model'])
+    assert (ckpt['model_args']['pope_mu'], ckpt['model_args']['pope_delta']) == ('relu', 'none')
+    # a checkpoint of an earlier version (pope_softplus=False, pope_delta_init): sampled from and resumed as the
+    # model it is (without the upgrade of its flags, GPTConfig would not take them)
+    run(workdir, 'train.py', POPE, *TINY, '--max_iters=2', '--eval_interval=2', '--pope_mu=identity',
+        '--pope_delta=zero', '--out_dir=earlier')
+    path = workdir / 'earlier' / 'ckpt.pt'
+    torch.save(as_an_earlier_version_saved_it(torch.load(path, weights_only=False)), path)
+    assert load_checkpoint(str(path))[0].config.pope_mu == 'identity'
+    p = run(workdir, 'sample.py', '--out_dir=earlier', '--start=NZTUIGWkXFrhCJDzscat, N, +4,', '--device=cpu')
+    assert p.stdout.startswith('NZTUIGWkXFrhCJDzscat,N,+4,')
+    run(workdir, 'train.py', POPE, *TINY, '--max_iters=4', '--eval_interval=2', '--init_from=resume',
+        '--out_dir=earlier')
+    resumed = torch.load(path, weights_only=False)
+    assert resumed['iter_num'] == 4 and resumed['model_args']['pope_mu'] == 'identity'
+    assert resumed['model_args']['pope_delta'] == 'zero' and 'pope_softplus' not in resumed['model_args']
+    # ... and refused, in one line, where this version cannot go on with it
+    bad = workdir / 'earlier_probe'
+    bad.mkdir(exist_ok=True)
+    for probe, message in (({'pope_zero_freqs': 16}, 'pope_zero_freqs=16'), ({'delta_lr_mult': 100.0},
+                                                                             'delta_lr_mult=100.0')):
+        torch.save(as_an_earlier_version_saved_it(resumed, **probe), bad / 'ckpt.pt')
+        p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=5', '--init_from=resume', '--out_dir=earlier_probe',
+                check=False)
+        assert p.returncode != 0 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
+    load_checkpoint(str(bad / 'ckpt.pt'))  # delta_lr_mult: how delta was trained; the model loads for evaluation
+    torch.save(as_an_earlier_version_saved_it(resumed, pope_zero_freqs=16), bad / 'ckpt.pt')
+    with pytest.raises(SystemExit, match='pope_zero_freqs=16'):  # eval/ and sample.py
+        load_checkpoint(str(bad / 'ckpt.pt'))
 
 
 def test_final_scores_the_best_checkpoint_when_final_weights_is_best(workdir):

@@ -69,7 +69,7 @@ nanogpt = 'pos_emb' not in fields  # nanoGPT's model.py: learned positions, Laye
 if nanogpt:
     args.pos_emb = 'nanogpt'
 cfg = dict(n_layer=12, n_head=12, n_embd=768, block_size=T, vocab_size=50304 if nanogpt else 50257, dropout=0.0,
-           bias=False, pos_emb=args.pos_emb, attn_impl=args.attn_impl, pope_delta_init='zero')
+           bias=False, pos_emb=args.pos_emb, attn_impl=args.attn_impl, pope_delta='zero')
 if args.shape == 'indirect':
     cfg.update(n_layer=8, n_head=8, n_embd=512, vocab_size=66)
 model = GPT(GPTConfig(**{k: v for k, v in cfg.items() if k in fields})).cuda()

@@ -2,9 +2,9 @@
 # The indirect-indexing study (results/indirect_indexing/README.md): the paper's recipe, stretched to 200k steps
 # (STEPS=100000: the paper's own), in the settings below, several runs at once on one GPU under NVIDIA MPS.
 # From the repository root:
-#   bash results/indirect_indexing/study.sh start ARM...   # make the data, start each run in the background
-#   bash results/indirect_indexing/study.sh wait SECONDS   # wait (or until every run has ended), show the last evals
-#   bash results/indirect_indexing/study.sh finish         # stop what still runs; probe each run's last checkpoint
+#   bash results/indirect_indexing/reproduce.sh start ARM...   # make the data, start each run in the background
+#   bash results/indirect_indexing/reproduce.sh wait SECONDS   # wait (or until every run has ended), show the last evals
+#   bash results/indirect_indexing/reproduce.sh finish         # stop what still runs; probe each run's last checkpoint
 # ARM is <setting>_<pope|rope>_s<seed>, e.g. leftpad_pope_s1337. Each run writes out-study/<arm>/ (train.log,
 # eval_log.jsonl, ckpt.pt, final.json when it reached max_iters, probe/ after finish); with $OUT set (the GPU
 # machine), each step also packs the small files into $OUT/study.tgz.
@@ -31,6 +31,14 @@ dataset() {  # the data set a setting trains on
     *) echo indirect_indexing ;; esac
 }
 
+parse() {  # ARM -> $setting $pe $seed (encodings may hold an underscore: rope_half_s2)
+  seed=${1##*_s}; local rest=${1%_s*}
+  for pe in rope_half alibi_half sinusoidal learned pope rope; do
+    [[ $rest == *_$pe ]] && { setting=${rest%_$pe}; return; }
+  done
+  echo "bad run name $1: <setting>_<encoding>_s<seed>" >&2; exit 2
+}
+
 pack() {
   [ -n "${OUT:-}" ] || return 0
   tar czf "$OUT/study.tgz" --exclude='*.pt' out-study 2>/dev/null
@@ -40,14 +48,14 @@ start() {
   mkdir -p out-study
   nvidia-cuda-mps-control -d 2>/dev/null || true  # runs on one GPU overlap only under MPS
   for arm in "$@"; do  # the data sets first, each made once (in parallel)
-    local d; d=$(dataset "${arm%_*_s*}")
+    parse "$arm"; local d; d=$(dataset "$setting")
     [ -f data/$d/meta.json ] || python -m prepare.indirect_indexing --variant "$d" > out-study/prepare_$d.log 2>&1 &
   done
   wait
   for arm in "$@"; do
-    local setting=${arm%_*_s*} rest=${arm##*_s}; local pe=${arm%_s*}; pe=${pe##*_}
+    parse "$arm"
     mkdir -p out-study/$arm
-    setsid nohup python train.py $(args "$setting" "$pe") --seed=$rest --compile=True \
+    setsid nohup python train.py $(args "$setting" "$pe") --seed=$seed --compile=True \
       --cuda_graph=True --max_iters=$STEPS --lr_decay_iters=$STEPS --eval_interval=4000 --log_interval=2000 \
       --out_dir=out-study/$arm > out-study/$arm/train.log 2>&1 < /dev/null &
     echo "started $arm: $(args "$setting" "$pe")"
