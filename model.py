@@ -457,13 +457,14 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Sample max_new_tokens after idx (B, T) with a KV cache: positions keep counting
-        past the prompt; only learned/sinusoidal absolute positions are cut at block_size."""
+        """Sample max_new_tokens after idx (B, T) with a KV cache: positions keep counting past the prompt. With
+        learned/sinusoidal positions, which stop at block_size, each token past block_size is predicted from the
+        last block_size tokens, re-encoded from position 0 (no cache can be reused: every position moves)."""
         absolute = self.config.pos_emb in ('learned', 'sinusoidal')
         cache, fed = KVCache(self.config.n_layer), idx
         for _ in range(max_new_tokens):
             if absolute and len(cache) + fed.size(1) > self.config.block_size:
-                cache, fed = KVCache(self.config.n_layer), idx[:, -(self.config.block_size - 1):]  # re-encode
+                cache, fed = KVCache(self.config.n_layer), idx[:, -self.config.block_size:]  # re-encode
             logits, _ = self(fed, cache=cache)
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
@@ -473,3 +474,4 @@ class GPT(nn.Module):
             idx = torch.cat((idx, idx_next), dim=1)
             fed = idx_next
         return idx
+
