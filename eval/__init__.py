@@ -7,6 +7,7 @@ This file holds what they share: loading a ckpt.pt written by train.py, the chec
 loss without materialising all the logits at once, and the boilerplate of command lines, tables and plots.
 """
 
+import argparse
 import json
 import math
 import os
@@ -107,9 +108,25 @@ def labels_for(paths, labels):
     return labels or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in paths]
 
 
-def read_json_lines(path):
+def read_json(path, lines=False):
+    """A JSON file (final.json), or with lines=True the records of a JSON-lines one (eval_log.jsonl); one clear
+    line when it is missing or damaged."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: no such file")
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        text = f.read()
+    try:
+        return [json.loads(s) for s in text.splitlines() if s.strip()] if lines else json.loads(text)
+    except ValueError as err:
+        raise SystemExit(f"{path} is not valid JSON{' lines' if lines else ''} ({err}): a file cut short? "
+                         "Repair it, or write it again")
+
+
+def positive_int(text):
+    """argparse type: a whole number of 1 or more."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
+    return int(text)
 
 
 def markdown_row(cells):

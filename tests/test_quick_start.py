@@ -113,7 +113,12 @@ def test_the_plot_reads_final_json(runs, tmp_path):
     rows = extrapolation_main(['--final', str(d / 'pope' / 'final.json'), '--final', str(d / 'learned' / 'final.json'),
                                '--label', 'PoPE', '--label', 'learned', '--out', str(tmp_path / 'ex')])
     assert [(r['label'], r['length']) for r in rows] == [('PoPE', 16), ('PoPE', 32), ('PoPE', 64), ('learned', 16)]
-    assert (tmp_path / 'ex.png').stat().st_size > 1000
+    final = json.load(open(d / 'pope' / 'final.json'))
+    assert rows[1]['nll'] == final['val_loss_ctx32'] and rows[1]['train_ctx'] == 16
+    assert (tmp_path / 'ex' / 'extrapolation.png').stat().st_size > 1000  # a table beside the figure, in --out
+    assert json.load(open(tmp_path / 'ex' / 'extrapolation.json'))['results'] == rows
+    table = (tmp_path / 'ex' / 'extrapolation.csv').read_text().splitlines()
+    assert table[0] == 'label,length,nll,ppl,train_ctx' and len(table) == 5 and table[2].startswith('PoPE,32,')
 
 
 def test_shakespeare_char_decodes_to_the_committed_text(runs):
