@@ -27,9 +27,7 @@ import torch
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from eval import read_checkpoint
-from eval.extrapolation import context_lengths, context_losses, context_table
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, read_checkpoint
 from prepare import indirect_indexing, shakespeare_char
 from prepare.common import SPLITS, example_batch
 
@@ -359,11 +357,49 @@ if ddp:
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel in torch 2.11: results/speed.md)
 eval_model = model.module if ddp else model
-# length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
-ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, block_size, pos_emb,
-                                                                    min(eval_context_tokens, len(data['val']) - 1))
+# length extrapolation (stream data): the val loss at multiples of block_size, every length on the same first
+# n_ctx val tokens; absolute positions stop at block_size, and a length needs n_ctx tokens
+try:
+    ctx_multiples = [int(m) for m in eval_contexts.split(',') if m.strip()]
+except ValueError:
+    ctx_multiples = [0]
+if any(m < 1 for m in ctx_multiples):
+    sys.exit(f"eval_contexts={eval_contexts!r}: give multiples of block_size, e.g. '1,2,4,8' ('' = off)")
+n_ctx = 0 if examples else min(eval_context_tokens, len(data['val']) - 1)
+lengths = [] if examples else [m * block_size for m in ctx_multiples]
+skipped = [L for L in lengths if L > block_size and pos_emb in ('learned', 'sinusoidal')]
+short = [L for L in lengths if L not in skipped and L > n_ctx]
+ctx_lengths = [L for L in lengths if L not in skipped + short]
+notes = []
+if skipped:
+    notes.append(f"{pos_emb} positions stop at block_size={block_size}: lengths {skipped} skipped")
+if short:
+    notes.append(f"{n_ctx} val tokens to score (eval_context_tokens or the split): lengths {short} skipped")
+ctx_note = 'eval_contexts: ' + '; '.join(notes) if notes else None
 if ctx_note and master_process:
     print(ctx_note)
+
+
+@torch.no_grad()
+def context_losses():
+    """{'val_loss_ctx<L>': mean loss per token} for L in ctx_lengths, in windows of L (each scored from its own start)
+    of the first n val tokens, n a multiple of the longest; on the plain module (no compile: lengths vary)."""
+    if not ctx_lengths:
+        return {}
+    n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
+    tokens = torch.from_numpy(data['val'][:n + 1].astype(np.int64))
+    out = {}
+    raw_model.eval()
+    for L in ctx_lengths:
+        x, y = tokens[:-1].view(-1, L), tokens[1:].view(-1, L)
+        per_pass = max(1, batch_size * block_size // L)  # windows per forward pass: a training batch's tokens
+        nll = 0.0
+        for i in range(0, len(x), per_pass):
+            with ctx:
+                nll += raw_model.sequence_nll(x[i:i + per_pass].to(device), y[i:i + per_pass].to(device)).sum().item()
+        out[f'val_loss_ctx{L}'] = nll / n
+    raw_model.train()
+    return out
 
 
 def stop(why):
@@ -432,8 +468,7 @@ while True:
         for split in ('train', 'val', 'test') if examples else ('train', 'val'):  # the paper reports test accuracy
             # examples: the whole val and test splits, and as many rows of train (its first: the same every time)
             record.update(evaluate(split, whole=examples, rows=len(data['val']) if split == 'train' else None))
-        record.update(context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size,
-                                     device, dtype))
+        record.update(context_losses())
         print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))
         with open(log_path, 'a') as f:
             f.write(json.dumps(record) + '\n')
@@ -490,13 +525,13 @@ if master_process and not eval_only:
     for split in ('val', 'test'):
         if data[split] is not None:
             final.update(evaluate(split, whole=True))
-    final.update(block_size=block_size, **context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens,
-                                                         batch_size * block_size, device, dtype))
+    final.update(block_size=block_size, **context_losses())
     if ctx_note:
         final['eval_contexts_note'] = ctx_note
     print("final: " + json.dumps(final))
     if ctx_lengths:
-        print(context_table(final, block_size))
+        print('val loss at context | ' + ' | '.join(f"{f'{L // block_size}x = {L}':>10s}" for L in ctx_lengths)
+              + '\n                    | ' + ' | '.join(f"{final[f'val_loss_ctx{L}']:10.4f}" for L in ctx_lengths))
     with open(final_path, 'w') as f:
         json.dump(final, f, indent=1)
 if ddp:

@@ -22,10 +22,10 @@ import torch
 from tqdm import tqdm
 
 from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, parser, positive_int, ppl,
-                  read_checkpoint, read_json, save_figure, sequence_nll, subplots, write_json)
+                  read_checkpoint, read_json, save_figure, subplots, write_json)
 from prepare.common import read_tokens
 
-CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context length L (train.py's eval log, final.json)
+CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context length L in train.py's eval log and final.json
 
 
 def yarn_overrides(model_args, scale):
@@ -47,7 +47,7 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
     for L in lengths:
         n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
         beyond = cfg.pos_emb in ABSOLUTE and L > cfg.block_size
-        if beyond or n == 0:  # (never for train.py: context_lengths leaves these lengths out)
+        if beyond or n == 0:
             why = (f"{cfg.pos_emb} positions stop at block_size={cfg.block_size}" if beyond
                    else f"only {len(tokens)} tokens")
             print(f"{desc}: skipping length {L}: {why}")
@@ -60,51 +60,9 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
         for b0 in tqdm(range(0, n, per_pass), desc=f"{desc} L={L}", leave=False, disable=quiet):
             x, y = inputs[b0:b0 + per_pass].to(device), targets[b0:b0 + per_pass].to(device)
             with autocast(device, dtype):
-                nll += sequence_nll(model, x, y, chunk).sum().item()
+                nll += model.sequence_nll(x, y, chunk).sum().item()
         out[L] = (nll / (n * L), ppl(nll / (n * L)), n * L)
     return out
-
-
-# length extrapolation during training: train.py's eval_contexts
-
-def context_lengths(spec, block_size, pos_emb, n_tokens):
-    """(lengths, note) for train.py's eval_contexts spec '1,2,4,8' (multiples of block_size) when n_tokens
-    tokens are scored: the lengths to evaluate, and a line saying which were left out and why (None if none)."""
-    try:
-        lengths = [int(s) * block_size for s in spec.split(',') if s.strip()]
-    except ValueError:
-        raise SystemExit(f"eval_contexts={spec!r}: give multiples of block_size, e.g. '1,2,4,8' ('' = off)")
-    if any(L <= 0 for L in lengths):
-        raise SystemExit(f"eval_contexts={spec!r}: multiples of block_size must be positive")
-    skipped = [L for L in lengths if L > block_size and pos_emb in ABSOLUTE]
-    short = [L for L in lengths if L not in skipped and L > n_tokens]
-    note = []
-    if skipped:
-        note.append(f"{pos_emb} positions stop at block_size={block_size}: lengths {skipped} skipped")
-    if short:
-        note.append(f"{n_tokens} val tokens to score (eval_context_tokens or the split): lengths {short} skipped")
-    return [L for L in lengths if L not in skipped + short], ('eval_contexts: ' + '; '.join(note)) if note else None
-
-
-def context_losses(model, tokens, lengths, n_tokens, batch_tokens, device, dtype):
-    """{'val_loss_ctx<L>': mean loss} on the first n_tokens of tokens, in eval mode (the model's mode is restored)."""
-    if not lengths:
-        return {}
-    n = min(n_tokens, len(tokens) - 1) // max(lengths) * max(lengths)
-    training = model.training
-    model.eval()
-    out = perplexities(model, tokens[:n + 1], lengths, device=device, dtype=dtype, batch_tokens=batch_tokens,
-                       quiet=True)
-    model.train(training)
-    return {f'{CTX}{L}': r[0] for L, r in out.items() if r is not None}
-
-
-def context_table(record, block_size):
-    """Lines that show the val_loss_ctx<L> keys of a record as a table, with each length's multiple."""
-    keys = [k for k in record if k.startswith(CTX)]
-    cols = [f"{int(k.removeprefix(CTX)) // block_size}x = {k.removeprefix(CTX)}" for k in keys]
-    return ('val loss at context | ' + ' | '.join(f"{c:>10s}" for c in cols) + '\n'
-            + '                    | ' + ' | '.join(f"{record[k]:10.4f}" for k in keys))
 
 
 def plot(results, labels, path, key='ppl'):

@@ -24,8 +24,8 @@ import torch
 from lm_eval.api.model import TemplateLM
 from tqdm import tqdm
 
-from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, log_probs, markdown_table,
-                  parser, positive_int, save_figure, subplots, tokenizer, vocab_weight, write_json)
+from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, markdown_table, parser,
+                  positive_int, save_figure, subplots, tokenizer, write_json)
 from prepare.common import GPT2_EOT
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
@@ -53,7 +53,6 @@ class PopeLM(TemplateLM):
         self.encode, self.decode = tokenizer(c['meta'])
         self._device = device
         self.block_size = self.model.config.block_size
-        self.head_w = vocab_weight(self.model).detach()  # float32 log-probs even under autocast
         self.max_length = self.block_size if self.model.config.pos_emb in ABSOLUTE else None
         self.batch_size = batch_size
         self.dtype = default_dtype(device)
@@ -89,7 +88,7 @@ class PopeLM(TemplateLM):
                 h = self.model.hidden_states(x.to(self._device))
             for row, i in enumerate(ids):
                 inp, cont = items[i]
-                lp = log_probs(h[row, len(inp) - len(cont):len(inp)], self.head_w)  # the last len(cont) targets
+                lp = self.model.log_probs(h[row, len(inp) - len(cont):len(inp)])  # the last len(cont) targets
                 target = torch.tensor(cont, device=lp.device)
                 res[i] = (lp.gather(-1, target[:, None]).sum().item(), bool((lp.argmax(-1) == target).all()))
         return res

@@ -222,6 +222,20 @@ def test_padded_vocabulary_is_never_scored():
     assert m(idx)[0].shape == (2, 1, 17)
 
 
+@pytest.mark.parametrize("untied", [False, True])
+def test_sequence_nll_is_the_summed_loss_of_the_models_logits(untied):
+    """GPT.sequence_nll (float32 log-probabilities over the tokenizer's vocabulary, a few positions at a time), as
+    eval/ and train.py's longer contexts use it, is the summed cross-entropy of the model's own logits; an untied
+    output layer keeps its bias."""
+    m = tiny('rope', bias=untied, tie_embeddings=not untied).double()
+    if untied:
+        torch.nn.init.normal_(m.lm_head.bias)
+    idx, targets = torch.randint(0, 17, (2, 12)), torch.randint(0, 17, (2, 12))
+    with torch.no_grad():
+        want = F.cross_entropy(m(idx, targets)[0].transpose(1, 2), targets, reduction='none').sum(1)
+    torch.testing.assert_close(m.sequence_nll(idx, targets, chunk=5), want, rtol=1e-5, atol=0)
+
+
 def test_loss_equals_cross_entropy_over_the_vocabulary():
     """The model's loss off CUDA (F.cross_entropy over the padded logits, the padding masked to -inf) is
     F.cross_entropy over the tokenizer's 17 logits, ignore_index=-1 included, in value and in gradient."""
