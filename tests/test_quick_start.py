@@ -36,7 +36,7 @@ def run(cwd, *args):
 def runs(tmp_path_factory):
     """A PoPE and a learned-position run of the quick-start config, tiny, in a folder without data."""
     d = tmp_path_factory.mktemp('quick')
-    # 32 x 16 is more than the 300 tokens scored; dropout: the val losses are scored in eval mode, or they would not match
+    # 32 x 16 is more than the 300 tokens scored; dropout: the val losses are scored in eval mode, or they would differ
     pope = run(d, QUICK, *TINY, '--eval_contexts=1,2,4,32', '--dropout=0.1', '--out_dir=pope')
     learned = run(d, QUICK, *TINY, '--eval_contexts=1,2,4', '--pos_emb=learned', '--out_dir=learned')
     return d, pope, learned
