@@ -41,7 +41,9 @@ def run(cwd, *args, check=True):
 def train_here(cwd, *args):
     """`python train.py args` in cwd, run inside this process (no interpreter start-up): the message it stops with,
     or None when it runs to its end."""
-    path, old_cwd, old_argv, old_sigint = os.path.join(ROOT, 'train.py'), os.getcwd(), sys.argv, signal.getsignal(2)
+    path, old_cwd, old_argv = os.path.join(ROOT, 'train.py'), os.getcwd(), sys.argv
+    old_sigint = signal.getsignal(signal.SIGINT)
+    rng, tf32 = torch.get_rng_state(), (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     scope = {'__name__': '__main__', '__file__': path}
     os.chdir(cwd)
     sys.argv = [path, *map(str, args)]
@@ -56,6 +58,8 @@ def train_here(cwd, *args):
         os.chdir(old_cwd)
         sys.argv = old_argv
         signal.signal(signal.SIGINT, old_sigint)
+        torch.set_rng_state(rng)  # and the global settings it makes, as they were
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
 STREAM = ['--dataset=stream', '--block_size=16', '--eval_contexts=1,2']  # the small token stream made below
