@@ -429,6 +429,7 @@ def get_lr(it):
 model_args = {f.name: config[f.name] for f in fields(GPTConfig) if f.name in config}  # the model's config keys
 model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that the data set gives
 iter_num, best_val_loss = 0, 1e9
+log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
 if checkpoint is not None:
     if checkpoint['model_args']['vocab_size'] != vocab_size:
         sys.exit(f"{init_path} has a vocabulary of {checkpoint['model_args']['vocab_size']} tokens, {data_dir} one of "
@@ -462,7 +463,6 @@ if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps !
                    or dtype == 'float16'):
     sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept "
              "on the GPU (kind 'examples')")
-log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
                                        delta_lr_mult=delta_lr_mult)
 if init_from == 'resume':
