@@ -159,8 +159,9 @@ if init_from != 'scratch':
     checkpoint = read_checkpoint(init_path)  # (on the CPU: the model and the optimizer take it to the device)
     if init_from == 'resume':  # the run goes on as it was: its config, where the command line does not change it
         saved, saved_iter = checkpoint.get('config', {}), checkpoint['iter_num']
-        differ = [f"{k}={globals()[k]!r} (checkpoint: {saved[k]!r})" for k in FIXED
-                  if k in given and k in saved and globals()[k] != saved[k]]
+        trained = {**saved, **checkpoint['model_args']}  # the model as its model_args say
+        differ = [f"{k}={globals()[k]!r} (checkpoint: {trained[k]!r})" for k in FIXED
+                  if k in given and k in trained and globals()[k] != trained[k]]
         if differ:
             sys.exit(f"init_from='resume' goes on with {init_path} as it was trained, but {', '.join(differ)}: "
                      f"drop these flags, or fine-tune from it with --init_from={init_path} and a new out_dir")
