@@ -18,6 +18,7 @@ Other encodings (baselines of the paper): rope, rope_half, alibi_half, learned, 
 
 import functools
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -464,15 +465,35 @@ class GPT(nn.Module):
         """Model FLOPs utilisation against bf16 peak (H100/H200 dense bf16: 989 TFLOP/s)."""
         return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
 
+    def log_probs(self, h):
+        """log-softmax over the tokenizer's vocabulary (not the padding rows) of final hidden states h, in float32
+        whether autocast is on or not (bf16 logits would cost ~1e-2 nats)."""
+        V, b = self.config.vocab_size, self.lm_head.bias
+        with torch.autocast(h.device.type, enabled=False):
+            logits = F.linear(h.float(), self.lm_head.weight[:V].float(), None if b is None else b[:V].float())
+            return F.log_softmax(logits, dim=-1)
+
+    @torch.no_grad()
+    def sequence_nll(self, idx, targets, chunk=1024):
+        """Summed NLL of targets (B, T) given idx (B, T), per sequence, in float64; logits for chunk positions at a
+        time (never all of them at once)."""
+        h = self.hidden_states(idx)
+        nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
+        for t0 in range(0, h.size(1), chunk):
+            lp = self.log_probs(h[:, t0:t0 + chunk])
+            nll -= lp.gather(-1, targets[:, t0:t0 + chunk, None]).squeeze(-1).double().sum(1)
+        return nll
+
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Sample max_new_tokens after idx (B, T) with a KV cache: positions keep counting
-        past the prompt; only learned/sinusoidal absolute positions are cut at block_size."""
+        """Sample max_new_tokens after idx (B, T) with a KV cache: positions keep counting past the prompt. With
+        learned/sinusoidal positions, which stop at block_size, each token past block_size is predicted from the
+        last block_size tokens, re-encoded from position 0 (no cache can be reused: every position moves)."""
         absolute = self.config.pos_emb in ('learned', 'sinusoidal')
         cache, fed = KVCache(self.config.n_layer), idx
         for _ in range(max_new_tokens):
             if absolute and len(cache) + fed.size(1) > self.config.block_size:
-                cache, fed = KVCache(self.config.n_layer), idx[:, -(self.config.block_size - 1):]  # re-encode
+                cache, fed = KVCache(self.config.n_layer), idx[:, -self.config.block_size:]  # re-encode
             logits, _ = self(fed, cache=cache)
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
@@ -482,3 +503,22 @@ class GPT(nn.Module):
             idx = torch.cat((idx, idx_next), dim=1)
             fed = idx_next
         return idx
+
+
+def read_checkpoint(path, device='cpu'):
+    """The dict of a train.py ckpt.pt (or best.pt), its model_args in today's flags (upgrade_model_args);
+    one clear line when the file is not one, or holds a model this version cannot build."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=False)
+    except Exception as err:  # empty, truncated, or not a torch file at all
+        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): "
+                         "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
+    if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
+        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
+    try:  # an older version's model flags in today's names
+        ckpt['model_args'] = upgrade_model_args(ckpt['model_args'])
+    except ValueError as err:
+        raise SystemExit(f"{path}: {err}")
+    return ckpt

@@ -3,22 +3,32 @@ Train a GPT with PoPE (or another position encoding). nanoGPT conventions:
 
     python train.py config/indirect_pope.py                  # one GPU (or the CPU)
     python train.py config/indirect_pope.py --batch_size=32   # a config file, then --key=value overrides
-    python train.py config/indirect_pope.py --init_from=resume  # go on from out_dir/ckpt.pt (see README, Training)
+    python train.py --out_dir=out-indirect-pope --init_from=resume  # go on from its ckpt.pt, configured as it was
     torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py    # 8 GPUs (two nodes: README, Training)
 
 Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: token streams
 (kind 'stream', random windows of block_size + 1) or fixed examples (kind 'examples', the
 indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
+
+An out_dir holds one run (ckpt.pt, best.pt, eval_log.jsonl, final.json) and is locked while it runs (train.lock).
+--init_from=resume goes on with the checkpoint's config; the command line may change it, but not the model or the
+data (dataset, loss_on, example_order). Bad values, damaged data, a failed save and Ctrl-C stop with one line that
+says what is kept and what to do.
 """
 
+import fcntl
 import json
 import math
 import os
+import pathlib
+import shlex
 import shutil
+import signal
+import socket
 import sys
 import time
 from ast import literal_eval
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import fields
 
 import numpy as np
@@ -26,9 +36,7 @@ import torch
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from eval import read_checkpoint
-from eval.extrapolation import context_lengths, context_losses, context_table
-from model import GPT, GPTConfig
+from model import GPT, GPTConfig, read_checkpoint
 from prepare import indirect_indexing, shakespeare_char
 from prepare.common import SPLITS, example_batch, pass_rows
 
@@ -85,7 +93,7 @@ lr_decay_iters = 100000  # ~ max_iters, per Chinchilla
 min_lr = 2e-5  # ~ learning_rate / 10, per Chinchilla
 # system
 backend = 'nccl'  # DDP backend ('gloo' with --device=cpu: DDP on the CPU, as the tests do)
-device = 'cuda' if torch.cuda.is_available() else 'cpu'  # 'cpu', 'cuda', 'cuda:1', 'mps'
+device = 'cuda' if torch.cuda.is_available() else 'cpu'  # 'cpu', 'cuda', 'cuda:1'
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # autocast dtype
 compile = False  # torch.compile the model
 cuda_graph = False  # replay the whole training step as one CUDA graph (one GPU, data on the GPU: indirect_indexing)
@@ -93,6 +101,11 @@ seed = 1337  # model init and batch order
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
 given = set()  # the keys that a config file or an override set (resume checks them against the checkpoint)
+# keys of this command and machine, never taken from a checkpoint; and those a resumed run may not change
+MACHINE = ('backend', 'device', 'dtype', 'compile', 'cuda_graph', 'attn_impl')
+LOCAL = ('out_dir', 'init_from', 'overwrite', 'eval_only') + MACHINE
+FIXED = [f.name for f in fields(GPTConfig) if f.name in config_keys and f.name not in LOCAL] + [
+    'dataset', 'loss_on', 'example_order']
 
 
 def configure(args):
@@ -128,25 +141,83 @@ def configure(args):
 
 
 configure(sys.argv[1:])  # train.py is a script: it reads its arguments and trains, imported or run
+if not out_dir.strip():
+    sys.exit("out_dir is empty: name the run's folder, e.g. --out_dir=out-myrun")
+# out_dir holds one run: ckpt.pt (its latest state), best.pt (its best val loss), eval_log.jsonl, final.json
+run_files = [os.path.join(out_dir, f) for f in ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')]
+ckpt_path, best_path, log_path, final_path = run_files
+saved_iter = None  # the iteration of this run's ckpt.pt on disk, once there is one
+# a checkpoint to start from is read first, before anything in out_dir changes
+checkpoint = None
+if init_from != 'scratch':
+    init_path = ckpt_path if init_from == 'resume' else init_from
+    checkpoint = read_checkpoint(init_path)  # (on the CPU: the model and the optimizer take it to the device)
+    if init_from == 'resume':  # the run goes on as it was: its config, where the command line does not change it
+        saved, saved_iter = checkpoint.get('config', {}), checkpoint['iter_num']
+        if saved.get('delta_lr_mult', 1.0) != 1.0:  # an earlier version's probe
+            sys.exit(f"{init_path} trained delta at delta_lr_mult={saved['delta_lr_mult']}, which train.py no longer "
+                     f"has: fine-tune from it with --init_from={init_path} and a new out_dir")
+        trained = {**saved, **checkpoint['model_args']}  # the model as its model_args say
+        differ = [f"{k}={globals()[k]!r} (checkpoint: {trained[k]!r})" for k in FIXED
+                  if k in given and k in trained and globals()[k] != trained[k]]
+        if differ:
+            sys.exit(f"init_from='resume' goes on with {init_path} as it was trained, but {', '.join(differ)}: "
+                     f"drop these flags, or fine-tune from it with --init_from={init_path} and a new out_dir")
+        changed = [f"{k}={globals()[k]!r} (was {saved[k]!r})" for k in sorted(given - set(LOCAL))
+                   if k in saved and globals()[k] != saved[k]]
+        globals().update({k: v for k, v in saved.items() if k in config_keys and k not in given and k not in LOCAL})
+        if changed:
+            print(f"resume: the config of {init_path}, but {', '.join(changed)}")
+    elif os.path.realpath(init_path) in map(os.path.realpath, run_files):
+        sys.exit(f"init_from={init_from} is a file of out_dir={out_dir}, which a new run there replaces: fine-tune "
+                 "into another --out_dir (or go on with that run: --init_from=resume)")
 # values that cannot work stop here, one line each
 for key in ('eval_interval', 'log_interval', 'eval_iters', 'batch_size', 'gradient_accumulation_steps', 'block_size',
             'n_layer', 'n_head', 'n_embd'):
     if globals()[key] < 1:
         sys.exit(f"{key}={globals()[key]}: must be 1 or more")
-if max_iters < 0 or warmup_iters < 0:
-    sys.exit(f"max_iters={max_iters}, warmup_iters={warmup_iters}: must be 0 or more")
+for key in ('max_iters', 'warmup_iters', 'lr_decay_iters', 'min_lr', 'weight_decay', 'grad_clip', 'divergence_margin',
+            'eval_context_tokens', 'seed'):
+    if globals()[key] < 0:
+        sys.exit(f"{key}={globals()[key]}: must be 0 or more")
 if n_embd % n_head:
     sys.exit(f"n_embd={n_embd} is not a multiple of n_head={n_head} (each head gets n_embd // n_head channels)")
 if n_kv_head < 0 or n_kv_head and n_head % n_kv_head:
     sys.exit(f"n_kv_head={n_kv_head} must divide n_head={n_head} (0: as many key/value heads as query heads)")
+# the optimizer and its schedule
+if not learning_rate > 0:
+    sys.exit(f"learning_rate={learning_rate}: must be above 0")
+if decay_lr and min_lr > learning_rate:
+    sys.exit(f"min_lr={min_lr} is above learning_rate={learning_rate}: the cosine decay would raise the rate")
+if decay_lr and warmup_iters >= lr_decay_iters:
+    sys.exit(f"warmup_iters={warmup_iters} must be below lr_decay_iters={lr_decay_iters} (the decay runs from the one "
+             "to the other), or use --decay_lr=False")
+if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
+    sys.exit(f"beta1={beta1}, beta2={beta2}: AdamW's betas lie in [0, 1)")
 for key, choices in (('loss_on', ('target', 'all')), ('final_weights', ('last', 'best')),
                      ('example_order', ('random', 'epochs')),
                      ('dtype', ('float32', 'bfloat16', 'float16'))):
     if globals()[key] not in choices:
         sys.exit(f"{key}={globals()[key]!r}: choose one of {', '.join(choices)}")
-device_type = 'cuda' if 'cuda' in device else 'cpu'
-if device_type == 'cuda' and not torch.cuda.is_available():
-    sys.exit(f"device={device!r}, but torch finds no CUDA GPU here: use --device=cpu")
+try:
+    ctx_multiples = [int(m) for m in eval_contexts.split(',') if m.strip()]
+except ValueError:
+    ctx_multiples = [0]
+if any(m < 1 for m in ctx_multiples):
+    sys.exit(f"eval_contexts={eval_contexts!r}: give multiples of block_size, e.g. '1,2,4,8' ('' = off)")
+# the machine
+try:
+    device_type = torch.device(device).type
+except RuntimeError:  # not a device string at all
+    device_type = None
+if device_type not in ('cpu', 'cuda'):
+    sys.exit(f"device={device!r}: use cpu, cuda or cuda:<n>"
+             + (" (MPS has no float64, in which the model forms its phases)" if device_type == 'mps' else ""))
+if device_type == 'cuda' and (torch.device(device).index or 0) >= torch.cuda.device_count():
+    sys.exit(f"device={device!r}, but torch finds " + (f"{torch.cuda.device_count()} CUDA GPUs here"
+             if torch.cuda.device_count() else "no CUDA GPU here: use --device=cpu"))
+if attn_impl == 'triton' and device_type == 'cpu':
+    sys.exit("attn_impl='triton' is PoPE's CUDA kernel: on the CPU use attn_impl='sdpa' (or 'auto', which picks it)")
 if device_type == 'cpu' and dtype != 'float32':  # the CPU trains in float32 (no autocast)
     if 'dtype' in given:
         sys.exit(f"dtype={dtype!r} on the CPU: it trains in float32 there; use --dtype=float32")
@@ -174,22 +245,65 @@ torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=ptdtype)
-# out_dir holds one run: ckpt.pt (its latest state), best.pt (its best val loss), eval_log.jsonl, final.json
-run_files = [os.path.join(out_dir, f) for f in ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')]
-ckpt_path, best_path, log_path, final_path = run_files
+lock = None  # out_dir/train.lock, held by this run (flock: until its process ends, however it ends)
+
+
+def lock_out_dir():
+    """Lock out_dir for this run, making it if it is new; a second run into it stops with one line naming this one."""
+    global lock
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        lock = open(os.path.join(out_dir, 'train.lock'), 'a+')
+    except OSError as err:
+        sys.exit(f"out_dir={out_dir!r}: cannot write there ({err.strerror}): choose another --out_dir")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        sys.exit(f"{out_dir} is in use by another run ({lock.read().strip() or 'starting'}): let it finish, or "
+                 "choose another --out_dir")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M')}: "
+               f"{shlex.join(sys.argv)}\n")
+    lock.flush()
+
+
+if master_process and os.path.isdir(out_dir):  # a busy out_dir stops a run at once; a new one is made only when
+    lock_out_dir()  # the run starts training (a run that stops before leaves nothing behind)
 if init_from != 'resume' and not overwrite and (os.path.exists(ckpt_path) or os.path.exists(best_path)):
     sys.exit(f"{out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume, "
              f"choose another --out_dir, or replace it with --overwrite=True")
-if master_process:
-    os.makedirs(out_dir, exist_ok=True)
-    for path in run_files if init_from != 'resume' else ():  # a new run: nothing of an earlier one stays
-        if os.path.exists(path):
-            os.remove(path)
+
+
+def last_good():
+    """Where the run's last good state is, and the command that goes on from it."""
+    if saved_iter is None:
+        return "no checkpoint of this run was saved"
+    launch = ['torchrun', f'--nproc_per_node={ddp_world_size}'] if ddp else ['python']
+    flags = [f'--{k}={globals()[k]}' for k in MACHINE if k in given]  # the rest comes from the checkpoint
+    again = shlex.join(launch + ['train.py', f'--out_dir={out_dir}', '--init_from=resume'] + flags)
+    return f"{ckpt_path} (iter {saved_iter}) is intact; go on with: {again}"
+
+
+def interrupted(signum, frame):
+    """Ctrl-C: one line that says what is kept, no traceback; a save it cut short leaves no partial file."""
+    if master_process:
+        for path in run_files:
+            with suppress(OSError):
+                os.remove(path + '.tmp')
+        print(f"interrupted: {last_good()}", file=sys.stderr)
+    sys.exit(130)
+
+
+signal.signal(signal.SIGINT, interrupted)
 
 # -----------------------------------------------------------------------------
 # data
 data_dir = os.path.join('data', dataset)
 meta_path = os.path.join(data_dir, 'meta.json')
+remake = (f"python -m prepare.indirect_indexing --variant={dataset}" if dataset in indirect_indexing.VARIANTS
+          else f"python -m prepare.{dataset}")  # the command that makes (or remakes) the data set
 if master_process and not os.path.exists(meta_path):  # two data sets are made here on first use, in seconds
     if dataset in indirect_indexing.VARIANTS:
         indirect_indexing.prepare(data_dir, variant=dataset)  # generated, deterministic: no download
@@ -198,15 +312,42 @@ if master_process and not os.path.exists(meta_path):  # two data sets are made h
 if ddp:
     torch.distributed.barrier()
 if not os.path.exists(meta_path):
-    sys.exit(f"no data in {data_dir}: run `python -m prepare.{dataset}` first (see README, Experiments)")
-with open(meta_path) as f:
-    meta = json.load(f)
-examples = meta['kind'] == 'examples'
+    sys.exit(f"no data in {data_dir}: run `{remake}` first (see README, Experiments)")
+try:
+    with open(meta_path) as f:
+        meta = json.load(f)
+    examples = meta['kind'] == 'examples'
+    vocab_size, token_dtype = meta['vocab_size'], np.dtype(meta['dtype'])
+    row, pad_id = (meta['row_len'], meta['pad_id']) if examples else (1, None)  # row: tokens per example
+except (ValueError, KeyError, TypeError) as err:
+    sys.exit(f"{meta_path} is damaged or incomplete ({type(err).__name__}: {err}): run `{remake}` again")
+
+
+def read_split(path):
+    """A split's tokens (a memmap), checked against meta.json: its size, and the token ids (all of them, or beyond
+    2^24 tokens 256 stretches of 2^16 spread over the file: another dtype or vocabulary shows everywhere)."""
+    n_bytes, counted = os.path.getsize(path), meta.get('tokens', {}).get(os.path.basename(path)[:-len('.bin')])
+    n = n_bytes // token_dtype.itemsize
+    if n_bytes % (token_dtype.itemsize * row):
+        problem = f"{n_bytes} bytes, not a whole number of " + (f"{row}-token rows" if examples else "tokens")
+    elif counted is not None and n != counted:
+        problem = f"{n:,} tokens where meta.json says {counted:,}"
+    else:
+        tokens = np.memmap(path, dtype=token_dtype, mode='r') if n else np.zeros(0, token_dtype)
+        seen = tokens if n <= 1 << 24 else np.concatenate(
+            [tokens[i:i + 65536] for i in np.linspace(0, n - 65536, 256, dtype=np.int64)])
+        top = int(seen.max()) if n else 0
+        problem = f"token id {top} where the vocabulary has {vocab_size}" if top >= vocab_size else None
+    if problem:
+        sys.exit(f"{path} holds {problem} ({token_dtype} tokens): the data is damaged or of another preparation; "
+                 f"run `{remake}` again")
+    return tokens
+
 
 data = {}  # split -> its tokens (a memmap), its examples (a tensor on the device), or None where the split is missing
 for split in SPLITS:
     path = os.path.join(data_dir, f'{split}.bin')
-    data[split] = np.memmap(path, dtype=meta['dtype'], mode='r') if os.path.exists(path) else None
+    data[split] = read_split(path) if os.path.exists(path) else None
     if examples and data[split] is not None:  # one example a row, padded; the target is its last real token
         # kept in the file's dtype (uint8 here: 12.8M rows are 0.6 GB), made int64 a batch at a time
         data[split] = torch.from_numpy(np.array(data[split]).reshape(-1, meta['row_len'])).to(device)
@@ -215,7 +356,7 @@ for split in SPLITS:
 def batch_from(split, ix, all_tokens=False):
     """Inputs and targets at ix, targets -1 ignored (examples: all but the target, or with all_tokens the padding)."""
     if examples:
-        return example_batch(data[split][ix], meta['pad_id'], all_tokens)
+        return example_batch(data[split][ix], pad_id, all_tokens)
     d = data[split]
     x = torch.stack([torch.from_numpy(d[i:i + block_size].astype(np.int64)) for i in ix])
     y = torch.stack([torch.from_numpy(d[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
@@ -280,22 +421,13 @@ def get_lr(it):
 # model, optimizer, resume
 model_args = {f.name: config[f.name] for f in fields(GPTConfig) if f.name in config}  # the model's config keys
 model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that the data set gives
-iter_num, best_val_loss, checkpoint = 0, 1e9, None
-if init_from != 'scratch':
-    init_path = ckpt_path if init_from == 'resume' else init_from
-    if not os.path.exists(init_path):
-        sys.exit(f"init_from={init_from!r}: no checkpoint at {init_path}")
-    checkpoint = read_checkpoint(init_path, device)
-    if init_from == 'resume':  # the run goes on as it was: an architecture flag that differs is an error
-        if checkpoint.get('config', {}).get('delta_lr_mult', 1.0) != 1.0:  # an earlier version's probe
-            sys.exit(f"{init_path} trained delta at delta_lr_mult={checkpoint['config']['delta_lr_mult']}, which "
-                     f"train.py no longer has: fine-tune from it with --init_from={init_path} and a new out_dir")
-        old = checkpoint['model_args']
-        differ = [f"{k}={model_args[k]!r} (checkpoint: {old[k]!r})" for k in model_args
-                  if k in given and k != 'attn_impl' and model_args[k] != old.get(k, model_args[k])]
-        if differ:
-            sys.exit(f"init_from='resume' goes on with {init_path} as it was trained, but {', '.join(differ)}: "
-                     f"drop these flags, or fine-tune from it with --init_from={init_path} and a new out_dir")
+iter_num, best_val_loss = 0, 1e9
+log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
+if checkpoint is not None:
+    if checkpoint['model_args']['vocab_size'] != vocab_size:
+        sys.exit(f"{init_path} has a vocabulary of {checkpoint['model_args']['vocab_size']} tokens, {data_dir} one of "
+                 f"{vocab_size}: train on the data set it was trained on (its config: dataset="
+                 f"{checkpoint.get('config', {}).get('dataset')!r})")
     # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
     keep = ('attn_impl',) if init_from == 'resume' else ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout',
                                                           'attn_impl')
@@ -304,11 +436,11 @@ for k in config.keys() & model_args.keys():  # the model actually trained, in th
     config[k] = globals()[k] = model_args[k]
 if examples and block_size < meta['row_len'] - 1:
     sys.exit(f"block_size={block_size} is shorter than the examples of {dataset} ({meta['row_len'] - 1} tokens)")
-for split in ('train', 'val'):
+for split in SPLITS:  # train and val are needed, test is scored where it exists
     n = 0 if data[split] is None else len(data[split])
-    if n < (1 if examples else block_size + 1):
+    if n < (1 if examples else block_size + 1) and (split != 'test' or data[split] is not None):
         sys.exit(f"{data_dir}/{split}.bin holds {n} {'examples' if examples else 'tokens'}, too few for "
-                 f"block_size={block_size}: prepare the data again (python -m prepare.{dataset}) or lower block_size")
+                 f"block_size={block_size}: prepare the data again ({remake}) or lower block_size")
 try:
     model = GPT(GPTConfig(**model_args))
     if checkpoint is not None:
@@ -332,9 +464,22 @@ if init_from == 'resume':
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
     if master_process and os.path.exists(log_path):  # the log goes on from the checkpoint: drop what came after it
-        kept = [line for line in open(log_path) if json.loads(line)['iter'] < iter_num]
-        open(log_path, 'w').writelines(kept)
+        lines = [line for line in open(log_path).read().splitlines() if line.strip()]
+        for i, line in enumerate(lines):
+            try:
+                if json.loads(line)['iter'] < iter_num:
+                    log_lines.append(line)
+            except ValueError:
+                if i < len(lines) - 1:
+                    sys.exit(f"{log_path}: line {i + 1} is not JSON: repair or delete it, then resume again")
+                print(f"{log_path}: its last line is cut short, dropped: {line[:60]!r}")
 checkpoint = None  # free memory
+if master_process and lock is None:
+    lock_out_dir()
+if master_process:  # a new run: nothing of an earlier one stays
+    for path in run_files if init_from != 'resume' else ():
+        if os.path.exists(path):
+            os.remove(path)
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it below)
 if compile:
@@ -349,17 +494,61 @@ if ddp:
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel: results/speed/README.md)
 eval_model = model.module if ddp else model
-# length extrapolation: val loss at multiples of block_size, on the plain module (no compile: lengths vary)
-ctx_lengths, ctx_note = ([], None) if examples else context_lengths(eval_contexts, block_size, pos_emb,
-                                                                    min(eval_context_tokens, len(data['val']) - 1))
+# length extrapolation (stream data): the val loss at multiples of block_size, every length on the same first
+# n_ctx val tokens; absolute positions stop at block_size, and a length needs n_ctx tokens
+n_ctx = 0 if examples else min(eval_context_tokens, len(data['val']) - 1)
+lengths = [] if examples else [m * block_size for m in ctx_multiples]
+skipped = [L for L in lengths if L > block_size and pos_emb in ('learned', 'sinusoidal')]
+short = [L for L in lengths if L not in skipped and L > n_ctx]
+ctx_lengths = [L for L in lengths if L not in skipped + short]
+notes = []
+if skipped:
+    notes.append(f"{pos_emb} positions stop at block_size={block_size}: lengths {skipped} skipped")
+if short:
+    notes.append(f"{n_ctx} val tokens to score (eval_context_tokens or the split): lengths {short} skipped")
+ctx_note = 'eval_contexts: ' + '; '.join(notes) if notes else None
 if ctx_note and master_process:
     print(ctx_note)
 
 
+@torch.no_grad()
+def context_losses():
+    """{'val_loss_ctx<L>': mean loss per token} for L in ctx_lengths, in windows of L (each scored from its own start)
+    of the first n val tokens, n a multiple of the longest; on the plain module (no compile: lengths vary)."""
+    if not ctx_lengths:
+        return {}
+    n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
+    tokens = torch.from_numpy(data['val'][:n + 1].astype(np.int64))
+    out = {}
+    raw_model.eval()
+    for L in ctx_lengths:
+        x, y = tokens[:-1].view(-1, L), tokens[1:].view(-1, L)
+        per_pass = max(1, batch_size * block_size // L)  # windows per forward pass: a training batch's tokens
+        nll = 0.0
+        for i in range(0, len(x), per_pass):
+            with ctx:
+                nll += raw_model.sequence_nll(x[i:i + per_pass].to(device), y[i:i + per_pass].to(device)).sum().item()
+        out[f'val_loss_ctx{L}'] = nll / n
+    raw_model.train()
+    return out
+
+
+def save(path, write):
+    """write(path + '.tmp'), then rename it to path: a crash mid-save leaves the previous file whole. A write that
+    fails (a full disk, no permission) stops the run with one line and leaves no partial file."""
+    try:
+        write(path + '.tmp')
+        os.replace(path + '.tmp', path)
+    except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError ("unexpected pos")
+        with suppress(OSError):
+            os.remove(path + '.tmp')
+        why = err.strerror if isinstance(err, OSError) else ' '.join(str(err).split())[:100] + ': is the disk full?'
+        sys.exit(f"could not write {path} ({why}): stopping; {last_good()}")
+
+
 def stop(why):
     """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep the last good state."""
-    kept = f"last good checkpoint: {ckpt_path}" if os.path.exists(ckpt_path) else "no checkpoint was saved"
-    sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({kept})")
+    sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({last_good()})")
 
 
 def train_step(ixs, zero_grad=True):
@@ -422,11 +611,10 @@ while True:
         for split in ('train', 'val', 'test') if examples else ('train', 'val'):  # the paper reports test accuracy
             # examples: the whole val and test splits, and as many rows of train (its first: the same every time)
             record.update(evaluate(split, whole=examples, rows=len(data['val']) if split == 'train' else None))
-        record.update(context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens, batch_size * block_size,
-                                     device, dtype))
+        record.update(context_losses())
         print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))
-        with open(log_path, 'a') as f:
-            f.write(json.dumps(record) + '\n')
+        log_lines.append(json.dumps(record))
+        save(log_path, lambda tmp: pathlib.Path(tmp).write_text(''.join(line + '\n' for line in log_lines)))
         val_loss = record['val_loss']
         if not math.isfinite(val_loss):
             stop(f"val loss is {val_loss} at iter {iter_num}")
@@ -440,11 +628,10 @@ while True:
                     'rng': {'torch': torch.get_rng_state(),
                             'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
             # each file written atomically (a crash mid-save leaves the previous one): best.pt only ever improves
-            torch.save(ckpt, ckpt_path + '.tmp')
-            os.replace(ckpt_path + '.tmp', ckpt_path)
+            save(ckpt_path, lambda tmp: torch.save(ckpt, tmp))
+            saved_iter = iter_num
             if is_best:
-                shutil.copyfile(ckpt_path, best_path + '.tmp')
-                os.replace(best_path + '.tmp', best_path)
+                save(best_path, lambda tmp: shutil.copyfile(ckpt_path, tmp))
         t_last, it_last = time.time(), iter_num  # keep evaluation out of the step timing
     if iter_num >= max_iters or eval_only:
         break
@@ -480,14 +667,21 @@ if master_process and not eval_only:
     for split in ('val', 'test'):
         if data[split] is not None:
             final.update(evaluate(split, whole=True))
-    final.update(block_size=block_size, **context_losses(raw_model, data['val'], ctx_lengths, eval_context_tokens,
-                                                         batch_size * block_size, device, dtype))
+    final.update(block_size=block_size, **context_losses())
     if ctx_note:
         final['eval_contexts_note'] = ctx_note
-    print("final: " + json.dumps(final))
+    save(final_path, lambda tmp: pathlib.Path(tmp).write_text(json.dumps(final, indent=1)))
+    # the end of the run in words: which numbers are which, and where the files are
+    scores = [f"{k} {final[k]:.4f}" for k in ('val_loss', 'val_acc', 'test_loss', 'test_acc') if k in final]
+    print(f"done: {iter_num} iterations in {final['minutes']:.1f} minutes")
+    note = "" if examples else f" (the log lines' val_loss: an estimate on eval_iters={eval_iters} batches)"
+    print(f"final.json, the {final['weights']} weights (iter {final['weights_of_iter']}) on the whole splits: "
+          f"{', '.join(scores)}{note}")
     if ctx_lengths:
-        print(context_table(final, block_size))
-    with open(final_path, 'w') as f:
-        json.dump(final, f, indent=1)
+        print('val loss at context | ' + ' | '.join(f"{f'{L // block_size}x = {L}':>10s}" for L in ctx_lengths)
+              + '\n                    | ' + ' | '.join(f"{final[f'val_loss_ctx{L}']:10.4f}" for L in ctx_lengths))
+    files = {ckpt_path: f"the latest state, iter {saved_iter}", best_path: "the state of the lowest val_loss logged",
+             log_path: "every evaluation", final_path: "the numbers above"}
+    print('files: ' + ', '.join(f"{path} ({what})" for path, what in files.items() if os.path.exists(path)))
 if ddp:
     destroy_process_group()

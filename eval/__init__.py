@@ -3,40 +3,21 @@ Evaluation of trained checkpoints, one command per analysis (python -m eval.<nam
 the paper's extrapolation, zero_shot and frequency_usage; learning_curves of train.py's logs; for
 indirect indexing, indirect_probe (checkpoints, run tables, chance levels) and attention_reach (one head).
 
-This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer, the
-loss without materialising all the logits at once, and the boilerplate of command lines, tables and plots.
+This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer, and the
+boilerplate of command lines, tables and plots (the loss without all the logits at once is GPT.sequence_nll).
 """
 
+import argparse
 import json
 import math
 import os
 
 import torch
-from torch.nn import functional as F
 
-from model import GPT, GPTConfig, upgrade_model_args
+from model import GPT, GPTConfig, read_checkpoint  # noqa: F401 (read_checkpoint: for the eval scripts)
 from prepare.common import gpt2_encoding, parser, write_json  # noqa: F401 (parser, write_json: for the eval scripts)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
-
-
-def read_checkpoint(path, device='cpu'):
-    """The dict of a train.py ckpt.pt (or best.pt), its model_args in today's flags (model.upgrade_model_args);
-    one clear line when the file is not one, or holds a model this version cannot build."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=False)
-    except Exception as err:  # empty, truncated, or not a torch file at all
-        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): "
-                         "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
-    if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
-        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
-    try:  # an older version's model flags in today's names
-        ckpt['model_args'] = upgrade_model_args(ckpt['model_args'])
-    except ValueError as err:
-        raise SystemExit(f"{path}: {err}")
-    return ckpt
 
 
 def load_checkpoint(path, device='cpu', **overrides):
@@ -78,29 +59,6 @@ def tokenizer(meta):
     return encode, (lambda ids: sep.join(itos[i] for i in ids))
 
 
-def vocab_weight(model):
-    """lm_head's rows of the tokenizer's vocabulary (the model pads them to a multiple of 64), in float32."""
-    return model.lm_head.weight[:model.config.vocab_size].float()
-
-
-def log_probs(h, weight):
-    """log_softmax(h @ weight.T) in float32, autocast or not (bf16 logits would cost ~1e-2 nats)."""
-    with torch.autocast(h.device.type, enabled=False):
-        return F.log_softmax(F.linear(h.float(), weight), dim=-1)
-
-
-@torch.no_grad()
-def sequence_nll(model, idx, targets, chunk=1024):
-    """Summed NLL of targets (B, T) given idx (B, T) per sequence, in float64; logits for chunk positions at a time."""
-    h = model.hidden_states(idx)
-    weight = vocab_weight(model)
-    nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
-    for t0 in range(0, h.size(1), chunk):
-        lp = log_probs(h[:, t0:t0 + chunk], weight)
-        nll -= lp.gather(-1, targets[:, t0:t0 + chunk, None]).squeeze(-1).double().sum(1)
-    return nll
-
-
 def ppl(mean_nll):
     return math.exp(mean_nll) if mean_nll < 700 else float('inf')
 
@@ -112,9 +70,25 @@ def labels_for(paths, labels):
     return labels or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in paths]
 
 
-def read_json_lines(path):
+def read_json(path, lines=False):
+    """A JSON file (final.json), or with lines=True the records of a JSON-lines one (eval_log.jsonl); one clear
+    line when it is missing or damaged."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: no such file")
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        text = f.read()
+    try:
+        return [json.loads(s) for s in text.splitlines() if s.strip()] if lines else json.loads(text)
+    except ValueError as err:
+        raise SystemExit(f"{path} is not valid JSON{' lines' if lines else ''} ({err}): a file cut short? "
+                         "Repair it, or write it again")
+
+
+def positive_int(text):
+    """argparse type: a whole number of 1 or more."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
+    return int(text)
 
 
 def markdown_row(cells):

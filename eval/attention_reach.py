@@ -21,10 +21,11 @@ import os
 import torch
 import torch.nn.functional as F
 
-from eval import markdown_row, markdown_table, parser, write_json
+from eval import markdown_row, markdown_table, parser, positive_int, write_json
 from model import rope_angles, rope_frequencies, rope_rotate
 
 HEADS = ('pope', 'pope_signed', 'rope')
+TASKS = ('offset', 'index', 'content')
 
 
 def head_scores(kind, q, k, tq, delta, base=10000.0):
@@ -79,20 +80,26 @@ def train_head(kind, task, seed, d=64, T=48, n=15, steps=1500, lr=3e-2):
             'mass': att[torch.arange(len(target)), target].mean().item(), 'step_90': reached}
 
 
-def main():
+def main(argv=None):
     p = parser(__doc__)
-    p.add_argument('--tasks', default='offset,index,content')
-    p.add_argument('--seeds', type=int, default=3)
-    p.add_argument('--n', type=int, default=15, help='offsets 1..n, or indices 0..n-1 (shifts reach 15)')
-    p.add_argument('--T', type=int, default=48, help='keys (the indirect-indexing context)')
-    p.add_argument('--d', type=int, default=64, help='head dimension')
+    p.add_argument('--tasks', default=','.join(TASKS))
+    p.add_argument('--seeds', type=positive_int, default=3)
+    p.add_argument('--n', type=positive_int, default=15, help='offsets 1..n, or indices 0..n-1 (shifts reach 15)')
+    p.add_argument('--T', type=positive_int, default=48, help='keys (the indirect-indexing context)')
+    p.add_argument('--d', type=positive_int, default=64, help='head dimension')
     p.add_argument('--steps', type=int, default=1500)
     p.add_argument('--out', default=None, help='folder for results.json')
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    tasks = [t for t in args.tasks.split(',') if t]
+    if not tasks or set(tasks) - set(TASKS):
+        raise SystemExit(f"--tasks {args.tasks!r}: choose from {', '.join(TASKS)}")
+    if args.n >= args.T or args.d % 2:
+        raise SystemExit(f"--n {args.n}, --T {args.T}, --d {args.d}: need n below T (offsets fit the keys) and an "
+                         "even d (RoPE's pairs)")
     rows = []
     print(markdown_table(['task', 'head', 'accuracy (per seed)', 'attention on the target', 'step at 90% accuracy'],
                          []))
-    for task in args.tasks.split(','):
+    for task in tasks:
         for kind in HEADS:
             runs = [train_head(kind, task, s, d=args.d, T=args.T, n=args.n, steps=args.steps)
                     for s in range(args.seeds)]

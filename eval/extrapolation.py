@@ -4,28 +4,28 @@ Length extrapolation (paper section 6): perplexity of checkpoints at growing con
     python -m eval.extrapolation --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt --ckpt out-owt-rope/ckpt.pt \\
         --yarn_scale 1 --yarn_scale 1 --yarn_scale 4 --label RoPE --label PoPE --label "RoPE+YaRN s=4 (no fine-tune)"
     python -m eval.extrapolation --final out-quick-rope/final.json --final out-quick-pope/final.json \\
-        --label RoPE --label PoPE --out results/quick_start/extrapolation
+        --label RoPE --label PoPE --out out-quick-extrapolation
 
 The first --tokens tokens of --data (PG-19 test by default: python -m prepare.pg19), cut to a multiple of
 the longest length, are split into windows of each length, each scored from its own start: every length
 sees the same tokens. Learned/sinusoidal positions stop at block_size (longer lengths are skipped).
-Writes <out>.csv, <out>.json and <out>.png. --yarn_scale applies YaRN to RoPE checkpoints (once for all,
+Writes <out>/extrapolation.csv, .json and .png. --yarn_scale applies YaRN to RoPE checkpoints (once for all,
 or once per --ckpt) from the checkpoint's yarn_orig_ctx if it was trained with YaRN, else its block_size.
 """
 
 import csv
-import json
+import os
 import time
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, parser, ppl, read_checkpoint,
-                  save_figure, sequence_nll, subplots, write_json)
+from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, parser, positive_int, ppl,
+                  read_checkpoint, read_json, save_figure, subplots, write_json)
 from prepare.common import read_tokens
 
-CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context length L (train.py's eval log, final.json)
+CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context length L in train.py's eval log and final.json
 
 
 def yarn_overrides(model_args, scale):
@@ -47,7 +47,7 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
     for L in lengths:
         n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
         beyond = cfg.pos_emb in ABSOLUTE and L > cfg.block_size
-        if beyond or n == 0:  # (never for train.py: context_lengths leaves these lengths out)
+        if beyond or n == 0:
             why = (f"{cfg.pos_emb} positions stop at block_size={cfg.block_size}" if beyond
                    else f"only {len(tokens)} tokens")
             print(f"{desc}: skipping length {L}: {why}")
@@ -60,51 +60,9 @@ def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='floa
         for b0 in tqdm(range(0, n, per_pass), desc=f"{desc} L={L}", leave=False, disable=quiet):
             x, y = inputs[b0:b0 + per_pass].to(device), targets[b0:b0 + per_pass].to(device)
             with autocast(device, dtype):
-                nll += sequence_nll(model, x, y, chunk).sum().item()
+                nll += model.sequence_nll(x, y, chunk).sum().item()
         out[L] = (nll / (n * L), ppl(nll / (n * L)), n * L)
     return out
-
-
-# length extrapolation during training: train.py's eval_contexts
-
-def context_lengths(spec, block_size, pos_emb, n_tokens):
-    """(lengths, note) for train.py's eval_contexts spec '1,2,4,8' (multiples of block_size) when n_tokens
-    tokens are scored: the lengths to evaluate, and a line saying which were left out and why (None if none)."""
-    try:
-        lengths = [int(s) * block_size for s in spec.split(',') if s.strip()]
-    except ValueError:
-        raise SystemExit(f"eval_contexts={spec!r}: give multiples of block_size, e.g. '1,2,4,8' ('' = off)")
-    if any(L <= 0 for L in lengths):
-        raise SystemExit(f"eval_contexts={spec!r}: multiples of block_size must be positive")
-    skipped = [L for L in lengths if L > block_size and pos_emb in ABSOLUTE]
-    short = [L for L in lengths if L not in skipped and L > n_tokens]
-    note = []
-    if skipped:
-        note.append(f"{pos_emb} positions stop at block_size={block_size}: lengths {skipped} skipped")
-    if short:
-        note.append(f"{n_tokens} val tokens to score (eval_context_tokens or the split): lengths {short} skipped")
-    return [L for L in lengths if L not in skipped + short], ('eval_contexts: ' + '; '.join(note)) if note else None
-
-
-def context_losses(model, tokens, lengths, n_tokens, batch_tokens, device, dtype):
-    """{'val_loss_ctx<L>': mean loss} on the first n_tokens of tokens, in eval mode (the model's mode is restored)."""
-    if not lengths:
-        return {}
-    n = min(n_tokens, len(tokens) - 1) // max(lengths) * max(lengths)
-    training = model.training
-    model.eval()
-    out = perplexities(model, tokens[:n + 1], lengths, device=device, dtype=dtype, batch_tokens=batch_tokens,
-                       quiet=True)
-    model.train(training)
-    return {f'{CTX}{L}': r[0] for L, r in out.items() if r is not None}
-
-
-def context_table(record, block_size):
-    """Lines that show the val_loss_ctx<L> keys of a record as a table, with each length's multiple."""
-    keys = [k for k in record if k.startswith(CTX)]
-    cols = [f"{int(k.removeprefix(CTX)) // block_size}x = {k.removeprefix(CTX)}" for k in keys]
-    return ('val loss at context | ' + ' | '.join(f"{c:>10s}" for c in cols) + '\n'
-            + '                    | ' + ' | '.join(f"{record[k]:10.4f}" for k in keys))
 
 
 def plot(results, labels, path, key='ppl'):
@@ -113,7 +71,7 @@ def plot(results, labels, path, key='ppl'):
         pts = [(r['length'], r[key]) for r in results if r['label'] == label and r[key] is not None]
         if pts:
             ax.plot(*zip(*pts), marker='o', label=label)
-    for i, ctx in enumerate(sorted({r['train_ctx'] for r in results})):
+    for i, ctx in enumerate(sorted({r['train_ctx'] for r in results} - {None})):
         ax.axvline(ctx, color='gray', ls='--', lw=1, label='training context' if i == 0 else None)
     if key == 'ppl':
         ax.set_yscale('log')
@@ -137,13 +95,14 @@ def main(argv=None):
     p.add_argument('--label', action='append', help='a name per --ckpt or --final (default: its folder)')
     p.add_argument('--data', default='data/pg19/test.bin', help='token file; meta.json beside it gives the dtype')
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))
-    p.add_argument('--tokens', type=int, default=1024 * 1024 + 1, help='token budget (the same at every length)')
+    p.add_argument('--tokens', type=positive_int, default=1024 * 1024 + 1,
+                   help='token budget (the same at every length)')
     p.add_argument('--yarn_scale', type=float, action='append',
                    help='YaRN scale for RoPE checkpoints (once, or once per --ckpt)')
-    p.add_argument('--batch_size', type=int, default=1, help='windows per forward pass')
-    p.add_argument('--chunk', type=int, default=1024, help='positions per lm_head call')
+    p.add_argument('--batch_size', type=positive_int, default=1, help='windows per forward pass')
+    p.add_argument('--chunk', type=positive_int, default=1024, help='positions per lm_head call')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--out', default='results/extrapolation', help='output prefix for .csv/.json/.png')
+    p.add_argument('--out', default='out-extrapolation', help='folder for extrapolation.csv, .json and .png')
     args = p.parse_args(argv)
 
     if bool(args.ckpt) == bool(args.final):
@@ -152,14 +111,20 @@ def main(argv=None):
     if args.final:
         results = []
         for path, label in zip(args.final, labels):
-            with open(path) as f:
-                final = json.load(f)
-            results += [dict(label=label, length=int(k.removeprefix(CTX)), nll=v, ppl=ppl(v),
-                             train_ctx=final['block_size']) for k, v in final.items() if k.startswith(CTX)]
-        plot(results, labels, args.out + '.png', key='nll')
-        print(f"wrote {args.out}.png")
-        return results
-    lengths = [int(s) for s in args.lengths.split(',') if s.strip()]
+            final = read_json(path)
+            rows = [dict(label=label, length=int(k.removeprefix(CTX)), nll=v, ppl=ppl(v),
+                         train_ctx=final.get('block_size')) for k, v in final.items() if k.startswith(CTX)]
+            if not rows:
+                raise SystemExit(f"{path} holds no val losses at longer contexts ({CTX}<L>): its run had "
+                                 "eval_contexts off, or examples data; evaluate its ckpt.pt with --ckpt instead")
+            results += rows
+        return write(args.out, dict(final=args.final), results, labels, key='nll')
+    try:
+        lengths = [int(s) for s in args.lengths.split(',') if s.strip()]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 1:
+        raise SystemExit(f"--lengths {args.lengths!r}: give context lengths in tokens, e.g. 1024,2048,4096")
     scales = args.yarn_scale or [None]
     if len(scales) not in (1, len(args.ckpt)):
         p.error('give --yarn_scale once or once per --ckpt')
@@ -190,15 +155,23 @@ def main(argv=None):
             print(f"{label:>20s} L={L:6d} " + ('skipped' if r is None else f"ppl {perplexity:10.3f}"))
         print(f"{label}: {time.time() - t:.1f}s")
         del model
+    if all(r['nll'] is None for r in results):
+        raise SystemExit(f"no length could be scored ({len(tokens):,} tokens of {args.data}, lengths {lengths}): "
+                         "give shorter --lengths or more --tokens")
+    return write(args.out, dict(data=args.data, tokens=len(tokens) - 1, lengths=lengths, dtype=dtype), results,
+                 labels, key='ppl')
 
-    write_json(args.out + '.json', dict(data=args.data, tokens=len(tokens) - 1, lengths=lengths, dtype=dtype,
-                                        results=results))
-    with open(args.out + '.csv', 'w', newline='') as f:
+
+def write(out, about, results, labels, key):
+    """<out>/extrapolation.json (about, and the results), .csv (the results) and .png (key against length)."""
+    path = os.path.join(out, 'extrapolation')
+    write_json(path + '.json', dict(about, results=results))
+    with open(path + '.csv', 'w', newline='') as f:
         w = csv.DictWriter(f, fieldnames=list(results[0]))
         w.writeheader()
         w.writerows(results)
-    plot(results, labels, args.out + '.png')
-    print(f"wrote {args.out}.csv, .json, .png")
+    plot(results, labels, path + '.png', key)
+    print(f"wrote {path}.csv, .json, .png")
     return results
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import load_checkpoint, parser, save_figure, subplots, write_json
+from eval import load_checkpoint, parser, positive_int, save_figure, subplots, write_json
 from model import POPE_MUS
 from prepare.common import read_tokens
 
@@ -96,7 +96,7 @@ def main(argv=None):
     p.add_argument('--rope', help='a RoPE ckpt.pt')
     p.add_argument('--pope', help='a PoPE ckpt.pt')
     p.add_argument('--data', default='data/shakespeare/val.bin', help='prepared token file')
-    p.add_argument('--tokens', type=int, default=16384, help='tokens to average over')
+    p.add_argument('--tokens', type=positive_int, default=16384, help='tokens to average over')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--out', default='results/frequency_usage', help='output prefix')
     args = p.parse_args(argv)
@@ -104,6 +104,8 @@ def main(argv=None):
         p.error('give --rope and/or --pope')
 
     tokens = torch.from_numpy(np.asarray(read_tokens(args.data)[:args.tokens], dtype=np.int64))
+    if len(tokens) == 0:
+        raise SystemExit(f"{args.data} holds no tokens: prepare the data again (python -m prepare.<name>)")
     stats, summary, arrays, delta = {}, {}, {}, None
     for name, path in (('RoPE', args.rope), ('PoPE', args.pope)):
         if not path:

@@ -26,7 +26,6 @@ source letter, given in the question), the best a model can do if it reads the l
 find the source.
 """
 
-import json
 import math
 import os
 import re
@@ -38,7 +37,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from eval import labels_for, load_checkpoint, markdown_table, parser, read_json_lines, save_figure, subplots, write_json
+from eval import (labels_for, load_checkpoint, markdown_table, parser, positive_int, read_json, save_figure, subplots,
+                  write_json)
 from model import POPE_MUS
 from prepare.common import example_batch, read_tokens
 from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices, task_options
@@ -63,6 +63,9 @@ def parse_rows(rows, meta):
 
 def read_test_rows(ckpt, data_dir=None, n=None):
     meta = ckpt['meta']
+    if meta.get('kind') != 'examples' or 'task' not in meta:
+        raise SystemExit(f"a checkpoint of {ckpt['config'].get('dataset')!r}, not of the indirect-indexing task: "
+                         "probe only runs of it")
     path = os.path.join(data_dir or os.path.join('data', ckpt['config']['dataset']), 'test.bin')
     if not os.path.exists(path):
         raise SystemExit(f"{path} not found: make the data with `python -m prepare.indirect_indexing "
@@ -207,11 +210,11 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
     runs, groups = [], defaultdict(list)
     for folder in sorted(folders):
         log_path = os.path.join(folder, 'eval_log.jsonl')
-        log = [r for r in read_json_lines(log_path) if 'test_acc' in r] if os.path.exists(log_path) else []
+        log = [r for r in read_json(log_path, lines=True) if 'test_acc' in r] if os.path.exists(log_path) else []
         if not log:
             continue
         final_path = os.path.join(folder, 'final.json')
-        final = json.load(open(final_path))['test_acc'] if os.path.exists(final_path) else None
+        final = read_json(final_path).get('test_acc') if os.path.exists(final_path) else None
         ckpt_path, chance = os.path.join(folder, 'ckpt.pt'), None
         if os.path.exists(ckpt_path):
             dataset = torch.load(ckpt_path, map_location='cpu', weights_only=False, mmap=True)['config']['dataset']
@@ -226,6 +229,9 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
     for name, accs in groups.items():
         std = np.std(accs, ddof=1) if len(accs) > 1 else 0.0
         means.append([name, len(accs), ' / '.join(f'{a:.1f}' for a in accs), f"{np.mean(accs):.1f} +- {std:.1f}"])
+    if not runs:
+        raise SystemExit(f"none of {', '.join(folders)} holds an eval_log.jsonl with test_acc: give the out_dir "
+                         "folders of train.py's indirect-indexing runs")
     head = ['run', 'steps', 'test acc %', 'best %', 'train acc %', *[f'step to {100 * t:g}%' for t in thresholds],
             'chance (window) %']
     return (markdown_table(head, runs) + '\n\n'
@@ -239,7 +245,7 @@ def main(argv=None):
     a.add_argument('ckpts', nargs='+', help="train.py ckpt.pt files")
     a.add_argument('--label', action='append', help='one per checkpoint (default: its folder)')
     a.add_argument('--data_dir', default=None, help='default: data/<the data set the run trained on>')
-    a.add_argument('--n', type=int, default=2000, help='test examples (the first n)')
+    a.add_argument('--n', type=positive_int, default=2000, help='test examples (the first n)')
     a.add_argument('--device', default='cpu', help="'cpu' or 'cuda' (float32 either way)")
     a.add_argument('--out', default='out-probe-eval', help='folder for <label>.json, acc_per_shift.png, summary.md')
     b = sub.add_parser('table', help='final and best test accuracy, step to thresholds, per run and per group')

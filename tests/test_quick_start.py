@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from eval.extrapolation import context_lengths, context_losses, main as extrapolation_main
+from eval import load_checkpoint
+from eval.extrapolation import main as extrapolation_main
 from model import GPT, GPTConfig
 from prepare import shakespeare_char
 
@@ -35,7 +36,8 @@ def run(cwd, *args):
 def runs(tmp_path_factory):
     """A PoPE and a learned-position run of the quick-start config, tiny, in a folder without data."""
     d = tmp_path_factory.mktemp('quick')
-    pope = run(d, QUICK, *TINY, '--eval_contexts=1,2,4', '--out_dir=pope')
+    # 32 x 16 is more than the 300 tokens scored; dropout: the val losses are scored in eval mode, or they would differ
+    pope = run(d, QUICK, *TINY, '--eval_contexts=1,2,4,32', '--dropout=0.1', '--out_dir=pope')
     learned = run(d, QUICK, *TINY, '--eval_contexts=1,2,4', '--pos_emb=learned', '--out_dir=learned')
     return d, pope, learned
 
@@ -53,35 +55,21 @@ def reference_losses(model, tokens, lengths, n_tokens):
     return out
 
 
-@pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
-def test_context_losses_match_a_plain_reference(pos_emb):
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=8, vocab_size=50, pos_emb=pos_emb,
-                          dropout=0.1, pope_delta='uniform'))
-    tokens = np.random.default_rng(1).integers(0, 50, 1000).astype(np.uint8)
-    lengths = [8, 16, 32]
-    model.eval()
+@pytest.mark.parametrize('run_name', ['pope', 'learned'])
+def test_the_val_losses_at_longer_contexts_match_a_plain_reference(runs, run_name):
+    """final.json's val_loss_ctx<L> (the last weights: ckpt.pt) against the model's own loss on the same windows."""
+    d, _, _ = runs
+    model, _ = load_checkpoint(str(d / run_name / 'ckpt.pt'))
+    final = json.load(open(d / run_name / 'final.json'))
+    lengths = [16, 32, 64] if run_name == 'pope' else [16]
+    tokens = np.fromfile(d / 'data' / 'shakespeare_char' / 'val.bin', dtype=np.uint8)
     with torch.no_grad():
-        want = reference_losses(model, tokens, lengths, 100)  # 96 tokens: 12, 6 and 3 windows
-    model.train()
-    for batch_tokens in (1, 40, 10000):  # one window a pass, a few, all
-        got = context_losses(model, tokens, lengths, 100, batch_tokens, 'cpu', 'float32')
-        assert model.training  # back in train mode, and dropout was off while scoring (else no match)
-        assert list(got) == ['val_loss_ctx8', 'val_loss_ctx16', 'val_loss_ctx32']
-        for L in lengths:
-            assert got[f'val_loss_ctx{L}'] == pytest.approx(want[L], abs=1e-5)
-    assert len({round(v, 4) for v in want.values()}) == 3  # the lengths really differ: a wrong window would show
-
-
-def test_context_lengths_skip_what_cannot_be_evaluated():
-    assert context_lengths('1,2,4,8', 64, 'pope', 10000) == ([64, 128, 256, 512], None)
-    assert context_lengths('', 64, 'rope', 10000) == ([], None)
-    lengths, note = context_lengths('1,2,4', 64, 'learned', 10000)
-    assert lengths == [64] and 'learned positions stop at block_size=64' in note and '[128, 256]' in note
-    lengths, note = context_lengths('1,8', 64, 'alibi_half', 300)
-    assert lengths == [64] and '300 val tokens to score' in note and '[512]' in note
-    with pytest.raises(SystemExit, match="give multiples of block_size"):
-        context_lengths('1,x2', 64, 'pope', 10000)
+        want = reference_losses(model, tokens, lengths, 300)  # 256 tokens: 16, 8 and 4 windows
+    assert [k for k in final if k.startswith('val_loss_ctx')] == [f'val_loss_ctx{L}' for L in lengths]
+    for L in lengths:
+        assert final[f'val_loss_ctx{L}'] == pytest.approx(want[L], abs=2e-6)
+    if run_name == 'pope':  # the lengths really differ (by more than that): a wrong window would show
+        assert min(abs(want[a] - want[b]) for a, b in ((16, 32), (16, 64), (32, 64))) > 1e-5
 
 
 def test_train_reports_the_val_loss_at_longer_contexts(runs):
@@ -93,7 +81,9 @@ def test_train_reports_the_val_loss_at_longer_contexts(runs):
     log = [json.loads(s) for s in open(d / 'pope' / 'eval_log.jsonl')]
     assert [r['iter'] for r in log] == [0, 2] and all(np.isfinite(r[k]) for r in log for k in keys)
     final = json.load(open(d / 'pope' / 'final.json'))
-    assert final['block_size'] == 16 and all(0 < final[k] < 10 for k in keys) and 'eval_contexts_note' not in final
+    assert final['block_size'] == 16 and all(0 < final[k] < 10 for k in keys)
+    note = 'eval_contexts: 300 val tokens to score (eval_context_tokens or the split): lengths [512] skipped'
+    assert final['eval_contexts_note'] == note and note in p.stdout
     assert 'val loss at context' in p.stdout and '4x = 64' in p.stdout  # the closing table
 
 
@@ -113,7 +103,12 @@ def test_the_plot_reads_final_json(runs, tmp_path):
     rows = extrapolation_main(['--final', str(d / 'pope' / 'final.json'), '--final', str(d / 'learned' / 'final.json'),
                                '--label', 'PoPE', '--label', 'learned', '--out', str(tmp_path / 'ex')])
     assert [(r['label'], r['length']) for r in rows] == [('PoPE', 16), ('PoPE', 32), ('PoPE', 64), ('learned', 16)]
-    assert (tmp_path / 'ex.png').stat().st_size > 1000
+    final = json.load(open(d / 'pope' / 'final.json'))
+    assert rows[1]['nll'] == final['val_loss_ctx32'] and rows[1]['train_ctx'] == 16
+    assert (tmp_path / 'ex' / 'extrapolation.png').stat().st_size > 1000  # a table beside the figure, in --out
+    assert json.load(open(tmp_path / 'ex' / 'extrapolation.json'))['results'] == rows
+    table = (tmp_path / 'ex' / 'extrapolation.csv').read_text().splitlines()
+    assert table[0] == 'label,length,nll,ppl,train_ctx' and len(table) == 5 and table[2].startswith('PoPE,32,')
 
 
 def test_shakespeare_char_decodes_to_the_committed_text(runs):

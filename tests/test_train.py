@@ -1,12 +1,18 @@
-"""train.py, sample.py and the indirect-indexing data, run as a user runs them."""
+"""train.py, sample.py and the indirect-indexing data, run as a user runs them (or, where only a start-up check or a
+few steps are tested, inside this process: train_here)."""
 
+import fcntl
 import json
 import math
 import os
 import random
 import re
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -32,11 +38,80 @@ def run(cwd, *args, check=True):
     return p
 
 
+def train_here(cwd, *args):
+    """`python train.py args` in cwd, run inside this process (no interpreter start-up): the message it stops with,
+    or None when it runs to its end."""
+    path, old_cwd, old_argv = os.path.join(ROOT, 'train.py'), os.getcwd(), sys.argv
+    old_sigint = signal.getsignal(signal.SIGINT)
+    rng, tf32 = torch.get_rng_state(), (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    scope = {'__name__': '__main__', '__file__': path}
+    os.chdir(cwd)
+    sys.argv = [path, *map(str, args)]
+    try:
+        exec(compile(open(path).read(), path, 'exec'), scope)
+    except SystemExit as e:
+        return e.code
+    finally:
+        if scope.get('lock'):
+            scope['lock'].close()
+        scope.clear()  # its data, model and out_dir lock go now, not at some later garbage collection
+        os.chdir(old_cwd)
+        sys.argv = old_argv
+        signal.signal(signal.SIGINT, old_sigint)
+        torch.set_rng_state(rng)  # and the global settings it makes, as they were
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+
+
+STREAM = ['--dataset=stream', '--block_size=16', '--eval_contexts=1,2']  # the small token stream made below
+
+
+def write_data(d, name, meta, train, val=None):
+    """data/<name>/: meta.json (a dict, or text as written) and train.bin (and val.bin): token arrays or raw bytes."""
+    folder = d / 'data' / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / 'meta.json').write_text(meta if isinstance(meta, str) else json.dumps(meta))
+    for split, tokens in (('train', train), ('val', val)):
+        if tokens is not None:
+            (folder / f'{split}.bin').write_bytes(tokens if isinstance(tokens, bytes) else tokens.tobytes())
+
+
 @pytest.fixture(scope='module')
 def workdir(tmp_path_factory):
     d = tmp_path_factory.mktemp('run')
     prepare(str(d / 'data' / 'indirect_indexing'), seed=0, sizes={'train': 2000, 'val': 300, 'test': 300})
+    # a small token stream, and data sets damaged in every way the data check knows
+    rng = np.random.default_rng(0)
+    train, val = rng.integers(0, 20, 3000).astype(np.uint8), rng.integers(0, 20, 600).astype(np.uint8)
+    meta = dict(vocab_size=20, dtype='uint8', kind='stream', tokenizer='itos', itos=[chr(65 + i) for i in range(20)],
+                tokens={'train': 3000, 'val': 600})
+    write_data(d, 'stream', meta, train, val)
+    write_data(d, 'cut', meta, train[:1000], val)
+    write_data(d, 'bad_id', meta, np.where(train == 7, 25, train).astype(np.uint8), val)
+    write_data(d, 'odd', {**meta, 'dtype': 'uint16', 'tokens': {}}, train.tobytes() + b'x', val.astype(np.uint16))
+    write_data(d, 'empty', {**meta, 'tokens': {'train': 0, 'val': 600}}, b'', val)
+    write_data(d, 'not_json', '{"vocab_size": 20, "dtype": "ui', train, val)
+    write_data(d, 'no_dtype', {k: v for k, v in meta.items() if k != 'dtype'}, train, val)
+    write_data(d, 'bad_rows', dict(vocab_size=10, dtype='uint8', kind='examples', row_len=5, pad_id=0),
+               bytes(12), bytes(10))
+    write_data(d, 'short', dict(vocab_size=20, dtype='uint8', kind='stream', tokenizer='itos'),
+               np.arange(20, dtype=np.uint8))
+    (d / 'a_file').write_text('not a folder')
     return d
+
+
+@pytest.fixture(scope='module')
+def stream_run(workdir):
+    """A finished tiny run on the token stream (checkpoints at iterations 2 and 4), and what it printed."""
+    p = run(workdir, 'train.py', *TINY, *STREAM, '--max_iters=4', '--eval_interval=2', '--out_dir=stream_run')
+    return workdir / 'stream_run', p
+
+
+def copy_run(stream_run, name):
+    """A copy of the finished run to change, and its files' bytes as they were."""
+    src = stream_run[0]
+    shutil.copytree(src, src.parent / name)
+    files = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')
+    return src.parent / name, {f: (src / f).read_bytes() for f in files}
 
 
 def test_examples_are_correct():
@@ -165,6 +240,122 @@ def test_a_run_is_never_lost(workdir):
     assert torch.load(life / 'best.pt', weights_only=False)['iter_num'] == 2
 
 
+def test_the_end_of_a_run_says_which_numbers_are_which_and_where_the_files_are(stream_run):
+    d, p = stream_run
+    final = json.load(open(d / 'final.json'))
+    lines = p.stdout.splitlines()
+    assert any(line.startswith('done: 4 iterations in ') for line in lines)
+    assert (f"final.json, the last weights (iter 4) on the whole splits: val_loss {final['val_loss']:.4f} (the log "
+            "lines' val_loss: an estimate on eval_iters=2 batches)") in lines
+    assert lines[-1] == ("files: stream_run/ckpt.pt (the latest state, iter 4), stream_run/best.pt (the state of the "
+                         "lowest val_loss logged), stream_run/eval_log.jsonl (every evaluation), stream_run/final.json "
+                         "(the numbers above)")
+
+
+def test_a_busy_out_dir_stops_a_second_run(workdir):
+    busy = workdir / 'busy'
+    busy.mkdir()
+    with open(busy / 'train.lock', 'w') as f:  # another run holds the lock (as a process would: flock)
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        f.write('pid 4242 on elsewhere since 2030-01-01 00:00: train.py --out_dir=busy\n')
+        f.flush()
+        msg = train_here(workdir, *TINY, *STREAM, '--max_iters=1', '--out_dir=busy')
+    assert msg == ("busy is in use by another run (pid 4242 on elsewhere since 2030-01-01 00:00: train.py "
+                   "--out_dir=busy): let it finish, or choose another --out_dir")
+    assert os.listdir(busy) == ['train.lock']
+    assert train_here(workdir, *TINY, *STREAM, '--max_iters=1', '--out_dir=busy') is None  # free again: it runs
+    assert f'pid {os.getpid()} on ' in (busy / 'train.lock').read_text()
+
+
+def test_a_checkpoint_to_start_from_is_read_or_refused_before_anything_is_removed(workdir, stream_run):
+    own, before = copy_run(stream_run, 'own')
+    bad = workdir / 'bad.pt'
+    bad.write_bytes(b'cut short')
+    for args, message in (
+            ([f'--init_from={own}/ckpt.pt'], f'init_from={own}/ckpt.pt is a file of out_dir=own, which a new run'),
+            ([f'--init_from={bad}'], f'{bad} is not a readable checkpoint'),
+            ([f'--init_from={stream_run[0]}/ckpt.pt', '--dataset=indirect_indexing'],
+             f'{stream_run[0]}/ckpt.pt has a vocabulary of 20 tokens, data/indirect_indexing one of 66'),
+            (['--dataset=cut'], 'data/cut/train.bin holds 1,000 tokens'),  # a check after the checkpoint is read
+            (['--pos_emb=xpos'], "pos_emb='xpos'")):  # and at the model's
+        msg = train_here(workdir, *TINY, *STREAM, '--out_dir=own', '--overwrite=True', *args)
+        assert message in msg, msg
+        assert {f: (own / f).read_bytes() for f in before} == before  # the run is all there
+
+
+def test_resume_goes_on_with_the_checkpoints_config_and_refuses_other_data(workdir, stream_run, capsys):
+    d, _ = copy_run(stream_run, 'go_on')
+    for flag, said in (('--dataset=indirect_indexing', "dataset='indirect_indexing' (checkpoint: 'stream')"),
+                       ('--loss_on=all', "loss_on='all' (checkpoint: 'target')"),
+                       ('--example_order=epochs', "example_order='epochs' (checkpoint: 'random')"),
+                       ('--n_embd=64', 'n_embd=64 (checkpoint: 32)')):
+        msg = train_here(workdir, '--out_dir=go_on', '--init_from=resume', flag)
+        assert msg == (f"init_from='resume' goes on with go_on/ckpt.pt as it was trained, but {said}: drop these "
+                       "flags, or fine-tune from it with --init_from=go_on/ckpt.pt and a new out_dir"), msg
+    # no config file, no flags but max_iters: the run goes on as it was (data, batch, schedule, evaluation)
+    assert train_here(workdir, '--out_dir=go_on', '--init_from=resume', '--max_iters=6') is None
+    assert "resume: the config of go_on/ckpt.pt, but max_iters=6 (was 4)" in capsys.readouterr().out
+    old = torch.load(stream_run[0] / 'ckpt.pt', weights_only=False)['config']
+    new = torch.load(d / 'ckpt.pt', weights_only=False)
+    assert new['iter_num'] == 6 and new['config'] == {**old, 'max_iters': 6, 'init_from': 'resume', 'out_dir': 'go_on'}
+    assert [json.loads(line)['iter'] for line in open(d / 'eval_log.jsonl')] == [0, 2, 4, 6]
+
+
+def test_a_failed_save_stops_with_one_line_and_keeps_the_last_checkpoint(workdir, stream_run):
+    if not os.path.exists('/dev/full'):
+        pytest.skip('no /dev/full to stand for a full disk')
+    d, before = copy_run(stream_run, 'full')
+    for name, why in (('eval_log.jsonl', 'No space left on device'), ('ckpt.pt', 'is the disk full?')):
+        os.symlink('/dev/full', d / f'{name}.tmp')  # the next save of this file meets a full disk
+        msg = train_here(workdir, '--out_dir=full', '--init_from=resume', '--max_iters=6')
+        assert msg.startswith(f"could not write full/{name} (") and why in msg, msg
+        assert msg.endswith("): stopping; full/ckpt.pt (iter 4) is intact; go on with: python train.py --out_dir=full "
+                            "--init_from=resume"), msg
+        assert not os.path.lexists(d / f'{name}.tmp')  # no partial file left
+        assert (d / 'ckpt.pt').read_bytes() == before['ckpt.pt'] and (d / 'best.pt').read_bytes() == before['best.pt']
+
+
+def test_ctrl_c_says_which_checkpoint_is_intact_and_how_to_go_on(workdir):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.Popen([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, *STREAM, '--max_iters=100000',
+                          '--eval_interval=2', '--out_dir=ctrl_c'], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while not (workdir / 'ctrl_c' / 'ckpt.pt').exists() and p.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        # meanwhile a second run into the same out_dir stops, naming the first
+        msg = train_here(workdir, *TINY, *STREAM, '--max_iters=2', '--out_dir=ctrl_c', '--init_from=resume')
+        assert msg.startswith(f"ctrl_c is in use by another run (pid {p.pid} on "), msg
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 130 and len(err.strip().splitlines()) == 1, err
+    line = err.strip()
+    it = torch.load(workdir / 'ctrl_c' / 'ckpt.pt', weights_only=False)['iter_num']
+    assert line == (f"interrupted: ctrl_c/ckpt.pt (iter {it}) is intact; go on with: python train.py "
+                    "--out_dir=ctrl_c --init_from=resume --device=cpu --compile=False"), line
+    assert not [f for f in os.listdir(workdir / 'ctrl_c') if f.endswith('.tmp')]
+    command = shlex.split(line.split('go on with: ')[1])  # the command it names goes on (here, for 2 more steps)
+    assert train_here(workdir, *command[2:], f'--max_iters={it + 2}') is None
+    assert torch.load(workdir / 'ctrl_c' / 'ckpt.pt', weights_only=False)['iter_num'] == it + 2
+
+
+def test_resume_drops_a_cut_off_last_log_line_with_a_note(workdir, stream_run, capsys):
+    d, before = copy_run(stream_run, 'cut_log')
+    with open(d / 'eval_log.jsonl', 'a') as f:
+        f.write('{"iter": 6, "train_lo')  # what a crash mid-write leaves
+    assert train_here(workdir, '--out_dir=cut_log', '--init_from=resume', '--max_iters=6') is None
+    note = 'cut_log/eval_log.jsonl: its last line is cut short, dropped: \'{"iter": 6, "train_lo\''
+    assert note in capsys.readouterr().out
+    assert [json.loads(line)['iter'] for line in open(d / 'eval_log.jsonl')] == [0, 2, 4, 6]
+    lines = open(d / 'eval_log.jsonl').read().splitlines()  # damage inside the log is not guessed at
+    (d / 'eval_log.jsonl').write_text('\n'.join([lines[0], lines[1][:20], *lines[2:]]) + '\n')
+    msg = train_here(workdir, '--out_dir=cut_log', '--init_from=resume', '--max_iters=8')
+    assert msg == "cut_log/eval_log.jsonl: line 2 is not JSON: repair or delete it, then resume again", msg
+
+
 def test_delta_stays_in_range_and_trainable(workdir):
     # zero init puts every delta on the boundary 0: without the projection after each step about half of them
     # would leave [-2pi, 0] (and, clamped in the forward pass, get exactly zero gradient from then on)
@@ -244,8 +435,10 @@ def test_final_scores_the_best_checkpoint_when_final_weights_is_best(workdir):
 
 
 def test_loss_on_all_tokens_is_the_loss_that_trains(workdir):
-    # at lr 0 the step-1 training loss is the initial model's loss on the step-0 batch: recompute it here
-    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--learning_rate=0.0', '--loss_on=all', '--out_dir=all_tok')
+    # the step-1 training loss is the initial model's loss on the step-0 batch: recompute it here from the checkpoint
+    # after that step, which a learning rate of 1e-9 leaves the initial model (to ~1e-9)
+    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--learning_rate=1e-9', '--min_lr=0',
+            '--loss_on=all', '--out_dir=all_tok')
     printed = float(re.search(r'iter 1: loss ([0-9.]+)', p.stdout).group(1))
     ckpt = torch.load(workdir / 'all_tok' / 'ckpt.pt', weights_only=False)
     model = GPT(GPTConfig(**ckpt['model_args']))
@@ -304,18 +497,40 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--max_iters=-1'], 'max_iters=-1'),
     (['--dtype=float16'], "dtype='float16' on the CPU"),
     (['--final_weights=middle'], "final_weights='middle'"),
+    # the optimizer and its schedule
+    (['--grad_clip=-1'], 'grad_clip=-1.0: must be 0 or more'),
+    (['--min_lr=0.01'], 'min_lr=0.01 is above learning_rate=0.003'),
+    (['--weight_decay=-1'], 'weight_decay=-1.0: must be 0 or more'),
+    (['--learning_rate=0'], 'learning_rate=0.0: must be above 0'),
+    (['--learning_rate=-1e-3'], 'learning_rate=-0.001: must be above 0'),
+    (['--beta2=1.5'], "beta1=0.9, beta2=1.5: AdamW's betas lie in [0, 1)"),
+    (['--warmup_iters=10', '--lr_decay_iters=10'], 'warmup_iters=10 must be below lr_decay_iters=10'),
+    (['--seed=-1'], 'seed=-1: must be 0 or more'),
+    (['--eval_contexts=1,x2'], "eval_contexts='1,x2': give multiples of block_size"),
+    # the machine and the paths
+    (['--device=mps'], "device='mps': use cpu, cuda or cuda:<n> (MPS has no float64"),
+    (['--device=cdua'], "device='cdua': use cpu, cuda or cuda:<n>"),
+    (['--attn_impl=triton'], "attn_impl='triton' is PoPE's CUDA kernel: on the CPU use attn_impl='sdpa'"),
+    (['--out_dir='], 'out_dir is empty'),
+    (['--out_dir=a_file/run'], "out_dir='a_file/run': cannot write there (Not a directory)"),
+    # the data, checked against its meta.json
     (['--dataset=short'], 'data/short/train.bin holds 20 tokens, too few for block_size=48'),
+    (['--dataset=cut'], 'data/cut/train.bin holds 1,000 tokens where meta.json says 3,000'),
+    (['--dataset=bad_id'], 'data/bad_id/train.bin holds token id 25 where the vocabulary has 20'),
+    (['--dataset=odd'], 'data/odd/train.bin holds 3001 bytes, not a whole number of tokens (uint16 tokens)'),
+    (['--dataset=empty'], 'data/empty/train.bin holds 0 tokens, too few'),
+    (['--dataset=not_json'], 'data/not_json/meta.json is damaged or incomplete (JSONDecodeError'),
+    (['--dataset=no_dtype'], "data/no_dtype/meta.json is damaged or incomplete (KeyError: 'dtype')"),
+    (['--dataset=bad_rows'], 'data/bad_rows/train.bin holds 12 bytes, not a whole number of 5-token rows'),
 ])
 def test_bad_configuration_exits_with_a_clear_message(workdir, args, message):
-    short = workdir / 'data' / 'short'  # a stream of 20 tokens
-    short.mkdir(parents=True, exist_ok=True)
-    np.arange(20, dtype=np.uint8).tofile(short / 'train.bin')
-    (short / 'meta.json').write_text(json.dumps(dict(vocab_size=20, dtype='uint8', kind='stream', tokenizer='itos')))
-    p = run(workdir, 'train.py', *TINY, '--max_iters=1', *args, check=False)
-    assert p.returncode != 0 and message in p.stderr, p.stderr[-2000:]
-    assert len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]  # one line, no traceback
+    msg = train_here(workdir, *TINY, '--max_iters=1', '--out_dir=bad_config', *args)
+    assert isinstance(msg, str) and message in msg and '\n' not in msg, msg  # one line, no traceback
     if 'bogus' in message:
-        assert 'valid keys' in p.stderr and 'learning_rate' in p.stderr
+        assert 'valid keys' in msg and 'learning_rate' in msg
+    if 'dataset' in args[0]:  # the data check names the command that makes the data again
+        assert 'run `python -m prepare.' in msg or 'prepare the data again (python -m prepare.' in msg
+    assert not (workdir / 'bad_config').exists()  # and leaves no empty out_dir behind
 
 
 def test_nan_loss_stops_without_saving(workdir):
