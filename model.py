@@ -245,11 +245,14 @@ class KVCache:
     def __init__(self, config, batch, max_len, device, dtype):
         Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
         k_width = 2 * hd if config.pos_emb == 'pope' else hd
-        self.max_len = max_len
         self.k = [torch.zeros(batch, Hkv, max_len, k_width, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
         for t in self.k + self.v:  # under torch.compile: written in place by the CUDA graph, never copied in
             torch._dynamo.mark_static_address(t, guard=False)
+
+    @property
+    def max_len(self):  # a tensor's size: under torch.compile a new length need not mean a new graph
+        return self.k[0].shape[2]
 
     def update(self, layer, input_pos, k, v):
         """k (B, n_kv_head, T, k width) and v written at positions input_pos (T,); the layer's whole cache returned."""
