@@ -1,4 +1,11 @@
-"""Generation: the preallocated KVCache against full forward passes, GPT.generate and the compiled decoding step."""
+"""Generation: the preallocated KVCache against full forward passes, GPT.generate, the compiled decoding step and the
+generation benchmark's smoke run."""
+
+import json
+import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -6,6 +13,7 @@ import torch
 from model import GPT, POPE_MUS, POS_EMBS, GPTConfig, KVCache
 
 F64 = torch.float64
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ABSOLUTE = ('learned', 'sinusoidal')
 
 
@@ -166,3 +174,18 @@ def test_compiled_generate_on_a_gpu(pos_emb):
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
         assert m.generate(idx[:, :5], T - 5, top_k=1, compile=True).shape == (B, T)
     assert counters['inductor']['cudagraph_skips'] == 0  # e.g. the cache's writes as mutated non-static inputs
+
+
+def test_generation_benchmark_smoke_run(tmp_path):
+    """results/speed/bench_generate.py --smoke: a tiny model and lengths on the CPU, eager; every row measured, the
+    table written as JSON and Markdown."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'results', 'speed', 'bench_generate.py'), '--smoke',
+                        '--device=cpu', '--modes=eager', f'--out={tmp_path}'], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stdout + p.stderr
+    result = json.loads((tmp_path / 'generate.json').read_text())
+    rows = result['decode_attention'] + result['generate']
+    assert rows and not [r for r in rows if r.get('error')], rows
+    assert {r['pos_emb'] for r in result['generate']} == {'pope', 'rope'}
+    assert all(r['tokens_per_s'] > 0 and math.isfinite(r['tokens_per_s']) for r in result['generate'])
+    assert '| batch |' in (tmp_path / 'generate.md').read_text()
