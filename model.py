@@ -51,7 +51,7 @@ def repeat_kv(x, n_head):
 
 def pope_cartesian(x, pos, base, delta=None, mu='softplus'):
     """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
-    mu = POPE_MUS[mu](x), phi = pos * theta (+ delta for keys, if any). Phases are formed in float64, exact to
+    mu = POPE_MUS[mu](x), phi = pos * theta (+ delta (H, d), if any). Phases are formed in float64, exact to
     ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
     d = x.shape[-1]
     dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
@@ -122,6 +122,24 @@ def plain_attention(q, k, v, causal, q_offset, bias=None, scale=None):
     if causal:
         att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
     return F.softmax(att, dim=-1).to(v.dtype) @ v  # (autocast runs softmax in float32)
+
+
+def cache_attention(q, k, v, visible, bias=None, scale=None):
+    """Attention of q (B, H, T, w) over a preallocated KVCache k (B, H_kv, L, w), v (B, H_kv, L, dv) (w may differ
+    from dv: PoPE's 2d-wide q', k'); visible (T, L) True where a query sees a key, bias (H, T, L) added to the scores
+    or None. One query a sequence (a decoding step, two matrix-vector products over the cache): the scores by matmul,
+    each kv head read once for its group of query heads; more (a prompt): SDPA."""
+    B, H, T, w = q.shape
+    Hkv = k.shape[1]
+    if T > 1:
+        mask = visible if bias is None else bias.to(q.dtype).masked_fill(~visible, float('-inf'))
+        return F.scaled_dot_product_attention(q, repeat_kv(k, H), repeat_kv(v, H), attn_mask=mask, scale=scale)
+    q = q.reshape(B, Hkv, H // Hkv, w)  # query head h = j * (H // H_kv) + g reads kv head j, as in repeat_kv
+    att = (q @ k.transpose(-2, -1)).to(torch.promote_types(q.dtype, torch.float32)) * scale  # (B, H_kv, H // H_kv, L)
+    if bias is not None:
+        att = att + bias.reshape(Hkv, H // Hkv, -1)
+    att = att.masked_fill(~visible, float('-inf'))
+    return (att.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, -1)
 
 # -----------------------------------------------------------------------------
 # The other position encodings
@@ -218,19 +236,29 @@ def upgrade_model_args(model_args):
 
 
 class KVCache:
-    """Keys and values of the positions seen so far, one (k, v) pair per layer."""
+    """The keys and values of a generation, preallocated: per layer k (B, n_kv_head, max_len, k width) and v (B,
+    n_kv_head, max_len, hd), written in place at the positions of each forward pass (static shapes: a decoding step
+    can be compiled into one CUDA graph). PoPE caches k' = mu(k) e^{i s theta} (2 hd wide, once per position; see
+    CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until written:
+    a masked position gets attention weight 0, which must meet a finite value."""
 
-    def __init__(self, n_layer):
-        self.kv = [None] * n_layer
+    def __init__(self, config, batch, max_len, device, dtype):
+        Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
+        k_width = 2 * hd if config.pos_emb == 'pope' else hd
+        self.k = [torch.zeros(batch, Hkv, max_len, k_width, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        for t in self.k + self.v:  # under torch.compile: written in place by the CUDA graph, never copied in
+            torch._dynamo.mark_static_address(t, guard=False)
 
-    def __len__(self):
-        return 0 if self.kv[0] is None else self.kv[0][0].shape[2]
+    @property
+    def max_len(self):  # a tensor's size: under torch.compile a new length need not mean a new graph
+        return self.k[0].shape[2]
 
-    def update(self, layer, k, v):
-        if self.kv[layer] is not None:
-            k, v = torch.cat([self.kv[layer][0], k], 2), torch.cat([self.kv[layer][1], v], 2)
-        self.kv[layer] = (k, v)
-        return k, v
+    def update(self, layer, input_pos, k, v):
+        """k (B, n_kv_head, T, k width) and v written at positions input_pos (T,); the layer's whole cache returned."""
+        self.k[layer].index_copy_(2, input_pos, k.to(self.k[layer].dtype))
+        self.v[layer].index_copy_(2, input_pos, v.to(self.v[layer].dtype))
+        return self.k[layer], self.v[layer]
 
 
 def attention_function(config):
@@ -284,36 +312,52 @@ class CausalSelfAttention(nn.Module):
         if self.pos_emb == 'alibi_half':
             self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
 
-    def rope(self, q, k, q_offset):
-        """q and k (B, T, heads, hd) at positions q_offset.. rotated by RoPE's angles (and YaRN's temperature), in
-        this layout (contiguous: fast)."""
+    def rope(self, q, k, input_pos):
+        """q and k (B, T, heads, hd) at positions input_pos (T,), or 0..T-1 if None, rotated by RoPE's angles (and
+        YaRN's temperature), in this layout (contiguous: fast)."""
         T = q.shape[1]
-        if q_offset + T <= self.rope_cos.shape[0]:
-            cos, sin = self.rope_cos[q_offset:q_offset + T], self.rope_sin[q_offset:q_offset + T]
+        if input_pos is None and T <= self.rope_cos.shape[0]:
+            cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         else:
-            cos, sin = rope_angles(torch.arange(q_offset, q_offset + T, device=q.device), self.theta)
+            cos, sin = rope_angles(torch.arange(T, device=q.device) if input_pos is None else input_pos, self.theta)
         cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
         return rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
 
-    def forward(self, x, cache=None, q_offset=0):
+    def alibi(self, t, s):
+        """ALiBi's bias -m (t - s) (H, len(t), len(s)) of queries at positions t and keys at positions s."""
+        return -self.slopes[:, None, None] * (t[:, None] - s[None, :])
+
+    def attend_cached(self, q, k, v, cache, input_pos):
+        """Attention of the T tokens at positions input_pos over a KVCache, after writing their keys and values into
+        it there; a query sees the keys up to its own position (the rest of the cache: masked, not yet written).
+        PoPE puts delta on the query side, q' = mu(q) e^{i (t theta - delta)}, k' = mu(k) e^{i s theta}: q'.k' is
+        mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and a cached k' depends on its key alone (shared
+        by a group of query heads)."""
+        if self.pos_emb == 'pope':
+            minus_delta = None if self.delta is None else -self.delta
+            q = torch.cat(pope_cartesian(q, input_pos, self.base, minus_delta, self.mu), -1)
+            k = torch.cat(pope_cartesian(k, input_pos, self.base, mu=self.mu), -1)
+        k, v = cache.update(self.layer, input_pos, k, v)
+        s = torch.arange(cache.max_len, device=q.device)
+        visible = s[None, :] <= input_pos[:, None]  # (T, max_len)
+        bias = self.alibi(input_pos, s) if self.pos_emb == 'alibi_half' else None
+        return cache_attention(q.to(v.dtype), k, v, visible, bias, scale=1.0 / math.sqrt(self.hd))
+
+    def forward(self, x, cache=None, input_pos=None):
         B, T, C = x.size()
         H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
         q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
         q, k, v = q.view(B, T, H, hd), k.view(B, T, Hkv, hd), v.view(B, T, Hkv, hd)
         if self.pos_emb in ('rope', 'rope_half'):  # RoPE: q and k rotated by their positions, then plain attention
-            q, k = self.rope(q, k, q_offset)
+            q, k = self.rope(q, k, input_pos)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, heads, T, hd) views
         if cache is not None:
-            k, v = cache.update(self.layer, k, v)
-        if self.pos_emb == 'pope':  # PoPE: q and k become mu e^{i phi} inside the attention (attention_function)
-            y = self.attend(q, k, v, self.delta, causal=True, base=self.base, q_offset=q_offset, mu=self.mu)
+            y = self.attend_cached(q, k, v, cache, input_pos)
+        elif self.pos_emb == 'pope':  # PoPE: q and k become mu e^{i phi} inside the attention (attention_function)
+            y = self.attend(q, k, v, self.delta, causal=True, base=self.base, mu=self.mu)
         else:
-            bias = None
-            if self.pos_emb == 'alibi_half':  # -m * (t - s), per head
-                dist = (torch.arange(q_offset, q_offset + T, device=x.device)[:, None]
-                        - torch.arange(k.shape[2], device=x.device)[None, :])
-                bias = -self.slopes[:, None, None] * dist
-            y = self.attend(q, k, v, True, q_offset, bias)
+            pos = torch.arange(T, device=x.device)
+            y = self.attend(q, k, v, True, 0, self.alibi(pos, pos) if self.pos_emb == 'alibi_half' else None)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -343,8 +387,8 @@ class Block(nn.Module):
         self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None, q_offset=0):  # q_offset: absolute position of x's first token
-        x = x + self.attn(self.ln_1(x), cache, q_offset)
+    def forward(self, x, cache=None, input_pos=None):  # input_pos: the positions of x's tokens (with a cache)
+        x = x + self.attn(self.ln_1(x), cache, input_pos)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -388,6 +432,7 @@ class GPT(nn.Module):
             self.wte.weight = self.lm_head.weight
         self.register_buffer('vocab_padding', torch.arange(config.vocab_size + n_pad) >= config.vocab_size,
                              persistent=False)
+        self._compiled_forward = None  # made by compiled_forward, on first use
         self.loss_kernel = None  # the loss of CUDA tensors: two Triton kernels, one pass over the logits each way
         if torch.cuda.is_available():
             import ce_kernel  # Triton: imported only where the kernel can run
@@ -412,25 +457,30 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
 
-    def hidden_states(self, idx, cache=None):
-        """The final normed hidden states (B, T, n_embd); with a KVCache, idx continues the cached sequence."""
+    def hidden_states(self, idx, cache=None, input_pos=None):
+        """The final normed hidden states (B, T, n_embd); with a KVCache, of tokens idx at positions input_pos (T,),
+        whose keys and values are written into the cache and which attend to what it holds."""
         B, T = idx.size()
-        q_offset = len(cache) if cache is not None else 0  # positions already cached
+        if (cache is None) != (input_pos is None):
+            raise ValueError("a KVCache and input_pos (the positions of idx's tokens) go together: give both or none")
         x = self.wte(idx)
         if self.wpe is not None or self.config.pos_emb == 'sinusoidal':
-            if q_offset + T > self.config.block_size:
+            n = T if cache is None else cache.max_len  # positions that may be looked up
+            if n > self.config.block_size:
                 raise ValueError(f"{self.config.pos_emb} position embeddings stop at "
-                                 f"block_size={self.config.block_size}, got {q_offset + T} positions")
-            x = x + (self.wpe.weight if self.wpe is not None else self.sin_table)[q_offset:q_offset + T]
+                                 f"block_size={self.config.block_size}, got {n} positions")
+            table = self.wpe.weight if self.wpe is not None else self.sin_table
+            x = x + (table[:T] if input_pos is None else table[input_pos])
         x = self.drop(x)
         for block in self.h:
-            x = block(x, cache, q_offset)
+            x = block(x, cache, input_pos)
         return self.ln_f(x)
 
-    def forward(self, idx, targets=None, cache=None):
+    def forward(self, idx, targets=None, cache=None, input_pos=None):
         """Logits at every position when targets are given (loss ignores targets == -1; the logits come back
-        detached, the loss is what trains), else at the last position only."""
-        x = self.hidden_states(idx, cache)
+        detached, the loss is what trains), else at the last position only. With a KVCache: idx's tokens sit at
+        positions input_pos (T,) (see hidden_states)."""
+        x = self.hidden_states(idx, cache, input_pos)
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
         logits = self.lm_head(x)
@@ -484,24 +534,47 @@ class GPT(nn.Module):
             nll -= lp.gather(-1, targets[:, t0:t0 + chunk, None]).squeeze(-1).double().sum(1)
         return nll
 
+    def compiled_forward(self):
+        """forward under torch.compile for generate's one-token steps (mode 'reduce-overhead': a CUDA graph a step on
+        a GPU), made once; each new cache shape compiles on its first steps."""
+        if self._compiled_forward is None:
+            self._compiled_forward = torch.compile(self.forward, mode='reduce-overhead', fullgraph=True)
+        return self._compiled_forward
+
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        """Sample max_new_tokens after idx (B, T) with a KV cache: positions keep counting past the prompt. With
-        learned/sinusoidal positions, which stop at block_size, each token past block_size is predicted from the
-        last block_size tokens, re-encoded from position 0 (no cache can be reused: every position moves)."""
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, compile=False):
+        """Sample max_new_tokens after idx (B, T) through a KVCache of T + max_new_tokens positions, allocated once:
+        the prompt in one forward pass, then one token a step (positions keep counting past the prompt); compile:
+        the one-token step compiled (compiled_forward). With learned/sinusoidal positions, which stop at block_size,
+        the cache holds block_size positions and each token past them is predicted from the last block_size tokens,
+        re-encoded from position 0 (no cached key can be reused: every position moves)."""
+        if max_new_tokens < 1:
+            return idx
+        B, T = idx.size()
         absolute = self.config.pos_emb in ('learned', 'sinusoidal')
-        cache, fed = KVCache(self.config.n_layer), idx
-        for _ in range(max_new_tokens):
-            if absolute and len(cache) + fed.size(1) > self.config.block_size:
-                cache, fed = KVCache(self.config.n_layer), idx[:, -self.config.block_size:]  # re-encode
-            logits, _ = self(fed, cache=cache)
+        max_len = min(T + max_new_tokens, self.config.block_size) if absolute else T + max_new_tokens
+        device = idx.device
+        autocast = torch.is_autocast_enabled(device.type)  # then k and v come in its dtype
+        dtype = torch.get_autocast_dtype(device.type) if autocast else self.wte.weight.dtype
+        cache = KVCache(self.config, B, max_len, device, dtype)
+        step = self.compiled_forward() if compile else self
+        fed = idx[:, -max_len:]  # the prompt, or the last block_size tokens of a longer one
+        logits, _ = self(fed, cache=cache, input_pos=torch.arange(fed.size(1), device=device))
+        input_pos = torch.tensor([fed.size(1) - 1], device=device)  # the position of the last token fed
+        for i in range(max_new_tokens):
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
                 v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits[logits < v[:, [-1]]] = -float('Inf')
+                logits = logits.masked_fill(logits < v[:, [-1]], float('-inf'))
             idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
             idx = torch.cat((idx, idx_next), dim=1)
-            fed = idx_next
+            if i == max_new_tokens - 1:
+                break
+            if idx.size(1) > max_len:  # learned/sinusoidal past block_size: re-encode the window
+                logits, _ = self(idx[:, -max_len:], cache=cache, input_pos=torch.arange(max_len, device=device))
+            else:
+                input_pos += 1  # in place: no host-to-device copy a step
+                logits, _ = step(idx_next, cache=cache, input_pos=input_pos)
         return idx
 
 

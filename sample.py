@@ -3,13 +3,18 @@ Sample from a trained model, decoding with the data set's own tokenizer:
 
     python sample.py --out_dir=out-indirect-pope --start="NZTUIGWkXFrhCJDzscat,N,+4," --max_new_tokens=1
     python sample.py --out_dir=out-shakespeare-pope --start=FILE:prompt.txt --num_samples=3
+    python sample.py --out_dir=out-owt-pope --num_samples=8 --max_new_tokens=500 --compile=True
+
+The num_samples samples are drawn as one batch: the prompt runs through the model once, then one token a step
+through a preallocated KV cache (model.KVCache); --compile=True compiles that step (one CUDA graph a step on a GPU;
+the first steps compile, about a minute).
 """
 
 import os
 
 import torch
 
-from eval import load_checkpoint, parser, tokenizer
+from eval import autocast, default_dtype, load_checkpoint, parser, tokenizer
 
 p = parser(__doc__)
 p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
@@ -21,6 +26,8 @@ p.add_argument('--temperature', type=float, default=1.0, help='< 1 sharper, > 1 
 p.add_argument('--top_k', type=int, help='keep only the k most likely tokens')
 p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
 p.add_argument('--seed', type=int, default=1337)
+p.add_argument('--dtype', choices=('float32', 'bfloat16', 'float16'), help='autocast on a GPU (default: bf16 there)')
+p.add_argument('--compile', default='False', choices=('True', 'False'), help='torch.compile the one-token step')
 args = p.parse_args()
 for name in ('num_samples', 'max_new_tokens', 'top_k'):
     if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -52,8 +59,9 @@ except ValueError as err:
     raise SystemExit(f"--start: {err}")
 if x.size(1) == 0:
     raise SystemExit("--start encodes to no tokens: give a longer prompt")
-with torch.no_grad():
-    for _ in range(args.num_samples):
-        y = model.generate(x, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k)
-        print(decode(y[0].tolist()))
-        print('---------------')
+with torch.no_grad(), autocast(args.device, args.dtype or default_dtype(args.device)):
+    y = model.generate(x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
+                       top_k=args.top_k, compile=args.compile == 'True')
+for row in y.tolist():
+    print(decode(row))
+    print('---------------')

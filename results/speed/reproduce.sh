@@ -7,6 +7,7 @@
 #             GPU 1 (if there is one): our RoPE and PoPE again
 #   ddp       DDP on 2 GPUs, RoPE and PoPE (one compiled graph, all-reduce after the backward, 200 MB buckets)
 #   indirect  the paper's indirect-indexing run with PoPE, 10k of its 100k steps (compiled, one CUDA graph a step)
+#   generate  GPU 0: generation, PoPE's cached k' vs RoPE (bench_generate.py, ~6 minutes; not in the default run)
 # Needs data/shakespeare (made here if missing) and, for `one`, git and internet once: nanoGPT is cloned into
 # out-speed/nanogpt at the commit below (its bench.py, model.py and configurator.py are the same in every commit from
 # 1eaceae, 2023-06-19, to this one). Logs in $LOGS (default out-speed/logs).
@@ -55,6 +56,8 @@ indirect() {
     --log_interval=1000 --out_dir=out-speed/indirect_pope_10k --overwrite=True > "$LOGS/indirect_pope_10k.log" 2>&1
   grep "^final: " "$LOGS/indirect_pope_10k.log"
 }
+
+generate() { CUDA_VISIBLE_DEVICES=0 python results/speed/bench_generate.py --out=results/speed/generate | tee "$LOGS/generate.log"; }
 
 (( $# )) || set -- one ddp indirect
 for part in "$@"; do

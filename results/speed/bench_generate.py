@@ -1,0 +1,287 @@
+"""
+Generation speed on one GPU: PoPE decoding with its cached Cartesian keys k' against RoPE.
+
+(a) Decode attention alone: one query a sequence over a cache whose every position is visible (batch 1 and 8, 12
+    heads, head dim 64, bf16; cache lengths 4096, 16384, 32768), the GPU time of CUDA-graph replays (median of
+    triton.testing.do_bench), on random q, k, v:
+      model   model.cache_attention, the model's decoding step: PoPE on q', k' (2 x 64 wide) and v (64 wide), RoPE on
+              q, k, v (64 wide); scores by matmul, a mask over the preallocated cache, softmax in float32 (eager
+              kernels here; generate(compile=True) runs inductor's fusion of the same)
+      sdpa    F.scaled_dot_product_attention on the same cache and mask (not the model's path)
+      nomask  RoPE only: SDPA on an unmasked cache of exactly the visible length (the backend SDPA picks, flash or
+              cuDNN decoding), RoPE's fastest decoding in PyTorch, which a preallocated cache gives up for static
+              shapes
+    PoPE reads k' (2d) and v (d) where RoPE reads k (d) and v (d): 1.5x the bytes. GB/s: the cache's bytes / time.
+(b) End to end: GPT.generate of the 124M model (config/owt_pope.py and config/owt_rope.py's shapes, random weights,
+    vocabulary 50304, bf16 weights), prompt 512, 512 and 2048 new tokens, batch 1 and 8, eager and compiled
+    (generate(compile=True): the one-token step under torch.compile, mode 'reduce-overhead', one CUDA graph a step),
+    top-k 50 sampling from a fixed seed. tokens/s = batch x new tokens / seconds of one generate call (its prompt
+    pass included), after a warm-up call (compiled: of the same shapes, which compiles; eager: 16 new tokens).
+
+    python results/speed/bench_generate.py --out=results/speed/generate      # about 6 minutes on one H200
+    python results/speed/bench_generate.py --smoke --device=cpu --out=DIR   # a tiny model and lengths: it runs
+
+Prints a line per measurement and the two tables; writes DIR/generate.json and DIR/generate.md. A row that fails
+records its error and the run goes on; rows not started within --budget_s seconds are skipped (marked so).
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+from model import GPT, GPTConfig, cache_attention  # noqa: E402
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p.add_argument('--out', required=True, help='folder for generate.json and generate.md')
+p.add_argument('--smoke', action='store_true', help='a tiny model and lengths (any device): the script runs')
+p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+p.add_argument('--sections', default='attention,generate', help='comma-separated: attention, generate')
+p.add_argument('--modes', default='compiled,eager', help='comma-separated: compiled, eager')
+p.add_argument('--budget_s', type=float, default=420.0, help='no row is started after this many seconds')
+args = p.parse_args()
+sections, modes = args.sections.split(','), args.modes.split(',')
+if not set(sections) <= {'attention', 'generate'} or not set(modes) <= {'compiled', 'eager'}:
+    sys.exit('--sections: attention and/or generate; --modes: compiled and/or eager')
+if args.device.startswith('cuda') and not torch.cuda.is_available():
+    sys.exit(f'--device={args.device}, but torch finds no CUDA GPU here: use --device=cpu (with --smoke)')
+os.makedirs(args.out, exist_ok=True)
+sys.stdout.reconfigure(line_buffering=True)  # a run cut short still leaves every line it printed
+
+device = torch.device(args.device)
+cuda = device.type == 'cuda'
+dtype = torch.bfloat16 if cuda else torch.float32
+if args.smoke:
+    H, D, LENGTHS, BATCHES, PROMPT, NEW = 4, 16, (64, 128), (1, 2), 16, (8, 24)
+    SHAPE = dict(n_layer=2, n_head=4, n_embd=64, block_size=64, vocab_size=256)
+else:
+    H, D, LENGTHS, BATCHES, PROMPT, NEW = 12, 64, (4096, 16384, 32768), (1, 8), 512, (512, 2048)
+    SHAPE = dict(vocab_size=50304)  # the rest from the config files
+TOP_K, SEED = 50, 1337
+start = time.time()
+
+
+def log(msg):
+    print(f'[{time.time() - start:6.1f} s] {msg}')
+
+
+def sync():
+    if cuda:
+        torch.cuda.synchronize(device)
+
+
+def gpu_ms(fn):
+    """Median ms of fn(): on a GPU the replays of fn captured in one CUDA graph (the GPU's time alone), elsewhere
+    calls timed by the clock."""
+    if cuda:
+        import triton
+        from bench_attention import cuda_graph
+        graph, _ = cuda_graph(fn)
+        return triton.testing.do_bench(graph.replay, return_mode='median')
+    fn()
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
+def measured(row, key, fn):
+    """row[key] = fn(), or None and the error in row['error'] (the run goes on)."""
+    try:
+        row[key] = fn()
+    except Exception as err:  # noqa: BLE001 (a benchmark row records what failed)
+        traceback.print_exc()
+        row[key] = None
+        row['error'] = (row.get('error', '') + f' {key}: {type(err).__name__}: {err}'.splitlines()[0]).strip()
+
+
+def over_budget(row):
+    if time.time() - start > args.budget_s:
+        row['error'] = f'skipped: past --budget_s={args.budget_s:.0f}'
+        return True
+    return False
+
+
+def attention_rows():
+    rows = []
+    scale = 1.0 / math.sqrt(D)
+    for L in LENGTHS:
+        for B in BATCHES:
+            row = dict(batch=B, cache=L)
+            if over_budget(row):
+                rows.append(row)
+                continue
+            g = torch.Generator(device).manual_seed(0)
+            q, qp = (torch.randn(B, H, 1, w, device=device, generator=g).to(dtype) for w in (D, 2 * D))
+            k, kp = (torch.randn(B, H, L, w, device=device, generator=g).to(dtype) for w in (D, 2 * D))
+            v = torch.randn(B, H, L, D, device=device, generator=g).to(dtype)
+            visible = torch.ones(1, L, dtype=torch.bool, device=device)
+            sdpa = F.scaled_dot_product_attention
+            with torch.no_grad():
+                measured(row, 'rope_model_ms', lambda: gpu_ms(lambda: cache_attention(q, k, v, visible, scale=scale)))
+                measured(row, 'pope_model_ms', lambda: gpu_ms(lambda: cache_attention(qp, kp, v, visible, scale=scale)))
+                measured(row, 'rope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, attn_mask=visible, scale=scale)))
+                measured(row, 'pope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(qp, kp, v, attn_mask=visible, scale=scale)))
+                measured(row, 'rope_nomask_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, scale=scale)))
+            if row['rope_model_ms'] and row['pope_model_ms']:
+                row['pope_vs_rope_model'] = row['pope_model_ms'] / row['rope_model_ms']
+                gb = lambda width: B * H * L * (width + D) * q.element_size() / 1e9  # noqa: E731
+                row['rope_model_GBps'] = gb(D) / (row['rope_model_ms'] / 1e3)
+                row['pope_model_GBps'] = gb(2 * D) / (row['pope_model_ms'] / 1e3)
+            if row['pope_model_ms'] and row['rope_nomask_ms']:
+                row['pope_model_vs_rope_nomask'] = row['pope_model_ms'] / row['rope_nomask_ms']
+            log(f'decode attention {row}')
+            rows.append(row)
+            del q, qp, k, kp, v
+    return rows
+
+
+def model_config(pos_emb):
+    """GPTConfig of the 124M model of config/owt_<pos_emb>.py (its plain assignments, run from the repository root),
+    or the smoke run's tiny one."""
+    if args.smoke:
+        return GPTConfig(pos_emb=pos_emb, **SHAPE)
+    scope, cwd = {}, os.getcwd()
+    os.chdir(ROOT)  # owt_rope.py runs config/owt_pope.py by its path from the root
+    try:
+        exec(open(os.path.join('config', f'owt_{pos_emb}.py')).read(), scope)
+    finally:
+        os.chdir(cwd)
+    fields = {k: v for k, v in scope.items() if k in GPTConfig.__dataclass_fields__}
+    return GPTConfig(**{**fields, **SHAPE, 'dropout': 0.0})
+
+
+def seconds(fn):
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def generate_rows():
+    models = {}
+    for pe in ('rope', 'pope'):
+        torch.manual_seed(0)
+        models[pe] = GPT(model_config(pe)).to(device).eval()
+        for w in models[pe].parameters():  # weights in dtype; the buffers (RoPE's float64 frequencies) stay exact
+            w.data = w.data.to(dtype)
+        cfg = models[pe].config
+        log(f'{pe}: {models[pe].get_num_params() / 1e6:.1f}M parameters, {cfg.n_layer} layers x {cfg.n_head} heads x '
+            f'{cfg.n_embd}, block_size {cfg.block_size}, attn_impl {cfg.attn_impl}, {dtype}')
+    rows = []
+    for mode in modes:  # one model's rows after the other: under torch.compile its first rows make the lengths, batch
+        for pe, m in models.items():  # sizes and widths dynamic, and the other model compiles once (4 compiles in all)
+            for B in BATCHES:
+                for new in NEW:
+                    row = dict(mode=mode, batch=B, prompt=PROMPT, new_tokens=new, pos_emb=pe)
+                    rows.append(row)
+                    if over_budget(row):
+                        log(f'generate {row}')
+                        continue
+                    idx = torch.randint(0, m.config.vocab_size, (B, PROMPT), device=device,
+                                        generator=torch.Generator(device).manual_seed(SEED))
+                    compile = mode == 'compiled'
+
+                    def run(n):
+                        torch.manual_seed(SEED)
+                        return m.generate(idx, n, top_k=TOP_K, compile=compile)
+                    measured(row, 'warmup_s', lambda: seconds(lambda: run(new if compile else 16)))
+                    if row['warmup_s'] is not None:
+                        measured(row, 'seconds', lambda: seconds(lambda: run(new)))
+                    if row.get('seconds'):
+                        row['tokens_per_s'] = B * new / row['seconds']
+                        row['ms_per_step'] = 1e3 * row['seconds'] / new
+                    log(f'generate {row}')
+    rows.sort(key=lambda r: (modes.index(r['mode']), r['batch'], r['new_tokens'], r['pos_emb'] == 'pope'))
+    for row in rows:  # PoPE's tokens/s against RoPE's of the same setting
+        if row['pos_emb'] == 'pope' and row.get('tokens_per_s'):
+            rope = next(r for r in rows if r['pos_emb'] == 'rope' and all(r[k] == row[k] for k in
+                                                                           ('mode', 'batch', 'new_tokens')))
+            if rope.get('tokens_per_s'):
+                row['pope_vs_rope'] = row['tokens_per_s'] / rope['tokens_per_s']
+    return rows
+
+
+def fmt(x, spec):
+    return '' if x is None else format(x, spec)
+
+
+def markdown(result):
+    lines = [f"# Generation speed ({result['meta']['device']})", '',
+             f"torch {result['meta']['torch']}, triton {result['meta']['triton']}, python {result['meta']['python']}, "
+             f"commit {result['meta']['commit']}; {result['meta']['dtype']}; `{result['meta']['command']}`"
+             + (' (smoke: a tiny model and lengths)' if args.smoke else ''), '']
+    if result['decode_attention']:
+        clock = 'GPU time of CUDA-graph replays' if cuda else 'wall clock'
+        lines += [f'## Decode attention: one query over a full cache, {H} heads, head dim {D}, ms ({clock})', '',
+                  '| batch | cache | RoPE model | PoPE model | PoPE / RoPE (model) '
+                  '| RoPE sdpa, exact length, no mask | PoPE model / RoPE no mask | RoPE sdpa + mask '
+                  '| PoPE sdpa + mask '
+                  '| GB/s RoPE, PoPE (model) | note |',
+                  '|---|---|---|---|---|---|---|---|---|---|---|']
+        for r in result['decode_attention']:
+            g = r.get
+            lines.append(f"| {r['batch']} | {r['cache']} | {fmt(g('rope_model_ms'), '.4f')} "
+                         f"| {fmt(g('pope_model_ms'), '.4f')} | {fmt(g('pope_vs_rope_model'), '.2f')} "
+                         f"| {fmt(g('rope_nomask_ms'), '.4f')} | {fmt(g('pope_model_vs_rope_nomask'), '.2f')} "
+                         f"| {fmt(g('rope_sdpa_ms'), '.4f')} | {fmt(g('pope_sdpa_ms'), '.4f')} "
+                         f"| {fmt(g('rope_model_GBps'), '.0f')}, {fmt(g('pope_model_GBps'), '.0f')} "
+                         f"| {g('error', '')} |")
+        lines.append('')
+    if result['generate']:
+        lines += [f'## GPT.generate, prompt {PROMPT}, top-k {TOP_K}', '',
+                  '| mode | batch | new tokens | encoding | tokens / s | ms / step | PoPE / RoPE tokens/s '
+                  '| warm-up s | note |', '|---|---|---|---|---|---|---|---|---|']
+        for r in result['generate']:
+            g = r.get
+            lines.append(f"| {r['mode']} | {r['batch']} | {r['new_tokens']} | {r['pos_emb']} "
+                         f"| {fmt(g('tokens_per_s'), '.1f')} | {fmt(g('ms_per_step'), '.2f')} "
+                         f"| {fmt(g('pope_vs_rope'), '.3f')} | {fmt(g('warmup_s'), '.1f')} | {g('error', '')} |")
+        lines.append('')
+    lines.append(f"Total {result['meta']['seconds']:.0f} s. {result['meta']['compile_note']}")
+    return '\n'.join(lines) + '\n'
+
+
+def commit():
+    try:
+        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+if __name__ == '__main__':
+    import triton
+    name = torch.cuda.get_device_name(device) if cuda else platform.processor() or 'CPU'
+    log(f'{name} | torch {torch.__version__} | triton {triton.__version__} | python {platform.python_version()}')
+    result = {'decode_attention': attention_rows() if 'attention' in sections else [],
+              'generate': generate_rows() if 'generate' in sections else []}
+    from torch._dynamo.utils import counters
+    result['meta'] = dict(device=name, torch=torch.__version__, triton=triton.__version__,
+                          python=platform.python_version(), commit=commit(), dtype=str(dtype),
+                          command=' '.join(['python', 'results/speed/bench_generate.py', *sys.argv[1:]]),
+                          seconds=time.time() - start, cudagraph_skips=counters['inductor'].get('cudagraph_skips', 0),
+                          unique_graphs=counters['stats'].get('unique_graphs', 0), args=vars(args))
+    result['meta']['compile_note'] = (f"torch.compile: {result['meta']['unique_graphs']} graphs compiled, "
+                                      f"{result['meta']['cudagraph_skips']} CUDA-graph skips.")
+    with open(os.path.join(args.out, 'generate.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    table = markdown(result)
+    with open(os.path.join(args.out, 'generate.md'), 'w') as f:
+        f.write(table)
+    print('\n' + table)
+    log(f'wrote {os.path.join(args.out, "generate.json")} and generate.md')
