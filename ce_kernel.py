@@ -10,7 +10,7 @@ target t (-1: ignored).
                                                      (0 in the padding and in ignored rows)
 
 Why a kernel: the 124M step's logits are 32k x 50304 (3.3 GB in bf16), and the loss is bandwidth alone.
-inductor's kernels for F.cross_entropy over the masked logits took 5.4 ms a step, these 3.0 (results/speed.md).
+These read the logits once forward and once backward (their time in the step: results/speed/README.md).
 model.py uses them for CUDA tensors and F.cross_entropy for the rest; tests/test_ce_kernel.py checks the two agree.
 """
 

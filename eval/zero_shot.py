@@ -118,17 +118,18 @@ class PopeLM(TemplateLM):
             if self.max_length is not None:  # leave room for the answer
                 ids = ids[-max(1, self.max_length - n_new):]
                 n_new = min(n_new, self.max_length - len(ids))
-            cache, fed, gen = KVCache(self.model.config.n_layer), torch.tensor([ids], device=self._device), []
+            cache = KVCache(self.model.config, 1, len(ids) + n_new, self._device, torch.float32)
+            fed, pos, gen = torch.tensor([ids], device=self._device), torch.arange(len(ids), device=self._device), []
             for _ in range(n_new):
                 with autocast(self._device, self.dtype):
-                    logits, _ = self.model(fed, cache=cache)
+                    logits, _ = self.model(fed, cache=cache, input_pos=pos)
                 nxt = int(logits[0, -1].float().argmax())
                 if nxt == self.eot_token_id:
                     break
                 gen.append(nxt)
                 if any(s in self.tok_decode(gen) for s in until):
                     break
-                fed = torch.tensor([[nxt]], device=self._device)
+                fed, pos = torch.tensor([[nxt]], device=self._device), pos[-1:] + 1
             text = self.tok_decode(gen)
             for s in until:
                 text = text.split(s)[0] if s else text

@@ -19,6 +19,7 @@ args() {  # the config file and train.py flags of a setting, for encoding $2
     leftpad_replica) echo "config/indirect_$2_leftpad.py --norm=layernorm --bias=True --tie_embeddings=False" \
                           "--init=torch" ;;                      # and the replication's model
     leftpad_nospace) echo "config/indirect_$2.py --dataset=indirect_indexing_leftpad_nospace --block_size=56" ;;
+    shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_shift0" ;;   # our rows, shifts of 0 allowed
     bos) echo "config/indirect_$2.py --dataset=indirect_indexing_bos --block_size=48" ;;  # a constant first token
     fresh) echo "config/indirect_$2.py --dataset=indirect_indexing_fresh --example_order=epochs" ;;  # none seen twice
     *) echo "unknown setting $1" >&2; exit 2 ;;
