@@ -53,7 +53,7 @@ paper = {'pope': 21.33, 'no_softplus': 21.57, 'relu': 21.55, 'no_delta': 21.42, 
 names = {'pope': 'PoPE', 'no_softplus': 'PoPE, mu = x (no softplus)', 'relu': 'PoPE, mu = relu(x)',
          'no_delta': 'PoPE, no delta', 'rope': 'RoPE'}
 ppl = defaultdict(lambda: defaultdict(list))  # run -> length -> perplexity per seed
-ev = json.load(open(f'{out}/extrapolation.json'))
+ev = json.load(open(f'{out}/extrapolation/extrapolation.json'))  # eval.extrapolation --out names a folder
 results = ev['results']
 for r in results:
     ppl[r['label'].rsplit('-s', 1)[0]][r['length']].append(r['ppl'])

@@ -22,7 +22,7 @@ python train.py config/owt_pope_ft.py $ft --init_from=out-lm-pope/best.pt --out_
   > $ev/lm_pope_ft.log 2>&1 &  # no interpolation
 wait
 python -m eval.extrapolation --data data/shakespeare/test.bin --lengths 256,512,768,1024,1280,1536,1792,2048,2304,2560 \
-  --tokens 61440 --out $ev/extrapolation \
+  --tokens 61440 --out $ev \
   --ckpt out-lm-rope/best.pt --yarn_scale 1 --label 'RoPE' --ckpt out-lm-pope/best.pt --yarn_scale 1 --label 'PoPE' \
   --ckpt out-lm-rope/best.pt --yarn_scale 10 --label 'RoPE+YaRN s=10 (no fine-tune)' \
   --ckpt out-lm-rope-yarn-ft/ckpt.pt --yarn_scale 4 --label 'RoPE+YaRN s=4, fine-tuned at 1024' \

@@ -10,7 +10,7 @@ mkdir -p $ev
 { time python train.py config/quick_start.py --pos_emb=rope --out_dir=out-quick-rope --overwrite=True; } \
   > $ev/quick_rope.log 2>&1
 python -m eval.extrapolation --final out-quick-rope/final.json --final out-quick-pope/final.json \
-  --label RoPE --label PoPE --out $ev/extrapolation
+  --label RoPE --label PoPE --out $ev
 { time python train.py config/quick_start.py --seed=2 --out_dir=out-quick-pope-s2 --overwrite=True; } \
   > $ev/seed2_pope.log 2>&1
 { time python train.py config/quick_start.py --pos_emb=rope --seed=2 --out_dir=out-quick-rope-s2 --overwrite=True; } \
