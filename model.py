@@ -356,8 +356,11 @@ class CausalSelfAttention(nn.Module):
         elif self.pos_emb == 'pope':  # PoPE: q and k become mu e^{i phi} inside the attention (attention_function)
             y = self.attend(q, k, v, self.delta, causal=True, base=self.base, mu=self.mu)
         else:
-            pos = torch.arange(T, device=x.device)
-            y = self.attend(q, k, v, True, 0, self.alibi(pos, pos) if self.pos_emb == 'alibi_half' else None)
+            bias = None
+            if self.pos_emb == 'alibi_half':
+                pos = torch.arange(T, device=x.device)
+                bias = self.alibi(pos, pos)
+            y = self.attend(q, k, v, True, 0, bias)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
