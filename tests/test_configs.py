@@ -115,8 +115,9 @@ FT = dict(dataset='openwebtext', block_size=4096, dropout=0.0, batch=64, learnin
           warmup_iters=20, max_iters=500)  # section 6: the architecture comes from the checkpoint
 PAPER = {f'indirect_{pe}': dict(INDIRECT, pos_emb=pe)
          for pe in ('pope', 'rope', 'rope_half', 'alibi_half', 'learned', 'sinusoidal')}
-for pe in ('pope', 'rope'):  # the same run on the rows of the public replication (results/indirect_indexing/)
-    PAPER[f'indirect_{pe}_leftpad'] = dict(INDIRECT, pos_emb=pe, dataset='indirect_indexing_leftpad', block_size=56)
+for pe in ('pope', 'rope'):  # the same run on the rows of the public replication, over 200k steps (results/indirect_indexing/)
+    PAPER[f'indirect_{pe}_leftpad'] = dict(INDIRECT, pos_emb=pe, dataset='indirect_indexing_leftpad', block_size=56,
+                                           max_iters=200000, lr_decay_iters=200000)
 for task, values in MUSIC.items():
     for pe in ('rope', 'pope'):
         PAPER[f'{task}_{pe}'] = dict(values, pos_emb=pe)
