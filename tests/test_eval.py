@@ -366,3 +366,26 @@ def test_indirect_chance_levels_match_the_generator(variant):
     exact = chance_levels(**options)
     for name, got in (('letter', np.mean(letter)), ('window', np.mean(window)), ('position', position)):
         assert abs(got - exact[name]) < 0.006, (name, got, exact[name])  # ~3 standard errors at n = 40k
+
+
+def test_learning_curves_draw_one_panel_per_metric(tmp_path, monkeypatch):
+    """--metric test_acc,train_acc: two panels, each with one line per log holding that metric's values at each
+    evaluation (records without the metric are skipped)."""
+    import eval.learning_curves as lc
+    logs = []
+    for i, acc in enumerate(((0.1, 0.5), (0.2, 0.9))):
+        path = tmp_path / f'run{i}' / 'eval_log.jsonl'
+        path.parent.mkdir()
+        path.write_text(f'{{"iter": 0, "val_loss": 4.0}}\n'
+                        f'{{"iter": 4, "test_acc": {acc[0]}, "train_acc": {acc[1]}}}\n'
+                        f'{{"iter": 8, "test_acc": {acc[1]}, "train_acc": {acc[1] + 0.25}}}\n')
+        logs.append(str(path))
+    drawn = {}
+    monkeypatch.setattr(lc, 'save_figure', lambda fig, path, dpi: drawn.update(fig=fig, path=path))
+    lc.main(logs + ['--metric', 'test_acc,train_acc', '--out', str(tmp_path / 'c.png')])
+    axes = drawn['fig'].axes
+    assert [ax.get_ylabel() for ax in axes] == ['test_acc', 'train_acc']
+    got = [[(line.get_xdata().tolist(), line.get_ydata().tolist()) for line in ax.get_lines()] for ax in axes]
+    assert got == [[([4, 8], [0.1, 0.5]), ([4, 8], [0.2, 0.9])],
+                   [([4, 8], [0.5, 0.75]), ([4, 8], [0.9, 1.15])]]
+    assert [t.get_text() for t in axes[-1].get_legend().get_texts()] == ['run0', 'run1']
