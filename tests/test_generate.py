@@ -225,15 +225,18 @@ def test_compiled_sampling_on_a_gpu_draws_new_noise_every_step():
 
 
 def test_generation_benchmark_smoke_run(tmp_path):
-    """results/speed/bench_generate.py --smoke: a tiny model and lengths on the CPU, eager; every row measured, the
-    table written as JSON and Markdown."""
+    """results/speed/bench_generate.py --smoke: a tiny model and lengths on the CPU, eager, two timed calls a cell;
+    every row measured, the table written as JSON and Markdown."""
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'results', 'speed', 'bench_generate.py'), '--smoke',
-                        '--device=cpu', '--modes=eager', f'--out={tmp_path}'], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+                        '--device=cpu', '--modes=eager', '--eager_repeats=2', f'--out={tmp_path}'], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stdout + p.stderr
     result = json.loads((tmp_path / 'generate.json').read_text())
     rows = result['decode_attention'] + result['generate']
     assert rows and not [r for r in rows if r.get('error')], rows
     assert {r['pos_emb'] for r in result['generate']} == {'pope', 'rope'}
-    assert all(r['tokens_per_s'] > 0 and math.isfinite(r['tokens_per_s']) for r in result['generate'])
+    for r in result['generate']:  # the median and spread of two timed calls, RoPE's and PoPE's in turn
+        assert len(r['runs_s']) == 2 and 0 < r['tokens_per_s_min'] <= r['tokens_per_s'] <= r['tokens_per_s_max']
+        assert math.isfinite(r['tokens_per_s_max'])
+    assert all(math.isfinite(r['pope_vs_rope']) for r in result['generate'] if r['pos_emb'] == 'pope')
     assert '| batch |' in (tmp_path / 'generate.md').read_text()
