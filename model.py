@@ -247,11 +247,12 @@ class KVCache:
         k_width = 2 * hd if config.pos_emb == 'pope' else hd
         self.k = [torch.zeros(batch, Hkv, max_len, k_width, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        for t in self.k + self.v:  # under torch.compile: written in place by the CUDA graph, never copied in
+        for t in self.k + self.v:  # under torch.compile: written in place by the CUDA graph, never copied in, and
             torch._dynamo.mark_static_address(t, guard=False)
+            torch._dynamo.maybe_mark_dynamic(t, 2)  # its length a symbol from the first graph on (no graph per length)
 
     @property
-    def max_len(self):  # a tensor's size: under torch.compile a new length need not mean a new graph
+    def max_len(self):  # a tensor's size: under torch.compile a symbol of the graph, not an int guarded on
         return self.k[0].shape[2]
 
     def update(self, layer, input_pos, k, v):
@@ -259,6 +260,20 @@ class KVCache:
         self.k[layer].index_copy_(2, input_pos, k.to(self.k[layer].dtype))
         self.v[layer].index_copy_(2, input_pos, v.to(self.v[layer].dtype))
         return self.k[layer], self.v[layer]
+
+
+def sample(logits, temperature, top_k=None):
+    """Next tokens (B,) drawn from softmax(logits / temperature) of logits (B, V), over the top_k most likely tokens
+    (all if None), in float32 (bf16 would tie scores). Drawn as argmax p_i / E_i, E_i ~ Exponential(1) independent:
+    exact, since P(E_i / p_i is the smallest) = p_i / sum(p) for exponentials of rates p_i (torch.multinomial draws one
+    sample so too, behind checks of its input that can wait for the GPU: not in a CUDA graph). E = -log U, U uniform on
+    [0, 1), is never 0, so a token of probability 0 (outside the top k) scores 0 and is never drawn."""
+    logits = logits.float() / temperature
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = logits.masked_fill(logits < v[:, [-1]], float('-inf'))
+    p = F.softmax(logits, dim=-1)
+    return (p / -torch.rand_like(p).log()).argmax(-1)
 
 
 def attention_function(config):
@@ -435,7 +450,7 @@ class GPT(nn.Module):
             self.wte.weight = self.lm_head.weight
         self.register_buffer('vocab_padding', torch.arange(config.vocab_size + n_pad) >= config.vocab_size,
                              persistent=False)
-        self._compiled_forward = None  # made by compiled_forward, on first use
+        self._compiled_step = None  # made by compiled_step, on first use
         self.loss_kernel = None  # the loss of CUDA tensors: two Triton kernels, one pass over the logits each way
         if torch.cuda.is_available():
             import ce_kernel  # Triton: imported only where the kernel can run
@@ -537,20 +552,31 @@ class GPT(nn.Module):
             nll -= lp.gather(-1, targets[:, t0:t0 + chunk, None]).squeeze(-1).double().sum(1)
         return nll
 
-    def compiled_forward(self):
-        """forward under torch.compile for generate's one-token steps (mode 'reduce-overhead': a CUDA graph a step on
-        a GPU), made once; each new cache shape compiles on its first steps."""
-        if self._compiled_forward is None:
-            self._compiled_forward = torch.compile(self.forward, mode='reduce-overhead', fullgraph=True)
-        return self._compiled_forward
+    def decode_step(self, out, cache, input_pos, temperature, top_k):
+        """generate's one-token step, in place: the token out[:, input_pos] (input_pos (1,): its position in out and in
+        the cache) through the cache, the next token sampled into out[:, input_pos + 1], input_pos moved on to it.
+        Compiled (compiled_step), the step is one graph with nothing outside it: one CUDA graph a step on a GPU."""
+        logits, _ = self(out.index_select(1, input_pos), cache=cache, input_pos=input_pos)
+        input_pos += 1
+        out.index_copy_(1, input_pos, sample(logits[:, -1], temperature, top_k)[:, None])
+
+    def compiled_step(self):
+        """decode_step under torch.compile (mode 'reduce-overhead': one CUDA graph a step on a GPU; fullgraph: a graph
+        break is an error), made once. Its first call compiles, and so does the first call with another batch size or
+        top_k (from then on symbols of the graph: dynamo's automatic dynamic shapes); a new length, temperature or set
+        of tensors compiles nothing (generate marks the lengths dynamic)."""
+        if self._compiled_step is None:
+            self._compiled_step = torch.compile(self.decode_step, mode='reduce-overhead', fullgraph=True)
+        return self._compiled_step
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, compile=False):
-        """Sample max_new_tokens after idx (B, T) through a KVCache of T + max_new_tokens positions, allocated once:
-        the prompt in one forward pass, then one token a step (positions keep counting past the prompt); compile:
-        the one-token step compiled (compiled_forward). With learned/sinusoidal positions, which stop at block_size,
-        the cache holds block_size positions and each token past them is predicted from the last block_size tokens,
-        re-encoded from position 0 (no cached key can be reused: every position moves)."""
+        """Sample max_new_tokens after idx (B, T) (see sample) through a KVCache of T + max_new_tokens positions: the
+        prompt in one forward pass, then one token a step (decode_step; compile: compiled_step), written into an
+        output (B, T + max_new_tokens) allocated once with the cache. top_k (an int) is fixed for the call: a
+        constant of the compiled step. With learned/sinusoidal positions, which stop at block_size, the cache holds
+        block_size positions and each token past them is predicted from the last block_size tokens, re-encoded from
+        position 0 (no cached key can be reused: every position moves)."""
         if max_new_tokens < 1:
             return idx
         B, T = idx.size()
@@ -560,25 +586,22 @@ class GPT(nn.Module):
         autocast = torch.is_autocast_enabled(device.type)  # then k and v come in its dtype
         dtype = torch.get_autocast_dtype(device.type) if autocast else self.wte.weight.dtype
         cache = KVCache(self.config, B, max_len, device, dtype)
-        step = self.compiled_forward() if compile else self
-        fed = idx[:, -max_len:]  # the prompt, or the last block_size tokens of a longer one
-        logits, _ = self(fed, cache=cache, input_pos=torch.arange(fed.size(1), device=device))
-        input_pos = torch.tensor([fed.size(1) - 1], device=device)  # the position of the last token fed
-        for i in range(max_new_tokens):
-            logits = logits[:, -1, :] / temperature
-            if top_k is not None:
-                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
-                logits = logits.masked_fill(logits < v[:, [-1]], float('-inf'))
-            idx_next = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
-            idx = torch.cat((idx, idx_next), dim=1)
-            if i == max_new_tokens - 1:
-                break
-            if idx.size(1) > max_len:  # learned/sinusoidal past block_size: re-encode the window
-                logits, _ = self(idx[:, -max_len:], cache=cache, input_pos=torch.arange(max_len, device=device))
-            else:
-                input_pos += 1  # in place: no host-to-device copy a step
-                logits, _ = step(idx_next, cache=cache, input_pos=input_pos)
-        return idx
+        out = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=device)
+        out[:, :T] = idx
+        input_pos = torch.tensor([T], device=device)  # the position of the token the next step feeds
+        temperature = torch.tensor(float(temperature), device=device)  # a tensor: a new value, the same graph
+        for t in (out, input_pos, temperature):  # as the cache's (KVCache): read and written in place by the graph
+            torch._dynamo.mark_static_address(t, guard=False)
+        torch._dynamo.maybe_mark_dynamic(out, 1)  # its length a symbol, as the cache's
+        step = self.compiled_step() if compile else self.decode_step
+        for n in range(T, T + max_new_tokens):  # out[:, n]: the token drawn now
+            if n == T or n > max_len:  # the prompt, or (learned/sinusoidal past block_size) the last max_len tokens,
+                fed = out[:, max(0, n - max_len):n]  # from cache position 0
+                logits, _ = self(fed, cache=cache, input_pos=torch.arange(fed.size(1), device=device))
+                out[:, n] = sample(logits[:, -1], temperature, top_k)
+            else:  # the token at n - 1 through the cache
+                step(out, cache, input_pos, temperature, top_k)
+        return out
 
 
 def read_checkpoint(path, device='cpu'):

@@ -6,8 +6,8 @@ Sample from a trained model, decoding with the data set's own tokenizer:
     python sample.py --out_dir=out-owt-pope --num_samples=8 --max_new_tokens=500 --compile=True
 
 The num_samples samples are drawn as one batch: the prompt runs through the model once, then one token a step
-through a preallocated KV cache (model.KVCache); --compile=True compiles that step (one CUDA graph a step on a GPU;
-the first steps compile, about a minute).
+through a preallocated KV cache (model.KVCache); --compile=True compiles that step, the forward pass of one token and
+the sampling together (GPT.decode_step: one CUDA graph a step on a GPU; the first step compiles, about a minute).
 """
 
 import os

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from model import GPT, POPE_MUS, POS_EMBS, GPTConfig, KVCache
+from model import GPT, POPE_MUS, POS_EMBS, GPTConfig, KVCache, sample
 
 F64 = torch.float64
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -131,61 +131,112 @@ def test_bad_cache_use_raises():
     assert torch.equal(m.generate(torch.ones(1, 3, dtype=torch.long), 0), torch.ones(1, 3, dtype=torch.long))
 
 
-def decode_logits(m, step, idx, n_prompt):
-    """The logits of one-token steps step(token, cache=, input_pos=) after an eager prompt, through a fresh cache."""
-    cache = KVCache(m.config, idx.size(0), idx.size(1), idx.device, m.wte.weight.dtype)
-    m(idx[:, :n_prompt], cache=cache, input_pos=torch.arange(n_prompt, device=idx.device))
-    return torch.stack([step(idx[:, t:t + 1], cache=cache, input_pos=torch.tensor([t], device=idx.device))[0].clone()
-                        for t in range(n_prompt, idx.size(1))])  # (a CUDA graph's output is overwritten by the next)
+@pytest.mark.parametrize('pos_emb', ['pope', 'rope', 'alibi_half', 'learned'])
+@pytest.mark.parametrize('T', [5, 20])
+def test_greedy_tokens_are_the_argmax_of_full_forward_passes(pos_emb, T):
+    """top_k=1: every token generate writes is the argmax of a full forward pass over the sequence before it (its
+    last block_size tokens for learned positions, past block_size, and from a prompt longer than it), and the output
+    starts with the prompt, unchanged (the prompt tensor too)."""
+    m = small(pos_emb, n_kv_head=2, block_size=16).double().eval()
+    idx = torch.randint(0, 17, (3, T))
+    prompt = idx.clone()
+    out = m.generate(idx, 14, top_k=1)
+    assert out.shape == (3, T + 14) and torch.equal(out[:, :T], prompt) and torch.equal(idx, prompt)
+    for n in range(T, T + 14):
+        window = out[:, max(0, n - 16):n] if pos_emb == 'learned' else out[:, :n]
+        assert torch.equal(out[:, n], m(window)[0][:, -1].argmax(-1)), f'token {n}'
 
 
-@pytest.mark.parametrize('pos_emb', ['pope', 'alibi_half'])
-def test_compiled_decoding_step_gives_the_eager_logits(pos_emb):
-    """The decoding step traced by torch.compile as one graph (fullgraph: a graph break is an error; the cache's
-    in-place writes go through the graph), here with the aot_eager backend (inductor's CPU compile takes ~1 minute in
-    CI; the GPU test below runs the real one): the eager logits, in generate too."""
-    m = small(pos_emb, n_kv_head=2).eval()
+def test_sample_draws_from_the_softmax_of_the_top_k():
+    """sample's draws (200k rows of the same logits at once) follow softmax(logits / temperature) over the top k:
+    each token's frequency within 6 standard errors of its probability, tokens outside the top k never drawn."""
+    torch.manual_seed(0)
+    logits = torch.tensor([1.0, -0.5, 2.0, 0.3, 1.5, -2.0, 0.8])
+    N, temperature, k = 200_000, 0.7, 4
+    p = torch.softmax(logits / temperature, -1)
+    p = torch.where(logits >= logits.topk(k).values[-1], p, 0.0)
+    p = (p / p.sum()).double()
+    draws = sample(logits.expand(N, -1), torch.tensor(temperature), top_k=k)
+    freq = torch.bincount(draws, minlength=7).double() / N
+    assert torch.equal(freq == 0, p == 0)
+    assert ((freq - p).abs() <= 6 * (p * (1 - p) / N).sqrt()).all(), (freq, p)
+
+
+@pytest.mark.parametrize('pos_emb', ['pope', 'alibi_half', 'learned'])
+def test_compiled_step_gives_the_eager_tokens(pos_emb):
+    """decode_step traced by torch.compile as one graph (fullgraph: a graph break is an error; the writes into the
+    cache, the output and input_pos go through the graph), here with the aot_eager backend, which draws the same
+    random numbers as eager (inductor's CPU compile takes over half a minute; the GPU test below runs the real one):
+    generate gives the eager tokens, sampled and greedy (learned positions: steps, then windows past block_size), and
+    a new length and temperature compile no new graph."""
+    from torch._dynamo.utils import counters
+    m = small(pos_emb, n_kv_head=2, block_size=16).eval()
     torch._dynamo.reset()
-    m._compiled_forward = torch.compile(m.forward, backend='aot_eager', fullgraph=True)  # what compile=True calls
-    idx = torch.randint(0, 17, (2, 12))
-    with torch.no_grad():
-        eager, compiled = decode_logits(m, m, idx, 5), decode_logits(m, m.compiled_forward(), idx, 5)
-    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-6)
-    outs = []
-    for compile in (False, True):
-        torch.manual_seed(3)
-        outs.append(m.generate(idx[:, :5], 10, top_k=3, compile=compile))
-    assert torch.equal(*outs)
+    counters.clear()
+    m._compiled_step = torch.compile(m.decode_step, backend='aot_eager', fullgraph=True)  # what compile=True calls
+    idx = torch.randint(0, 17, (2, 5))
+    for new, temperature, top_k in ((9, 1.0, 3), (14, 0.5, 3), (14, 1.0, 1)):
+        outs = []
+        for compile in (False, True):
+            torch.manual_seed(3)
+            outs.append(m.generate(idx, new, temperature, top_k, compile=compile))
+        assert torch.equal(*outs), (new, temperature, top_k)
+    assert counters['stats']['unique_graphs'] == 2  # top_k 3, then 1: one graph each
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='inductor and CUDA graphs: on a GPU')
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
 def test_compiled_generate_on_a_gpu(pos_emb):
-    """generate(compile=True) as sample.py --compile=True runs it (inductor, one CUDA graph a step, two cache lengths
-    and two batch sizes): the eager logits in float32, and no step left out of the CUDA graphs."""
+    """generate(compile=True) as sample.py --compile=True runs it (inductor, the step one CUDA graph; two lengths and
+    two batch sizes), float32: greedy tokens the argmax of full forward passes (up to float32's rounding), sampled
+    tokens among the top k, one graph per batch size and top_k, and no step left out of the CUDA graphs."""
     from torch._dynamo.utils import counters
-    m = small(pos_emb, n_kv_head=2, attn_impl='auto').cuda().eval()
+    m = small(pos_emb, n_kv_head=2).cuda().eval()
     torch._dynamo.reset()
     counters.clear()
-    for B, T in ((2, 12), (2, 20), (3, 20)):
-        idx = torch.randint(0, 17, (B, T), device='cuda')
-        with torch.no_grad():
-            eager, compiled = decode_logits(m, m, idx, 5), decode_logits(m, m.compiled_forward(), idx, 5)
-        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
-        assert m.generate(idx[:, :5], T - 5, top_k=1, compile=True).shape == (B, T)
-    assert counters['inductor']['cudagraph_skips'] == 0  # e.g. the cache's writes as mutated non-static inputs
+    for top_k in (1, 3):
+        for B, T in ((2, 12), (2, 20), (3, 20)):
+            idx = torch.randint(0, 17, (B, 5), device='cuda')
+            out = m.generate(idx, T - 5, temperature=0.8, top_k=top_k, compile=True)
+            assert out.shape == (B, T) and torch.equal(out[:, :5], idx)
+            with torch.no_grad():
+                logits = m(out, torch.zeros_like(out))[0][:, 4:-1]  # those that predict tokens 5 to T - 1
+            drawn = logits.gather(-1, out[:, 5:, None])
+            assert ((logits > drawn + 1e-4).sum(-1) < top_k).all(), (top_k, B, T)
+    assert counters['stats']['unique_graphs'] == 3  # batch 2, 3 (dynamic from then on), top_k 3 (dynamic too)
+    assert counters['inductor']['cudagraph_skips'] == 0  # e.g. the in-place writes as mutated non-static inputs
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='inductor and CUDA graphs: on a GPU')
+def test_compiled_sampling_on_a_gpu_draws_new_noise_every_step():
+    """Every token equally likely (a zeroed vocabulary matrix: all logits 0): the compiled step's draws, replayed from
+    its CUDA graph, are uniform and change from step to step (a graph that replayed its first random numbers would
+    repeat each row's token): frequencies and the rate of repeats within 6 standard errors."""
+    m = small('rope').cuda().eval()
+    with torch.no_grad():
+        m.lm_head.weight.zero_()
+    torch._dynamo.reset()
+    tokens = m.generate(torch.zeros(64, 1, dtype=torch.long, device='cuda'), 64, compile=True)[:, 2:].cpu()
+    n, p = tokens.numel(), 1 / 17
+    freq = torch.bincount(tokens.flatten(), minlength=17) / n
+    assert ((freq - p).abs() < 6 * math.sqrt(p * (1 - p) / n)).all(), freq
+    repeats = (tokens[:, 1:] == tokens[:, :-1]).double().mean().item()
+    assert abs(repeats - p) < 6 * math.sqrt(p * (1 - p) / tokens[:, 1:].numel()), repeats
 
 
 def test_generation_benchmark_smoke_run(tmp_path):
-    """results/speed/bench_generate.py --smoke: a tiny model and lengths on the CPU, eager; every row measured, the
-    table written as JSON and Markdown."""
+    """results/speed/bench_generate.py --smoke: a tiny model and lengths on the CPU, eager, two timed calls a cell;
+    every row measured, the table written as JSON and Markdown."""
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'results', 'speed', 'bench_generate.py'), '--smoke',
-                        '--device=cpu', '--modes=eager', f'--out={tmp_path}'], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+                        '--device=cpu', '--modes=eager', '--eager_repeats=2', f'--out={tmp_path}'], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stdout + p.stderr
     result = json.loads((tmp_path / 'generate.json').read_text())
     rows = result['decode_attention'] + result['generate']
     assert rows and not [r for r in rows if r.get('error')], rows
     assert {r['pos_emb'] for r in result['generate']} == {'pope', 'rope'}
-    assert all(r['tokens_per_s'] > 0 and math.isfinite(r['tokens_per_s']) for r in result['generate'])
+    for r in result['generate']:  # the median and spread of two timed calls, RoPE's and PoPE's in turn
+        assert len(r['runs_s']) == 2 and 0 < r['tokens_per_s_min'] <= r['tokens_per_s'] <= r['tokens_per_s_max']
+        assert math.isfinite(r['tokens_per_s_max'])
+    assert all(math.isfinite(r['pope_vs_rope']) for r in result['generate'] if r['pos_emb'] == 'pope')
     assert '| batch |' in (tmp_path / 'generate.md').read_text()

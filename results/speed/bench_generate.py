@@ -14,15 +14,21 @@ Generation speed on one GPU: PoPE decoding with its cached Cartesian keys k' aga
     PoPE reads k' (2d) and v (d) where RoPE reads k (d) and v (d): 1.5x the bytes. GB/s: the cache's bytes / time.
 (b) End to end: GPT.generate of the 124M model (config/owt_pope.py and config/owt_rope.py's shapes, random weights,
     vocabulary 50304, bf16 weights), prompt 512, 512 and 2048 new tokens, batch 1 and 8, eager and compiled
-    (generate(compile=True): the one-token step under torch.compile, mode 'reduce-overhead', one CUDA graph a step),
-    top-k 50 sampling from a fixed seed. tokens/s = batch x new tokens / seconds of one generate call (its prompt
-    pass included), after a warm-up call (compiled: of the same shapes, which compiles; eager: 16 new tokens).
+    (generate(compile=True): the one-token step, forward pass and sampling, under torch.compile, mode
+    'reduce-overhead': one CUDA graph a step; one graph compiled per model and batch size, the lengths dynamic),
+    top-k 50 sampling from a fixed seed. Each cell: a warm-up call of each model (compiled: of the cell's shapes,
+    which compiles or records the graph; eager: 16 new tokens), then timed calls of each, RoPE and PoPE in turn
+    (rope, pope, rope, pope, ...: a drift of the machine meets both): --repeats of them compiled (3), --eager_repeats
+    eager (1: eager steps are bound by the host, ten times the compiled ones; one pass over them takes minutes).
+    tokens/s = batch x new tokens / seconds of one generate call (its prompt pass included): the median over the
+    calls and their spread (min-max); PoPE / RoPE is the ratio of the medians.
 
     python results/speed/bench_generate.py --out=results/speed/generate      # about 6 minutes on one H200
     python results/speed/bench_generate.py --smoke --device=cpu --out=DIR   # a tiny model and lengths: it runs
 
 Prints a line per measurement and the two tables; writes DIR/generate.json and DIR/generate.md. A row that fails
-records its error and the run goes on; rows not started within --budget_s seconds are skipped (marked so).
+records its error and the run goes on; rows not started within --budget_s seconds are skipped (marked so), and so
+are the timed calls of a cell that would start after it (the row says how many were made).
 """
 
 import argparse
@@ -49,11 +55,15 @@ p.add_argument('--smoke', action='store_true', help='a tiny model and lengths (a
 p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
 p.add_argument('--sections', default='attention,generate', help='comma-separated: attention, generate')
 p.add_argument('--modes', default='compiled,eager', help='comma-separated: compiled, eager')
-p.add_argument('--budget_s', type=float, default=420.0, help='no row is started after this many seconds')
+p.add_argument('--repeats', type=int, default=3, help='timed generate calls of each compiled cell and model')
+p.add_argument('--eager_repeats', type=int, default=1, help='timed generate calls of each eager cell and model')
+p.add_argument('--budget_s', type=float, default=420.0, help='no row or timed call is started after this many seconds')
 args = p.parse_args()
 sections, modes = args.sections.split(','), args.modes.split(',')
 if not set(sections) <= {'attention', 'generate'} or not set(modes) <= {'compiled', 'eager'}:
     sys.exit('--sections: attention and/or generate; --modes: compiled and/or eager')
+if min(args.repeats, args.eager_repeats) < 1:
+    sys.exit(f'--repeats={args.repeats}, --eager_repeats={args.eager_repeats}: each must be 1 or more')
 if args.device.startswith('cuda') and not torch.cuda.is_available():
     sys.exit(f'--device={args.device}, but torch finds no CUDA GPU here: use --device=cpu (with --smoke)')
 os.makedirs(args.out, exist_ok=True)
@@ -98,14 +108,18 @@ def gpu_ms(fn):
     return 1e3 * statistics.median(times)
 
 
-def measured(row, key, fn):
-    """row[key] = fn(), or None and the error in row['error'] (the run goes on)."""
+def attempt(row, what, fn):
+    """fn(), or None and the error added to row['error'] (the run goes on)."""
     try:
-        row[key] = fn()
+        return fn()
     except Exception as err:  # noqa: BLE001 (a benchmark row records what failed)
         traceback.print_exc()
-        row[key] = None
-        row['error'] = (row.get('error', '') + f' {key}: {type(err).__name__}: {err}'.splitlines()[0]).strip()
+        row['error'] = (row.get('error', '') + f' {what}: {type(err).__name__}: {err}'.splitlines()[0]).strip()
+        return None
+
+
+def measured(row, key, fn):
+    row[key] = attempt(row, key, fn)
 
 
 def over_budget(row):
@@ -182,37 +196,47 @@ def generate_rows():
         cfg = models[pe].config
         log(f'{pe}: {models[pe].get_num_params() / 1e6:.1f}M parameters, {cfg.n_layer} layers x {cfg.n_head} heads x '
             f'{cfg.n_embd}, block_size {cfg.block_size}, attn_impl {cfg.attn_impl}, {dtype}')
+    # Under torch.compile each model compiles one graph per batch size: generate marks the lengths of its cache and
+    # output dynamic from the first graph on (model.KVCache), so both models' graphs are specialised alike whatever
+    # the order of the rows. (Dynamo's automatic dynamic shapes, whose record of sizes the two models share, would
+    # otherwise make the first graph static and later ones dynamic; torch._dynamo.reset() between the models would
+    # throw away the other model's graphs, which the interleaved repeats below need.)
     rows = []
-    for mode in modes:  # one model's rows after the other: under torch.compile its first rows make the lengths, batch
-        for pe, m in models.items():  # sizes and widths dynamic, and the other model compiles once (4 compiles in all)
-            for B in BATCHES:
-                for new in NEW:
-                    row = dict(mode=mode, batch=B, prompt=PROMPT, new_tokens=new, pos_emb=pe)
-                    rows.append(row)
-                    if over_budget(row):
-                        log(f'generate {row}')
-                        continue
-                    idx = torch.randint(0, m.config.vocab_size, (B, PROMPT), device=device,
-                                        generator=torch.Generator(device).manual_seed(SEED))
-                    compile = mode == 'compiled'
+    for mode in modes:
+        compile = mode == 'compiled'
+        repeats = args.repeats if compile else args.eager_repeats
+        for B in BATCHES:
+            for new in NEW:
+                cell = {pe: dict(mode=mode, batch=B, prompt=PROMPT, new_tokens=new, pos_emb=pe, runs_s=[])
+                        for pe in models}
+                rows += cell.values()
+                if all([over_budget(row) for row in cell.values()]):
+                    log(f'generate {mode}, batch {B}, {new} new tokens: skipped')
+                    continue
+                idx = torch.randint(0, models['rope'].config.vocab_size, (B, PROMPT), device=device,
+                                    generator=torch.Generator(device).manual_seed(SEED))
 
-                    def run(n):
-                        torch.manual_seed(SEED)
-                        return m.generate(idx, n, top_k=TOP_K, compile=compile)
-                    measured(row, 'warmup_s', lambda: seconds(lambda: run(new if compile else 16)))
-                    if row['warmup_s'] is not None:
-                        measured(row, 'seconds', lambda: seconds(lambda: run(new)))
-                    if row.get('seconds'):
-                        row['tokens_per_s'] = B * new / row['seconds']
-                        row['ms_per_step'] = 1e3 * row['seconds'] / new
+                def run(m, n):
+                    torch.manual_seed(SEED)
+                    return m.generate(idx, n, top_k=TOP_K, compile=compile)
+                for pe, m in models.items():  # compiled: of the same shapes (the first of a batch size compiles)
+                    measured(cell[pe], 'warmup_s', lambda: seconds(lambda: run(m, new if compile else 16)))
+                for r in range(repeats):  # rope, pope, rope, pope, ...: a drift of the machine meets both
+                    for pe, m in models.items():
+                        row = cell[pe]
+                        if row['warmup_s'] is None or row.get('error') or time.time() - start > args.budget_s:
+                            continue
+                        t = attempt(row, 'timed call', lambda: seconds(lambda: run(m, new)))
+                        if t is not None:
+                            row['runs_s'].append(t)
+                for row in cell.values():
+                    if row['runs_s']:  # tokens/s of each run: the median, and the spread min-max
+                        tps = sorted(B * new / s for s in row['runs_s'])
+                        row.update(tokens_per_s=statistics.median(tps), tokens_per_s_min=tps[0],
+                                   tokens_per_s_max=tps[-1], ms_per_step=1e3 * B / statistics.median(tps))
                     log(f'generate {row}')
-    rows.sort(key=lambda r: (modes.index(r['mode']), r['batch'], r['new_tokens'], r['pos_emb'] == 'pope'))
-    for row in rows:  # PoPE's tokens/s against RoPE's of the same setting
-        if row['pos_emb'] == 'pope' and row.get('tokens_per_s'):
-            rope = next(r for r in rows if r['pos_emb'] == 'rope' and all(r[k] == row[k] for k in
-                                                                           ('mode', 'batch', 'new_tokens')))
-            if rope.get('tokens_per_s'):
-                row['pope_vs_rope'] = row['tokens_per_s'] / rope['tokens_per_s']
+                if cell['rope'].get('tokens_per_s') and cell['pope'].get('tokens_per_s'):
+                    cell['pope']['pope_vs_rope'] = cell['pope']['tokens_per_s'] / cell['rope']['tokens_per_s']
     return rows
 
 
@@ -244,13 +268,15 @@ def markdown(result):
         lines.append('')
     if result['generate']:
         lines += [f'## GPT.generate, prompt {PROMPT}, top-k {TOP_K}', '',
-                  '| mode | batch | new tokens | encoding | tokens / s | ms / step | PoPE / RoPE tokens/s '
-                  '| warm-up s | note |', '|---|---|---|---|---|---|---|---|---|']
+                  '| mode | batch | new tokens | encoding | tokens / s (median) | min-max | timed calls | ms / step '
+                  '| PoPE / RoPE tokens/s (medians) | warm-up s | note |', '|' + '---|' * 11]
         for r in result['generate']:
             g = r.get
+            spread = f"{g('tokens_per_s_min'):.1f}-{g('tokens_per_s_max'):.1f}" if g('tokens_per_s') else ''
             lines.append(f"| {r['mode']} | {r['batch']} | {r['new_tokens']} | {r['pos_emb']} "
-                         f"| {fmt(g('tokens_per_s'), '.1f')} | {fmt(g('ms_per_step'), '.2f')} "
-                         f"| {fmt(g('pope_vs_rope'), '.3f')} | {fmt(g('warmup_s'), '.1f')} | {g('error', '')} |")
+                         f"| {fmt(g('tokens_per_s'), '.1f')} | {spread} | {len(r['runs_s'])} "
+                         f"| {fmt(g('ms_per_step'), '.2f')} | {fmt(g('pope_vs_rope'), '.3f')} "
+                         f"| {fmt(g('warmup_s'), '.1f')} | {g('error', '')} |")
         lines.append('')
     lines.append(f"Total {result['meta']['seconds']:.0f} s. {result['meta']['compile_note']}")
     return '\n'.join(lines) + '\n'
