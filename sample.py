@@ -15,6 +15,7 @@ import os
 import torch
 
 from eval import autocast, default_dtype, load_checkpoint, parser, tokenizer
+from prepare import indirect_indexing
 
 p = parser(__doc__)
 p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
@@ -50,18 +51,19 @@ start = args.start
 if start.startswith('FILE:'):
     with open(start[5:], encoding='utf-8') as f:
         start = f.read()
-if meta['kind'] == 'examples':
-    start = start.replace(' ', '')  # the task has no space token: "abc, a, +1," reads as "abc,a,+1,"
+examples = meta['kind'] == 'examples'  # indirect indexing: a question in its data set's layout, one answer token
+if examples:
     args.max_new_tokens, args.top_k = 1, 1  # the answer is one token: the most likely one
 try:
-    x = torch.tensor(encode(start), dtype=torch.long, device=args.device)[None, ...]
+    ids = indirect_indexing.question(start, meta) if examples else encode(start)
 except ValueError as err:
     raise SystemExit(f"--start: {err}")
+x = torch.tensor(ids, dtype=torch.long, device=args.device)[None, ...]
 if x.size(1) == 0:
     raise SystemExit("--start encodes to no tokens: give a longer prompt")
 with torch.no_grad(), autocast(args.device, args.dtype or default_dtype(args.device)):
     y = model.generate(x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
                        top_k=args.top_k, compile=args.compile == 'True')
 for row in y.tolist():
-    print(decode(row))
+    print(decode([t for t in row if not examples or t != meta['pad_id']]))  # without the rows' left padding
     print('---------------')

@@ -136,6 +136,34 @@ def task_options(variant):
     return ({k: v for k, v in options.items() if k not in LAYOUT}, {k: v for k, v in options.items() if k in LAYOUT})
 
 
+def question(text, meta):
+    """The input tokens of a question 'string,source,shift,' (spaces and the shift's sign optional) as the rows of
+    meta's data set hold it, up to its target: with the data set's separator, after '<bos>' where its rows have one,
+    left-padded to row_len - 1 tokens where its rows are; the target is the next token. ValueError if it is not one."""
+    fields = [f.strip() for f in text.split(',')]
+    if len(fields) == 4 and fields[3] == '':
+        fields = fields[:3]  # the closing separator is the query: written or not, it is added
+    try:
+        fields[2] = f'{int(fields[2]):+d}'
+    except (IndexError, ValueError):
+        fields = []
+    if len(fields) != 3 or not all(fields):
+        raise ValueError(f"{text!r} is not a question 'string,source,shift,', e.g. 'NZTUIGWkXFrhCJDzscat,N,+4,'")
+    task, itos = meta.get('task', {}), meta['itos']
+    sep, stoi = task.get('sep', ','), {t: i for i, t in enumerate(itos)}
+    chars = list(sep.join(fields) + sep)
+    unknown = sorted({c for c in chars if c not in stoi})
+    if unknown:
+        raise ValueError(f"{unknown} are not in this data set's vocabulary (letters, digits, ',', '+', '-')")
+    ids = ([stoi['<bos>']] if task.get('bos') else []) + [stoi[c] for c in chars]
+    if meta.get('pad') == 'left':
+        n = meta['row_len'] - 1
+        if len(ids) > n:
+            raise ValueError(f"the question is {len(ids)} tokens, longer than the {n} before a row's target")
+        ids = [meta['pad_id']] * (n - len(ids)) + ids
+    return ids
+
+
 def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indirect_indexing'):
     options, layout = task_options(variant)
     pad, bos = layout.get('pad', 'right'), layout.get('bos', False)

@@ -99,3 +99,22 @@ def test_pass_rows_visit_each_row_once_per_pass():
     assert not np.array_equal(rows[:10], rows[10:20])  # each pass in a new order
     assert np.array_equal(rows, pass_rows(10, (3, 0), draws)) and not np.array_equal(rows, pass_rows(10, (4, 0), draws))
     assert np.array_equal(pass_rows(10, (3, 0), draws[17:23]), rows[17:23])  # a draw's row depends on its number alone
+
+
+@pytest.mark.parametrize('variant', ['indirect_indexing', 'indirect_indexing_spaces', 'indirect_indexing_leftpad',
+                                     'indirect_indexing_leftpad_nospace', 'indirect_indexing_bos'])
+def test_a_typed_question_is_encoded_as_the_rows_hold_it(tmp_path, variant):
+    """sample.py's prompt (ii.question): 'string,source,shift,' typed without spaces, or with ', ' and an unsigned
+    shift, becomes exactly the tokens before a row's target (separator, '<bos>' and left padding as the rows have
+    them); what is not a question is refused."""
+    rows, meta = made(tmp_path, variant, n=50)
+    sep = meta['task']['sep']
+    for row in rows:
+        string, source, shift, target = fields(row, meta)[2].replace('<bos>', '').split(sep)
+        ids = np.flatnonzero(row != meta['pad_id'])
+        before_target = row[:ids[-1]].tolist()  # left padding included; right padding (after the target) not
+        assert ii.question(f'{string},{source},{shift},', meta) == before_target
+        assert ii.question(f'{string}, {source}, {int(shift)}', meta) == before_target
+    for bad in ('abc,a', 'abc,a,x,', 'abc,,+1,', 'ab?,a,+1,'):
+        with pytest.raises(ValueError):
+            ii.question(bad, meta)
