@@ -433,7 +433,7 @@ def test_ablations_are_their_definition_in_values_and_gradients(mu, no_delta):
 def test_ablation_switches_in_the_model():
     """pope_mu and pope_delta reach every path of the model; pope_delta='none' leaves no delta: no parameter, no
     state_dict entry, nothing for the optimizer; with the same weights it is the model of a zero delta."""
-    idx = torch.randint(0, 17, (2, 12))
+    idx = torch.randint(0, 17, (2, 12), generator=torch.Generator().manual_seed(0))
     for impl in ('torch', 'sdpa', 'auto'):
         nodelta, zero = tiny('pope', impl, pope_delta='none', pope_mu='relu'), tiny('pope', impl, pope_delta='zero',
                                                                                    pope_mu='relu')
@@ -448,7 +448,8 @@ def test_ablation_switches_in_the_model():
         nodelta.project_delta()  # nothing to project
         softplus = tiny('pope', impl, pope_delta='zero')
         softplus.load_state_dict(zero.state_dict())
-        assert not torch.allclose(softplus(idx, idx)[1], zero(idx, idx)[1])  # same weights, another mu
+        # same weights, another mu: other logits (the loss of a tiny model, near log 17 for both, may not show it)
+        assert (softplus(idx, idx)[0] - zero(idx, idx)[0]).abs().max() > 1e-4
     with pytest.raises(ValueError, match='pope_mu'):
         tiny('pope', pope_mu='gelu')
     with pytest.raises(ValueError, match='pope_delta'):
