@@ -2,9 +2,12 @@
 Sample from a trained model, decoding with the data set's own tokenizer:
 
     python sample.py --out_dir=out-indirect-pope --start="NZTUIGWkXFrhCJDzscat,N,+4," --max_new_tokens=1
+    python sample.py --out_dir=out-indirect-pope-leftpad --start="NZTUIGWkXFrhCJDzscat, N, +4, "
     python sample.py --out_dir=out-shakespeare-pope --start=FILE:prompt.txt --num_samples=3
     python sample.py --out_dir=out-owt-pope --num_samples=8 --max_new_tokens=500 --compile=True
 
+An indirect-indexing model answers one token, the most likely, to a question written as its training rows hold
+it (the data set's separator, '<bos>', left padding: prepare/indirect_indexing.py's question), typed either way.
 The num_samples samples are drawn as one batch: the prompt runs through the model once, then one token a step
 through a preallocated KV cache (model.KVCache); --compile=True compiles that step, the forward pass of one token and
 the sampling together (GPT.decode_step: one CUDA graph a step on a GPU; the first step compiles, about a minute).
