@@ -389,3 +389,23 @@ def test_learning_curves_draw_one_panel_per_metric(tmp_path, monkeypatch):
     assert got == [[([4, 8], [0.1, 0.5]), ([4, 8], [0.2, 0.9])],
                    [([4, 8], [0.5, 0.75]), ([4, 8], [0.9, 1.15])]]
     assert [t.get_text() for t in axes[-1].get_legend().get_texts()] == ['run0', 'run1']
+
+
+def test_ablations_table_averages_the_seeds_of_each_run(tmp_path):
+    """results/ablations/table.py: one row per run, in the order of the results, each cell the mean over that run's
+    seeds with each seed's value in brackets; the figure is written beside the table."""
+    import subprocess
+    import sys
+    results = [dict(label=f'{run}-s{seed}', length=length, ppl=ppl) for run, seed, length, ppl in (
+        ('pope', 1, 256, 10.0), ('pope', 2, 256, 14.0), ('pope', 1, 2560, 11.0), ('pope', 2, 2560, 12.0),
+        ('rope', 1, 256, 9.0), ('rope', 2, 256, 10.0), ('rope', 1, 2560, 30.0), ('rope', 2, 2560, 50.0))]
+    (tmp_path / 'extrapolation').mkdir()
+    (tmp_path / 'extrapolation' / 'extrapolation.json').write_text(
+        json.dumps(dict(data='test.bin', tokens=5120, results=results)))
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'results', 'ablations', 'table.py')
+    subprocess.run([sys.executable, script, str(tmp_path)], check=True, capture_output=True)
+    rows = (tmp_path / 'table.md').read_text().splitlines()
+    assert rows[0] == '| run | paper: 124M, OpenWebText val ppl | test ppl at 256 (1x) | test ppl at 2560 (10x) |'
+    assert rows[2:4] == ['| PoPE | 21.33 | 12.0 (10.0, 14.0) | 11.5 (11.0, 12.0) |',
+                         '| RoPE | 21.55 | 9.5 (9.0, 10.0) | 40.0 (30.0, 50.0) |']
+    assert (tmp_path / 'ablations.png').stat().st_size > 0
