@@ -49,20 +49,16 @@ def repeat_kv(x, n_head):
     return x if x.shape[1] == n_head else x.repeat_interleave(n_head // x.shape[1], dim=1)
 
 
-def pope_phase(pos, d, base, delta=None):
-    """PoPE's phases phi = pos * theta (+ delta (H, d), if any), theta_c = base^(-c/d): (T, d), or (H, T, d) with
-    delta. In float64, exact to ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up
-    to ~0.008 rad)."""
-    theta = base ** (-torch.arange(d, dtype=torch.float64, device=pos.device) / d)
-    phi = pos.to(torch.float64)[:, None] * theta  # (T, d)
-    return phi if delta is None else phi + delta.to(torch.float64)[:, None, :]
-
-
 def pope_cartesian(x, pos, base, delta=None, mu='softplus'):
     """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
-    mu = POPE_MUS[mu](x), phi = pope_phase(pos, d, base, delta)."""
+    mu = POPE_MUS[mu](x), phi = pos * theta (+ delta (H, d), if any). Phases are formed in float64, exact to
+    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
+    d = x.shape[-1]
     dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
-    phi = pope_phase(pos, x.shape[-1], base, delta)
+    theta = base ** (-torch.arange(d, dtype=torch.float64, device=x.device) / d)
+    phi = pos.to(torch.float64)[:, None] * theta  # (T, d)
+    if delta is not None:
+        phi = phi + delta.to(torch.float64)[:, None, :]  # (H, T, d)
     magnitude = POPE_MUS[mu](x.to(dt))
     return magnitude * phi.cos().to(dt), magnitude * phi.sin().to(dt)
 
@@ -128,30 +124,18 @@ def plain_attention(q, k, v, causal, q_offset, bias=None, scale=None):
     return F.softmax(att, dim=-1).to(v.dtype) @ v  # (autocast runs softmax in float32)
 
 
-def cache_attention(q, k, v, visible, bias=None, scale=None, phase=None):
-    """Attention of q (B, H, T, w) over a preallocated KVCache k (B, H_kv, L, w), v (B, H_kv, L, dv); visible (T, L)
-    True where a query sees a key, bias (H, T, L) added to the scores or None. PoPE (phase: KVCache's cos(s theta),
-    sin(s theta), (L, d) each): q is q' (w = 2d), k holds mu(k) (d wide) and the keys attended to are
-    k' = mu(k) e^{i s theta} = [mu(k) cos(s theta), mu(k) sin(s theta)].
-    One query a sequence (a decoding step): each kv head read once for its group of query heads, the scores by matmul;
-    PoPE's as one sum over c of mu(k)_sc (q'_c cos(s theta_c) + q'_(d+c) sin(s theta_c)), which inductor fuses into a
-    single pass over mu(k): no k' is formed, and the step reads RoPE's bytes. More queries (a prompt): SDPA (on k')."""
+def cache_attention(q, k, v, visible, bias=None, scale=None):
+    """Attention of q (B, H, T, w) over a preallocated KVCache k (B, H_kv, L, w), v (B, H_kv, L, dv) (w may differ
+    from dv: PoPE's 2d-wide q', k'); visible (T, L) True where a query sees a key, bias (H, T, L) added to the scores
+    or None. One query a sequence (a decoding step, two matrix-vector products over the cache): the scores by matmul,
+    each kv head read once for its group of query heads; more (a prompt): SDPA."""
     B, H, T, w = q.shape
     Hkv = k.shape[1]
     if T > 1:
-        if phase is not None:
-            k = torch.cat([k * phase[0], k * phase[1]], -1)
-        mask = visible if bias is None else bias.to(v.dtype).masked_fill(~visible, float('-inf'))
-        return F.scaled_dot_product_attention(q.to(v.dtype), repeat_kv(k.to(v.dtype), H), repeat_kv(v, H),
-                                              attn_mask=mask, scale=scale)
+        mask = visible if bias is None else bias.to(q.dtype).masked_fill(~visible, float('-inf'))
+        return F.scaled_dot_product_attention(q, repeat_kv(k, H), repeat_kv(v, H), attn_mask=mask, scale=scale)
     q = q.reshape(B, Hkv, H // Hkv, w)  # query head h = j * (H // H_kv) + g reads kv head j, as in repeat_kv
-    dt = torch.promote_types(v.dtype, torch.float32)
-    if phase is None:
-        att = (q.to(v.dtype) @ k.transpose(-2, -1)).to(dt)  # (B, H_kv, H // H_kv, L)
-    else:
-        qc, qs = q.to(dt)[..., None, :w // 2], q.to(dt)[..., None, w // 2:]  # (B, H_kv, H // H_kv, 1, d)
-        att = (k[:, :, None].to(dt) * (phase[0] * qc + phase[1] * qs)).sum(-1)
-    att = att * scale
+    att = (q @ k.transpose(-2, -1)).to(torch.promote_types(q.dtype, torch.float32)) * scale  # (B, H_kv, H // H_kv, L)
     if bias is not None:
         att = att + bias.reshape(Hkv, H // Hkv, -1)
     att = att.masked_fill(~visible, float('-inf'))
@@ -252,25 +236,20 @@ def upgrade_model_args(model_args):
 
 
 class KVCache:
-    """The keys and values of a generation, preallocated: per layer k and v (B, n_kv_head, max_len, hd), written in
-    place at the positions of each forward pass (static shapes: a decoding step can be compiled into one CUDA graph).
-    PoPE caches mu(k), and beside it e^{i s theta} of every position (cos, sin: (max_len, hd), shared by all layers,
-    heads and sequences), from which cache_attention forms k' = mu(k) e^{i s theta}: so PoPE's cache is as large as
-    RoPE's (see CausalSelfAttention.attend_cached). The other encodings cache their keys as attention reads them.
-    Zeros until written: a masked position gets attention weight 0, which must meet a finite value."""
+    """The keys and values of a generation, preallocated: per layer k (B, n_kv_head, max_len, k width) and v (B,
+    n_kv_head, max_len, hd), written in place at the positions of each forward pass (static shapes: a decoding step
+    can be compiled into one CUDA graph). PoPE caches k' = mu(k) e^{i s theta} (2 hd wide, once per position; see
+    CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until written:
+    a masked position gets attention weight 0, which must meet a finite value."""
 
     def __init__(self, config, batch, max_len, device, dtype):
         Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
-        self.k = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        k_width = 2 * hd if config.pos_emb == 'pope' else hd
+        self.k = [torch.zeros(batch, Hkv, max_len, k_width, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        self.phase = None
-        if config.pos_emb == 'pope':  # float32 (float64 for a float64 cache): the exact phases, rounded once
-            phi, dt = pope_phase(torch.arange(max_len, device=device), hd, config.pos_base), torch.promote_types(
-                dtype, torch.float32)
-            self.phase = [phi.cos().to(dt), phi.sin().to(dt)]
-        for t in self.k + self.v + (self.phase or []):  # under torch.compile: written (or read) in place by the
-            torch._dynamo.mark_static_address(t, guard=False)  # CUDA graph, never copied in, and its length a symbol
-            torch._dynamo.maybe_mark_dynamic(t, t.dim() - 2)  # from the first graph on (no graph per length)
+        for t in self.k + self.v:  # under torch.compile: written in place by the CUDA graph, never copied in, and
+            torch._dynamo.mark_static_address(t, guard=False)
+            torch._dynamo.maybe_mark_dynamic(t, 2)  # its length a symbol from the first graph on (no graph per length)
 
     @property
     def max_len(self):  # a tensor's size: under torch.compile a symbol of the graph, not an int guarded on
@@ -367,17 +346,17 @@ class CausalSelfAttention(nn.Module):
         """Attention of the T tokens at positions input_pos over a KVCache, after writing their keys and values into
         it there; a query sees the keys up to its own position (the rest of the cache: masked, not yet written).
         PoPE puts delta on the query side, q' = mu(q) e^{i (t theta - delta)}, k' = mu(k) e^{i s theta}: q'.k' is
-        mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and a cached key's k' depends on mu(k) and its
-        position alone (shared by a group of query heads): the cache holds mu(k), cache_attention forms k'."""
+        mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and a cached k' depends on its key alone (shared
+        by a group of query heads)."""
         if self.pos_emb == 'pope':
             minus_delta = None if self.delta is None else -self.delta
             q = torch.cat(pope_cartesian(q, input_pos, self.base, minus_delta, self.mu), -1)
-            k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))
+            k = torch.cat(pope_cartesian(k, input_pos, self.base, mu=self.mu), -1)
         k, v = cache.update(self.layer, input_pos, k, v)
         s = torch.arange(cache.max_len, device=q.device)
         visible = s[None, :] <= input_pos[:, None]  # (T, max_len)
         bias = self.alibi(input_pos, s) if self.pos_emb == 'alibi_half' else None
-        return cache_attention(q, k, v, visible, bias, scale=1.0 / math.sqrt(self.hd), phase=cache.phase)
+        return cache_attention(q.to(v.dtype), k, v, visible, bias, scale=1.0 / math.sqrt(self.hd))
 
     def forward(self, x, cache=None, input_pos=None):
         B, T, C = x.size()

@@ -54,29 +54,28 @@ def test_cached_logits_equal_the_full_forward_at_every_step(cfg):
     torch.testing.assert_close(prefill_then_decode(m, idx, cache, 7), full, rtol=1e-9, atol=1e-9)
 
 
-def test_pope_caches_mu_of_its_keys_and_the_phases_of_its_positions():
-    """PoPE's cache holds mu(k) per kv head (hd wide, as RoPE's keys), with no delta (it sits on the query side), and
-    cos(s theta), sin(s theta) of every cache position (hd wide, shared), from which attention forms k': written in
-    place, the same tensors at the same addresses from the prompt to the last step, positions not yet reached zero."""
+def test_pope_caches_the_cartesian_keys_of_its_kv_heads():
+    """PoPE's cache holds k' = [mu(k) cos(s theta), mu(k) sin(s theta)] (2 hd wide) per kv head, with no delta (it
+    sits on the query side), written in place: the same tensors at the same addresses from the prompt to the last
+    step, and positions not yet reached still zero."""
     m = small('pope', n_kv_head=2, pope_mu='relu').double().eval()
     idx = torch.randint(0, 17, (2, 12))
     cache = KVCache(m.config, 2, 16, 'cpu', F64)
-    tensors = [*cache.k, *cache.v, *cache.phase]
+    tensors = [*cache.k, *cache.v]
     pointers = [t.data_ptr() for t in tensors]
     prefill_then_decode(m, idx, cache, 4, chunk=3)
-    assert all(a is b for a, b in zip([*cache.k, *cache.v, *cache.phase], tensors))
+    assert all(a is b for a, b in zip([*cache.k, *cache.v], tensors))
     assert [t.data_ptr() for t in tensors] == pointers
-    assert cache.k[0].shape == cache.v[0].shape == (2, 2, 16, 8)
-    for t in cache.k + cache.v:
+    assert cache.k[0].shape == (2, 2, 16, 16) and cache.v[0].shape == (2, 2, 16, 8)
+    for t in tensors:
         assert t[:, :, :12].abs().sum() > 0 and not t[:, :, 12:].any()
     attn = m.h[0].attn
     with torch.no_grad():
         k = attn.c_attn(m.h[0].ln_1(m.wte(idx)))[..., 32:48].view(2, 12, 2, 8).transpose(1, 2)  # (B, kv heads, T, hd)
-    torch.testing.assert_close(cache.k[0][:, :, :12], POPE_MUS['relu'](k), rtol=1e-12, atol=1e-12)
-    phi = torch.arange(16, dtype=F64)[:, None] * 10000.0 ** (-torch.arange(8, dtype=F64) / 8)
-    torch.testing.assert_close(cache.phase[0], phi.cos(), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(cache.phase[1], phi.sin(), rtol=1e-12, atol=1e-12)
-    assert KVCache(m.config, 1, 4, 'cpu', torch.bfloat16).phase[0].dtype == torch.float32  # exact, not bf16
+    phi = torch.arange(12, dtype=F64)[:, None] * 10000.0 ** (-torch.arange(8, dtype=F64) / 8)
+    mu = POPE_MUS['relu'](k)
+    torch.testing.assert_close(cache.k[0][:, :, :12], torch.cat([mu * phi.cos(), mu * phi.sin()], -1), rtol=1e-12,
+                               atol=1e-12)
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope', 'alibi_half'])

@@ -3,19 +3,15 @@ Generation speed on one GPU: PoPE decoding with its cached Cartesian keys k' aga
 
 (a) Decode attention alone: one query a sequence over a cache whose every position is visible (batch 1 and 8, 12
     heads, head dim 64, bf16; cache lengths 4096, 16384, 32768), the GPU time of CUDA-graph replays (median of
-    triton.testing.do_bench), on random inputs:
-      model   model.cache_attention, the model's decoding step, under torch.compile as generate(compile=True) runs it
-              (eager with --modes=eager): RoPE on q, k, v (64 wide), its scores by matmul; PoPE on q' (2 x 64), mu(k)
-              and v (64 wide each) and the cache's phase table cos, sin (L x 64 each, float32, shared by all heads),
-              its scores one fused sum that forms k' = mu(k) e^{i s theta} on the way; a mask over the preallocated
-              cache, softmax in float32
-      sdpa    F.scaled_dot_product_attention with the mask, RoPE on k, PoPE on a k' (2 x 64) tensor (not the model's
-              path)
+    triton.testing.do_bench), on random q, k, v:
+      model   model.cache_attention, the model's decoding step: PoPE on q', k' (2 x 64 wide) and v (64 wide), RoPE on
+              q, k, v (64 wide); scores by matmul, a mask over the preallocated cache, softmax in float32 (eager
+              kernels here; generate(compile=True) runs inductor's fusion of the same)
+      sdpa    F.scaled_dot_product_attention on the same cache and mask (not the model's path)
       nomask  RoPE only: SDPA on an unmasked cache of exactly the visible length (the backend SDPA picks, flash or
               cuDNN decoding), RoPE's fastest decoding in PyTorch, which a preallocated cache gives up for static
               shapes
-    The model's PoPE reads mu(k) and v, RoPE's bytes, and the phase table (8L bytes a position, from L2 after the
-    first head). GB/s: those bytes / time.
+    PoPE reads k' (2d) and v (d) where RoPE reads k (d) and v (d): 1.5x the bytes. GB/s: the cache's bytes / time.
 (b) End to end: GPT.generate of the 124M model (config/owt_pope.py and config/owt_rope.py's shapes, random weights,
     vocabulary 50304, bf16 weights), prompt 512, 512 and 2048 new tokens, batch 1 and 8, eager and compiled
     (generate(compile=True): the one-token step, forward pass and sampling, under torch.compile, mode
@@ -51,7 +47,7 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from model import GPT, GPTConfig, cache_attention, pope_phase  # noqa: E402
+from model import GPT, GPTConfig, cache_attention  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument('--out', required=True, help='folder for generate.json and generate.md')
@@ -135,8 +131,6 @@ def over_budget(row):
 
 def attention_rows():
     rows = []
-    # one graph each for RoPE and PoPE, the lengths and the batch symbols (generate's step: the lengths dynamic)
-    attention = torch.compile(cache_attention, dynamic=True) if 'compiled' in modes else cache_attention
     scale = 1.0 / math.sqrt(D)
     for L in LENGTHS:
         for B in BATCHES:
@@ -148,27 +142,24 @@ def attention_rows():
             q, qp = (torch.randn(B, H, 1, w, device=device, generator=g).to(dtype) for w in (D, 2 * D))
             k, kp = (torch.randn(B, H, L, w, device=device, generator=g).to(dtype) for w in (D, 2 * D))
             v = torch.randn(B, H, L, D, device=device, generator=g).to(dtype)
-            phi = pope_phase(torch.arange(L, device=device), D, 10000.0)
-            phase = [phi.cos().float(), phi.sin().float()]
             visible = torch.ones(1, L, dtype=torch.bool, device=device)
             sdpa = F.scaled_dot_product_attention
             with torch.no_grad():
-                measured(row, 'rope_model_ms', lambda: gpu_ms(lambda: attention(q, k, v, visible, scale=scale)))
-                measured(row, 'pope_model_ms', lambda: gpu_ms(
-                    lambda: attention(qp, k, v, visible, scale=scale, phase=phase)))
+                measured(row, 'rope_model_ms', lambda: gpu_ms(lambda: cache_attention(q, k, v, visible, scale=scale)))
+                measured(row, 'pope_model_ms', lambda: gpu_ms(lambda: cache_attention(qp, kp, v, visible, scale=scale)))
                 measured(row, 'rope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, attn_mask=visible, scale=scale)))
                 measured(row, 'pope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(qp, kp, v, attn_mask=visible, scale=scale)))
                 measured(row, 'rope_nomask_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, scale=scale)))
             if row['rope_model_ms'] and row['pope_model_ms']:
                 row['pope_vs_rope_model'] = row['pope_model_ms'] / row['rope_model_ms']
-                cache_gb = B * H * L * 2 * D * q.element_size() / 1e9  # k (or mu(k)) and v
-                row['rope_model_GBps'] = cache_gb / (row['rope_model_ms'] / 1e3)
-                row['pope_model_GBps'] = (cache_gb + 2 * L * D * 4 / 1e9) / (row['pope_model_ms'] / 1e3)
+                gb = lambda width: B * H * L * (width + D) * q.element_size() / 1e9  # noqa: E731
+                row['rope_model_GBps'] = gb(D) / (row['rope_model_ms'] / 1e3)
+                row['pope_model_GBps'] = gb(2 * D) / (row['pope_model_ms'] / 1e3)
             if row['pope_model_ms'] and row['rope_nomask_ms']:
                 row['pope_model_vs_rope_nomask'] = row['pope_model_ms'] / row['rope_nomask_ms']
             log(f'decode attention {row}')
             rows.append(row)
-            del q, qp, k, kp, v, phase
+            del q, qp, k, kp, v
     return rows
 
 
@@ -260,8 +251,7 @@ def markdown(result):
              + (' (smoke: a tiny model and lengths)' if args.smoke else ''), '']
     if result['decode_attention']:
         clock = 'GPU time of CUDA-graph replays' if cuda else 'wall clock'
-        how = 'the model under torch.compile' if 'compiled' in modes else 'eager'
-        lines += [f'## Decode attention: one query over a full cache, {H} heads, head dim {D}, ms ({clock}; {how})', '',
+        lines += [f'## Decode attention: one query over a full cache, {H} heads, head dim {D}, ms ({clock})', '',
                   '| batch | cache | RoPE model | PoPE model | PoPE / RoPE (model) '
                   '| RoPE sdpa, exact length, no mask | PoPE model / RoPE no mask | RoPE sdpa + mask '
                   '| PoPE sdpa + mask '
