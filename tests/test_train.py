@@ -342,6 +342,22 @@ def test_ctrl_c_says_which_checkpoint_is_intact_and_how_to_go_on(workdir):
     assert torch.load(workdir / 'ctrl_c' / 'ckpt.pt', weights_only=False)['iter_num'] == it + 2
 
 
+def test_a_ctrl_c_just_after_ckpt_is_renamed_names_that_checkpoint(workdir, monkeypatch, capsys):
+    """A Ctrl-C that lands between ckpt.pt's rename and the run's note of its iteration waits for the note: the line
+    names the checkpoint on disk (it used to name the one before, or none)."""
+    rename = os.replace
+
+    def replace_then_ctrl_c(src, dst):
+        rename(src, dst)
+        if str(dst).endswith('ckpt.pt'):
+            os.kill(os.getpid(), signal.SIGINT)
+    monkeypatch.setattr(os, 'replace', replace_then_ctrl_c)
+    assert train_here(workdir, *TINY, *STREAM, '--max_iters=10', '--eval_interval=2', '--out_dir=late_ctrl_c') == 130
+    err = capsys.readouterr().err.strip()
+    it = torch.load(workdir / 'late_ctrl_c' / 'ckpt.pt', weights_only=False)['iter_num']
+    assert err.startswith(f'interrupted: late_ctrl_c/ckpt.pt (iter {it}) is intact; go on with:'), err
+
+
 def test_resume_drops_a_cut_off_last_log_line_with_a_note(workdir, stream_run, capsys):
     d, before = copy_run(stream_run, 'cut_log')
     with open(d / 'eval_log.jsonl', 'a') as f:
