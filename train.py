@@ -286,15 +286,16 @@ def last_good():
     return f"{ckpt_path} (iter {saved_iter}) is intact; go on with: {again}"
 
 
-saving_checkpoint, deferred = False, []  # a Ctrl-C during ckpt.pt's save and saved_iter's update waits for both
+saving_checkpoint = ctrl_c_waiting = False  # a Ctrl-C during ckpt.pt's save and saved_iter's update waits for both
 
 
 def interrupted(signum, frame):
     """Ctrl-C: one line that says what is kept, no traceback; a save it cut short leaves no partial file. While
     ckpt.pt is saved, the first Ctrl-C waits for the save to end, so that the line names the file on disk (a second
     one stops at once)."""
-    if saving_checkpoint and not deferred:
-        deferred.append(signum)
+    global ctrl_c_waiting
+    if saving_checkpoint and not ctrl_c_waiting:
+        ctrl_c_waiting = True
         return
     if master_process:
         for path in run_files:
@@ -639,8 +640,8 @@ while True:
             saving_checkpoint = True
             save(ckpt_path, lambda tmp: torch.save(ckpt, tmp))
             saved_iter, saving_checkpoint = iter_num, False
-            if deferred:
-                interrupted(deferred[0], None)
+            if ctrl_c_waiting:
+                interrupted(signal.SIGINT, None)
             if is_best:
                 save(best_path, lambda tmp: shutil.copyfile(ckpt_path, tmp))
         t_last, it_last = time.time(), iter_num  # keep evaluation out of the step timing
