@@ -1,17 +1,22 @@
 """
-Generation speed on one GPU: PoPE decoding with its cached Cartesian keys k' against RoPE.
+Generation speed on one GPU: PoPE decoding (a cache of mu(k), RoPE's size, and pope_kernel.decode) against RoPE.
 
 (a) Decode attention alone: one query a sequence over a cache whose every position is visible (batch 1 and 8, 12
     heads, head dim 64, bf16; cache lengths 4096, 16384, 32768), the GPU time of CUDA-graph replays (median of
     triton.testing.do_bench), on random q, k, v:
-      model   model.cache_attention, the model's decoding step: PoPE on q', k' (2 x 64 wide) and v (64 wide), RoPE on
-              q, k, v (64 wide); scores by matmul, a mask over the preallocated cache, softmax in float32 (eager
-              kernels here; generate(compile=True) runs inductor's fusion of the same)
-      sdpa    F.scaled_dot_product_attention on the same cache and mask (not the model's path)
+      model   the attention of the model's decoding step, as generate runs it. RoPE: model.cache_attention on q, k, v
+              (64 wide), scores by matmul, a mask over the preallocated cache, softmax in float32 (eager kernels here;
+              generate(compile=True) runs inductor's fusion of the same). PoPE on a GPU: pope_kernel.decode on q'
+              (2 x 64 wide), the cached mu(k) and v (64 wide each) and the number of visible positions (a device
+              tensor), split-K Triton kernels that form no k'; elsewhere (--smoke on the CPU) the plain path,
+              model.cache_attention on q' and a k' (2 x 64) tensor
+      sdpa    F.scaled_dot_product_attention on the same cache and mask, PoPE on a k' (2 x 64) tensor (not the
+              model's path)
       nomask  RoPE only: SDPA on an unmasked cache of exactly the visible length (the backend SDPA picks, flash or
               cuDNN decoding), RoPE's fastest decoding in PyTorch, which a preallocated cache gives up for static
               shapes
-    PoPE reads k' (2d) and v (d) where RoPE reads k (d) and v (d): 1.5x the bytes. GB/s: the cache's bytes / time.
+    PoPE's kernel reads mu(k) (d) and v (d), RoPE's bytes (its phase tables, 8 bytes x d per 64 positions plus a
+    fixed 64 x d table, aside); GB/s: the cache's bytes (2d a position) / time (the plain path on the CPU: 3d).
 (b) End to end: GPT.generate of the 124M model (config/owt_pope.py and config/owt_rope.py's shapes, random weights,
     vocabulary 50304, bf16 weights), prompt 512, 512 and 2048 new tokens, batch 1 and 8, eager and compiled
     (generate(compile=True): the one-token step, forward pass and sampling, under torch.compile, mode
@@ -144,9 +149,15 @@ def attention_rows():
             v = torch.randn(B, H, L, D, device=device, generator=g).to(dtype)
             visible = torch.ones(1, L, dtype=torch.bool, device=device)
             sdpa = F.scaled_dot_product_attention
+            if cuda:  # k as the cached mu(k), all L positions visible
+                import pope_kernel
+                tables, n = pope_kernel.decode_tables(D, L, device), torch.tensor([L], device=device)
+                pope_model = lambda: pope_kernel.decode(qp[:, :, 0], k, v, n, *tables, scale)  # noqa: E731
+            else:
+                pope_model = lambda: cache_attention(qp, kp, v, visible, scale=scale)  # noqa: E731
             with torch.no_grad():
                 measured(row, 'rope_model_ms', lambda: gpu_ms(lambda: cache_attention(q, k, v, visible, scale=scale)))
-                measured(row, 'pope_model_ms', lambda: gpu_ms(lambda: cache_attention(qp, kp, v, visible, scale=scale)))
+                measured(row, 'pope_model_ms', lambda: gpu_ms(pope_model))
                 measured(row, 'rope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, attn_mask=visible, scale=scale)))
                 measured(row, 'pope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(qp, kp, v, attn_mask=visible, scale=scale)))
                 measured(row, 'rope_nomask_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, scale=scale)))
@@ -154,7 +165,7 @@ def attention_rows():
                 row['pope_vs_rope_model'] = row['pope_model_ms'] / row['rope_model_ms']
                 gb = lambda width: B * H * L * (width + D) * q.element_size() / 1e9  # noqa: E731
                 row['rope_model_GBps'] = gb(D) / (row['rope_model_ms'] / 1e3)
-                row['pope_model_GBps'] = gb(2 * D) / (row['pope_model_ms'] / 1e3)
+                row['pope_model_GBps'] = gb(D if cuda else 2 * D) / (row['pope_model_ms'] / 1e3)
             if row['pope_model_ms'] and row['rope_nomask_ms']:
                 row['pope_model_vs_rope_nomask'] = row['pope_model_ms'] / row['rope_nomask_ms']
             log(f'decode attention {row}')
