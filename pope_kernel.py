@@ -734,9 +734,11 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
 # once by -alpha (a row of the table T1[a] = e^{i DECODE_BLOCK a theta}), and every tile uses the same
 # (DECODE_BLOCK, d) table T2[b_] = e^{i b_ theta}, held by the program; so HBM traffic is mu_k and v alone.
 
-DECODE_BLOCK = 64  # positions of a tile
+DECODE_BLOCK = 32  # positions of a tile
 DECODE_HEAD_DIMS = (16, 32, 64, 128)
-DECODE_WARPS = 4
+# warps per head dim: 8 numbers of a (DECODE_BLOCK, d) tile per thread, so that a program's tiles of mu_k, v and T2
+# sit in registers (no spills) and several programs fit on an SM
+DECODE_WARPS = {16: 2, 32: 4, 64: 8, 128: 16}
 MIN_PROGRAMS = 2 * 132  # splits are chosen so that B * H * splits reaches this (two programs per SM of an H200)
 
 
@@ -855,9 +857,9 @@ def decode(qp: torch.Tensor, mu_k: torch.Tensor, v: torch.Tensor, n: torch.Tenso
     acc = torch.empty((B * H * splits, d), dtype=torch.float32, device=v.device)
     _decode_split[(splits, B * H)](qp, mu_k, v, n, t1, t2, m, l_sum, acc, *qp.stride()[:2], *mu_k.stride()[:3],
                                    *v.stride()[:3], H, H // Hkv, sm_scale * LOG2E.value, SPLITS=splits, d=d,
-                                   BLOCK=DECODE_BLOCK, num_warps=DECODE_WARPS)
+                                   BLOCK=DECODE_BLOCK, num_warps=DECODE_WARPS[d])
     o = torch.empty((B, H, d), dtype=v.dtype, device=v.device)
-    _decode_combine[(B * H,)](m, l_sum, acc, o, *o.stride()[:2], H, SPLITS=splits, d=d, num_warps=1)
+    _decode_combine[(B * H,)](m, l_sum, acc, o, *o.stride()[:2], H, SPLITS=splits, d=d, num_warps=4)
     return o
 
 

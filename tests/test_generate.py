@@ -77,10 +77,11 @@ def test_pope_caches_mu_of_its_keys():
 
 def test_pope_decode_kernel_step_equals_the_plain_path():
     """The one-token steps through pope_kernel.decode (as on a GPU: a cache with decode_tables; here the Triton
-    interpreter on the CPU, float32, head dim 16, grouped-query attention, a cache of 70 positions: two tiles, the
-    second ragged; steps that see 61 to 70 of them, across the tile boundary) give the logits of the plain path (k'
+    interpreter on the CPU, float32, head dim 16, grouped-query attention, a cache of 70 positions: tiles of 32, the
+    last ragged; steps that see 61 to 70 of them, across a tile boundary) give the logits of the plain path (k'
     formed from the cache), and of a full forward pass, to float32's rounding."""
     pope_kernel = pytest.importorskip('pope_kernel')
+    assert 64 % pope_kernel.DECODE_BLOCK == 0 and 70 % pope_kernel.DECODE_BLOCK
     m = small('pope', n_embd=64, block_size=128, n_kv_head=2).eval()
     idx = torch.randint(0, 17, (2, 70))
     caches = [KVCache(m.config, 2, 70, 'cpu', torch.float32) for _ in range(2)]

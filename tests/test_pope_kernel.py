@@ -293,16 +293,17 @@ def test_rejects_cpu_tensor_without_interpreter(monkeypatch):
 
 def decode_reference(qp, mu_k, v, n, sm_scale, base=10000.0):
     """Plain float64 decoding: k' = [mu_k cos(s theta), mu_k sin(s theta)] formed explicitly for every cache position,
-    kv heads repeated per query head, scores q' . k' * sm_scale, the positions >= n masked, softmax, @ v."""
-    qp, mu_k, v = (x.detach().cpu().double() for x in (qp, mu_k, v))
+    kv heads repeated per query head, scores q' . k' * sm_scale, the positions >= n masked, softmax, @ v (on the
+    inputs' device; returned on the CPU)."""
+    qp, mu_k, v = (x.detach().double() for x in (qp, mu_k, v))
     L, d = mu_k.shape[2:]
-    theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
-    phi = torch.arange(L, dtype=torch.float64)[:, None] * theta
+    theta = base ** (-torch.arange(d, dtype=torch.float64, device=v.device) / d)
+    phi = torch.arange(L, dtype=torch.float64, device=v.device)[:, None] * theta
     g = qp.shape[1] // mu_k.shape[1]
     kp = torch.cat([mu_k * phi.cos(), mu_k * phi.sin()], -1).repeat_interleave(g, 1)  # (B, H, L, 2d)
     att = (kp @ qp[..., None])[..., 0] * sm_scale  # (B, H, L)
     att[..., n:] = float("-inf")
-    return (att.softmax(-1)[..., None, :] @ v.repeat_interleave(g, 1))[..., 0, :]
+    return (att.softmax(-1)[..., None, :] @ v.repeat_interleave(g, 1))[..., 0, :].cpu()
 
 
 def decode_inputs(B, H, Hkv, L, d, dtype, seed=0):
@@ -320,7 +321,7 @@ def decode_inputs(B, H, Hkv, L, d, dtype, seed=0):
     (2, 4, 2, 150, 16, 100),  # n inside a tile
     (1, 4, 2, 150, 32, 1),  # the first step: one visible position
     (2, 4, 4, 130, 32, 130),  # every position visible, the last tile ragged
-    (1, 2, 1, 4100, 16, 4097),  # positions past 4096: the per-tile rotation e^{-i 64 a theta} at large angles
+    (1, 2, 1, 4100, 16, 4097),  # positions past 4096: the per-tile rotation of the query at large angles
 ])
 @pytest.mark.parametrize("one_split", [False, True])
 def test_decode_matches_reference(B, H, Hkv, L, d, n, one_split, monkeypatch):
@@ -346,6 +347,19 @@ def test_decode_bf16_cache():
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.double().cpu(), decode_reference(qp, mu_k, v, 170, 1 / math.sqrt(32)), rtol=1e-2,
                                atol=1e-2)
+
+
+@pytest.mark.skipif(pope_kernel.INTERPRET, reason="long caches: on a GPU only (too slow for the interpreter)")
+@pytest.mark.parametrize("d", [64, 128])
+def test_decode_long_bf16_cache_on_gpu(d):
+    """The 124M model's decoding shapes (batch 8, 12 heads) over a 32k bf16 cache, n inside a tile; and grouped
+    heads at batch 1 (many splits)."""
+    for B, H, Hkv, n in ((8, 12, 12, 30001), (1, 12, 4, 32768)):
+        qp, mu_k, v = decode_inputs(B, H, Hkv, 32768, d, torch.bfloat16, seed=d + B)
+        t1, t2 = pope_kernel.decode_tables(d, 32768, DEVICE)
+        out = pope_kernel.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
+        ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
+        torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-2, atol=1e-2)
 
 
 def test_decode_reads_no_position_past_n():
