@@ -742,8 +742,8 @@ DECODE_WARPS = {16: 2, 32: 4, 64: 8, 128: 16}
 MIN_PROGRAMS = 2 * 132  # splits are chosen so that B * H * splits reaches this (two programs per SM of an H200)
 
 
-@triton.jit
-def _decode_split(QP, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, skt, svb, svh, svt, H, G, qk_scale,
+@triton.jit(do_not_specialize=["L"])
+def _decode_split(QP, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, skt, svb, svh, svt, H, G, L, qk_scale,
                   SPLITS: tl.constexpr, d: tl.constexpr, BLOCK: tl.constexpr):
     # program (split, b * H + h): (max, sum, acc) of the base-2 online softmax over its tiles of the first n keys
     split, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
@@ -753,7 +753,7 @@ def _decode_split(QP, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, sk
     qc, qs = tl.load(q + offs_d).to(tl.float32), tl.load(q + d + offs_d).to(tl.float32)
     t2 = T2 + offs_b[:, None] * (2 * d) + offs_d[None, :]
     cos_b, sin_b = tl.load(t2), tl.load(t2 + d)  # (BLOCK, d): e^{i b_ theta}, the same for every tile
-    n = tl.load(N).to(tl.int32)  # visible positions: input_pos + 1, read on the device
+    n = tl.minimum(tl.load(N), L).to(tl.int32)  # visible positions: input_pos + 1, read on the device
     tiles = tl.cdiv(n, BLOCK)
     per_split = tl.cdiv(tiles, SPLITS)
     first = split * per_split
@@ -847,7 +847,7 @@ def decode(qp: torch.Tensor, mu_k: torch.Tensor, v: torch.Tensor, n: torch.Tenso
            t2: torch.Tensor, sm_scale: float) -> torch.Tensor:
     """One decoding step: the attention of q' (B, H, 2d) (delta in it) over the first n (a 1-element device tensor)
     positions of a cache of mu(k) and v (B, n_kv_head, L, d) with phases s theta (tables: decode_tables) -> (B, H, d)
-    in v's dtype. n is read on the device only (no host sync: fits a CUDA graph)."""
+    in v's dtype. n is read on the device only (no host sync: fits a CUDA graph), and taken as L where it exceeds L."""
     _check_decode(qp, mu_k, v, n, t1, t2)
     B, H, _ = qp.shape
     Hkv, L, d = mu_k.shape[1:]
@@ -856,7 +856,7 @@ def decode(qp: torch.Tensor, mu_k: torch.Tensor, v: torch.Tensor, n: torch.Tenso
     l_sum = torch.empty_like(m)
     acc = torch.empty((B * H * splits, d), dtype=torch.float32, device=v.device)
     _decode_split[(splits, B * H)](qp, mu_k, v, n, t1, t2, m, l_sum, acc, *qp.stride()[:2], *mu_k.stride()[:3],
-                                   *v.stride()[:3], H, H // Hkv, sm_scale * LOG2E.value, SPLITS=splits, d=d,
+                                   *v.stride()[:3], H, H // Hkv, L, sm_scale * LOG2E.value, SPLITS=splits, d=d,
                                    BLOCK=DECODE_BLOCK, num_warps=DECODE_WARPS[d])
     o = torch.empty((B, H, d), dtype=v.dtype, device=v.device)
     _decode_combine[(B * H,)](m, l_sum, acc, o, *o.stride()[:2], H, SPLITS=splits, d=d, num_warps=4)

@@ -363,9 +363,13 @@ def test_decode_long_bf16_cache_on_gpu(d):
 
 
 def test_decode_reads_no_position_past_n():
-    """Garbage (huge finite values) in the cache past n changes nothing."""
+    """Garbage (huge finite values) in the cache past n changes nothing; an n past the cache's length reads the whole
+    cache and no further (n is never read on the host, so it cannot be refused there)."""
     qp, mu_k, v = decode_inputs(1, 2, 2, 150, 16, torch.float32)
     t1, t2 = pope_kernel.decode_tables(16, 150, DEVICE)
+    whole = pope_kernel.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([100], device=DEVICE), t1, t2, 0.25)
+    past = pope_kernel.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([140], device=DEVICE), t1, t2, 0.25)
+    assert torch.equal(whole, past)  # (a view of the first 100 positions: the next 40 are real memory)
     n = torch.tensor([70], device=DEVICE)
     a = pope_kernel.decode(qp, mu_k, v, n, t1, t2, 0.25)
     mu_k[:, :, 70:], v[:, :, 70:] = 1e4, 1e4
