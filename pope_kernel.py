@@ -732,7 +732,7 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
 #
 # (Re((qc - i qs) e^{i s theta}) with e^{i s theta} = e^{i alpha} e^{i b_ theta}): per tile a the query is rotated
 # once by -alpha (a row of the table T1[a] = e^{i DECODE_BLOCK a theta}), and every tile uses the same
-# (DECODE_BLOCK, d) table T2[b_] = e^{i b_ theta}, held by the program; so HBM traffic is mu_k and v alone.
+# (DECODE_BLOCK, d) table T2[b_] = e^{i b_ theta}, loaded once by each program; so HBM traffic is mu_k and v alone.
 
 DECODE_BLOCK = 32  # positions of a tile
 DECODE_HEAD_DIMS = (16, 32, 64, 128)

@@ -338,10 +338,12 @@ def test_decode_matches_reference(B, H, Hkv, L, d, n, one_split, monkeypatch):
     torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_decode_bf16_cache():
-    """A bf16 cache (as on the GPU) and a float32 q': the kernel computes in float32 on the bf16 values, the output
-    in bf16 (rounding ~4e-3)."""
+@pytest.mark.parametrize("q_dtype", [torch.float32, torch.bfloat16])
+def test_decode_bf16_cache(q_dtype):
+    """A bf16 cache (as on the GPU) and a float32 q' (the model's) or a bf16 one: the kernel computes in float32 on
+    the values given, the output in bf16 (rounding ~4e-3)."""
     qp, mu_k, v = decode_inputs(2, 4, 2, 200, 32, torch.bfloat16, seed=5)
+    qp = qp.to(q_dtype)
     t1, t2 = pope_kernel.decode_tables(32, 200, DEVICE)
     out = pope_kernel.decode(qp, mu_k, v, torch.tensor([170], device=DEVICE), t1, t2, 1 / math.sqrt(32))
     assert out.dtype == torch.bfloat16
