@@ -241,17 +241,19 @@ class KVCache:
     PoPE caches mu(k), as wide as RoPE's keys (its keys k' = mu(k) e^{i s theta} are formed from it where they are
     read: see CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until
     written: a masked position gets attention weight 0, which must meet a finite value.
-    PoPE on a GPU (float16/bfloat16/float32, hd 16 to 128) also holds decode_tables, the phase tables of
-    pope_kernel.decode (the one-token step's kernel), built here: before any CUDA-graph capture."""
+    On a GPU (float16/bfloat16/float32, hd 16 to 128) a one-token step runs pope_kernel.decode (decode_kernel True),
+    every encoding but ALiBi (its bias): PoPE's with decode_tables, the kernel's phase tables, built here (before any
+    CUDA-graph capture), the others' on their plain keys."""
 
     def __init__(self, config, batch, max_len, device, dtype):
         Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
         self.k = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        self.decode_tables = None
-        if config.pos_emb == 'pope' and torch.device(device).type == 'cuda' and dtype != torch.float64:
+        self.decode_kernel, self.decode_tables = False, None
+        if config.pos_emb != 'alibi_half' and torch.device(device).type == 'cuda' and dtype != torch.float64:
             import pope_kernel  # Triton: imported only where the kernel runs
-            if hd in pope_kernel.DECODE_HEAD_DIMS:
+            self.decode_kernel = hd in pope_kernel.DECODE_HEAD_DIMS
+            if self.decode_kernel and config.pos_emb == 'pope':
                 self.decode_tables = pope_kernel.decode_tables(hd, max_len, device, config.pos_base)
         # under torch.compile: written (or read) in place by the CUDA graph, never copied in, and the lengths (the
         # caches', and the rows of the table of tiles) symbols from the first graph on (no graph per length)
@@ -358,17 +360,18 @@ class CausalSelfAttention(nn.Module):
         it there; a query sees the keys up to its own position (the rest of the cache: masked, not yet written).
         PoPE puts delta on the query side, q' = mu(q) e^{i (t theta - delta)}, k' = mu(k) e^{i s theta}: q'.k' is
         mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and a key's k' depends on mu(k) and its position
-        alone (shared by a group of query heads). The cache holds mu(k); a one-token step with the cache's
-        decode_tables (a GPU) runs pope_kernel.decode, which forms no k' (it reads mu(k) and v: RoPE's bytes), and
-        otherwise k' is formed here from the whole cache."""
+        alone (shared by a group of query heads). The cache holds mu(k). A one-token step on a GPU (the cache's
+        decode_kernel) runs pope_kernel.decode over the visible positions, which for PoPE forms no k' (it reads mu(k)
+        and v: RoPE's bytes); otherwise (the plain path) k' is formed here from the whole cache."""
         if self.pos_emb == 'pope':
             minus_delta = None if self.delta is None else -self.delta
             q = torch.cat(pope_cartesian(q, input_pos, self.base, minus_delta, self.mu), -1)
             k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))  # mu(k), what the cache holds
         k, v = cache.update(self.layer, input_pos, k, v)
-        if self.pos_emb == 'pope' and q.shape[2] == 1 and cache.decode_tables is not None:
+        if q.shape[2] == 1 and cache.decode_kernel:
             import pope_kernel  # (KVCache imported it)
-            y = pope_kernel.decode(q[:, :, 0], k, v, input_pos + 1, *cache.decode_tables, 1.0 / math.sqrt(self.hd))
+            tables = cache.decode_tables or (None, None)  # PoPE's phases; plain keys otherwise
+            y = pope_kernel.decode(q[:, :, 0], k, v, input_pos + 1, *tables, 1.0 / math.sqrt(self.hd))
             return y[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
         if self.pos_emb == 'pope':  # the plain path: k' = mu(k) e^{i s theta} of every cache position

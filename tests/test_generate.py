@@ -66,7 +66,8 @@ def test_pope_caches_mu_of_its_keys():
     prefill_then_decode(m, idx, cache, 4, chunk=3)
     assert all(a is b for a, b in zip([*cache.k, *cache.v], tensors))
     assert [t.data_ptr() for t in tensors] == pointers
-    assert cache.k[0].shape == cache.v[0].shape == (2, 2, 16, 8) and cache.decode_tables is None
+    assert cache.k[0].shape == cache.v[0].shape == (2, 2, 16, 8)
+    assert not cache.decode_kernel and cache.decode_tables is None
     for t in tensors:
         assert t[:, :, :12].abs().sum() > 0 and not t[:, :, 12:].any()
     attn = m.h[0].attn
@@ -75,34 +76,49 @@ def test_pope_caches_mu_of_its_keys():
     torch.testing.assert_close(cache.k[0][:, :, :12], POPE_MUS['relu'](k), rtol=1e-12, atol=1e-12)
 
 
-def test_pope_decode_kernel_step_equals_the_plain_path():
-    """The one-token steps through pope_kernel.decode (as on a GPU: a cache with decode_tables; here the Triton
-    interpreter on the CPU, float32, head dim 16, grouped-query attention, a cache of 70 positions: tiles of 32, the
-    last ragged; steps that see 61 to 70 of them, across a tile boundary) give the logits of the plain path (k'
-    formed from the cache), and of a full forward pass, to float32's rounding."""
+def kernel_cache(m, B, L):
+    """A KVCache whose one-token steps run pope_kernel.decode, as on a GPU (here the Triton interpreter on the CPU)."""
+    pope_kernel = pytest.importorskip('pope_kernel')
+    cache = KVCache(m.config, B, L, 'cpu', torch.float32)
+    cache.decode_kernel = True
+    if m.config.pos_emb == 'pope':
+        cache.decode_tables = pope_kernel.decode_tables(m.config.n_embd // m.config.n_head, L, 'cpu')
+    return cache
+
+
+@pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
+def test_decode_kernel_step_equals_the_plain_path(pos_emb, monkeypatch):
+    """The one-token steps through pope_kernel.decode (PoPE's with its phase tables; RoPE's on its plain keys, as
+    every encoding's but ALiBi's; float32, head dim 16, grouped-query attention, a cache of 70 positions: tiles of 16,
+    the last ragged; steps that see 61 to 70 of them, across a tile boundary) give the logits of the plain path (for
+    PoPE k' formed from the cache), and of a full forward pass, to float32's rounding."""
     pope_kernel = pytest.importorskip('pope_kernel')
     assert 64 % pope_kernel.DECODE_BLOCK == 0 and 70 % pope_kernel.DECODE_BLOCK
-    m = small('pope', n_embd=64, block_size=128, n_kv_head=2).eval()
+    m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2).eval()
     idx = torch.randint(0, 17, (2, 70))
-    caches = [KVCache(m.config, 2, 70, 'cpu', torch.float32) for _ in range(2)]
-    caches[1].decode_tables = pope_kernel.decode_tables(16, 70, 'cpu')
+    caches = [KVCache(m.config, 2, 70, 'cpu', torch.float32), kernel_cache(m, 2, 70)]
+    assert not caches[0].decode_kernel
+    calls, decode = [], pope_kernel.decode
+    monkeypatch.setattr(pope_kernel, 'decode', lambda *a: calls.append(a[4] is None) or decode(*a))
     with torch.no_grad():
-        plain, kernel = (prefill_then_decode(m, idx, cache, 55) for cache in caches)
+        plain = prefill_then_decode(m, idx, caches[0], 55)
+        assert not calls
+        kernel = prefill_then_decode(m, idx, caches[1], 55)
         full, _ = m(idx, torch.zeros_like(idx))
+    assert calls == [pos_emb != 'pope'] * 2 * 10  # 2 layers, the one-token steps at 60 to 69
     torch.testing.assert_close(kernel, plain, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(kernel, full, rtol=1e-5, atol=1e-5)
 
 
-def test_compiled_step_through_the_decode_kernel():
-    """decode_step with pope_kernel.decode inside (a cache with decode_tables, the interpreter on the CPU) traced by
+@pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
+def test_compiled_step_through_the_decode_kernel(pos_emb):
+    """decode_step with pope_kernel.decode inside (kernel_cache: the interpreter on the CPU) traced by
     torch.compile as one graph (fullgraph, aot_eager): the eager step's tokens, sampled."""
-    pope_kernel = pytest.importorskip('pope_kernel')
-    m = small('pope', n_embd=64, block_size=128, n_kv_head=2).eval()
+    m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2).eval()
     idx = torch.randint(0, 17, (2, 64))
 
     def three_steps(step):
-        cache = KVCache(m.config, 2, 64, 'cpu', torch.float32)
-        cache.decode_tables = pope_kernel.decode_tables(16, 64, 'cpu')
+        cache = kernel_cache(m, 2, 64)
         out, input_pos = idx.clone(), torch.tensor([60])
         with torch.no_grad():
             m(out[:, :60], cache=cache, input_pos=torch.arange(60))

@@ -288,19 +288,20 @@ def test_rejects_cpu_tensor_without_interpreter(monkeypatch):
 
 
 # -----------------------------------------------------------------------------
-# The decoding kernel (pope::decode): one query a sequence over a cache of mu(k) and v
+# The decoding kernel (pope::decode): one query a sequence over a cache of mu(k) and v, or of plain keys and v
 
 
-def decode_reference(qp, mu_k, v, n, sm_scale, base=10000.0):
-    """Plain float64 decoding: k' = [mu_k cos(s theta), mu_k sin(s theta)] formed explicitly for every cache position,
-    kv heads repeated per query head, scores q' . k' * sm_scale, the positions >= n masked, softmax, @ v (on the
-    inputs' device; returned on the CPU)."""
+def decode_reference(qp, mu_k, v, n, sm_scale, base=10000.0, phases=True):
+    """Plain float64 decoding: k' = [mu_k cos(s theta), mu_k sin(s theta)] formed explicitly for every cache position
+    (phases=False: the keys as given, k' = mu_k), kv heads repeated per query head, scores q' . k' * sm_scale, the
+    positions >= n masked, softmax, @ v (on the inputs' device; returned on the CPU)."""
     qp, mu_k, v = (x.detach().double() for x in (qp, mu_k, v))
     L, d = mu_k.shape[2:]
     theta = base ** (-torch.arange(d, dtype=torch.float64, device=v.device) / d)
     phi = torch.arange(L, dtype=torch.float64, device=v.device)[:, None] * theta
     g = qp.shape[1] // mu_k.shape[1]
-    kp = torch.cat([mu_k * phi.cos(), mu_k * phi.sin()], -1).repeat_interleave(g, 1)  # (B, H, L, 2d)
+    kp = torch.cat([mu_k * phi.cos(), mu_k * phi.sin()], -1) if phases else mu_k
+    kp = kp.repeat_interleave(g, 1)  # (B, H, L, 2d or d)
     att = (kp @ qp[..., None])[..., 0] * sm_scale  # (B, H, L)
     att[..., n:] = float("-inf")
     return (att.softmax(-1)[..., None, :] @ v.repeat_interleave(g, 1))[..., 0, :].cpu()
@@ -336,6 +337,21 @@ def test_decode_matches_reference(B, H, Hkv, L, d, n, one_split, monkeypatch):
     assert out.shape == (B, H, d) and out.dtype == v.dtype
     ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
     torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("B,H,Hkv,L,d,n", [(2, 4, 2, 150, 16, 100), (1, 4, 4, 130, 64, 130), (1, 2, 1, 70, 32, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_plain_keys_match_reference(B, H, Hkv, L, d, n, dtype):
+    """Without tables pope::decode is plain decoding (RoPE's step, its keys already rotated): the query d wide,
+    scores q . k; against the float64 reference on fresh signed keys, grouped heads, a ragged tail, one position."""
+    g = torch.Generator().manual_seed(L + n + d)
+    q, k, v = (torch.randn(*shape, generator=g).to(DEVICE) for shape in ((B, H, d), (B, Hkv, L, d), (B, Hkv, L, d)))
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    out = pope_kernel.decode(q, k, v, torch.tensor([n], device=DEVICE), None, None, 1 / math.sqrt(d))
+    assert out.shape == (B, H, d) and out.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(out.double().cpu(), decode_reference(q, k, v, n, 1 / math.sqrt(d), phases=False),
+                               rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("q_dtype", [torch.float32, torch.bfloat16])
@@ -391,7 +407,7 @@ def test_decode_custom_op():
     assert torch.equal(compiled, fn(qp, mu_k, v, n))
 
 
-@pytest.mark.parametrize("case", ["head_dim", "width", "n", "tables", "dtype"])
+@pytest.mark.parametrize("case", ["head_dim", "width", "plain_width", "one_table", "n", "tables", "dtype"])
 def test_decode_rejects_unsupported_input(case):
     qp, mu_k, v = decode_inputs(1, 2, 1, 70, 16, torch.float32)
     t1, t2 = pope_kernel.decode_tables(16, 70, DEVICE)
@@ -400,6 +416,10 @@ def test_decode_rejects_unsupported_input(case):
         qp, mu_k, v = decode_inputs(1, 2, 1, 70, 24, torch.float32)
     elif case == "width":
         qp = qp[..., :16].contiguous()
+    elif case == "plain_width":  # q' (2d wide) with no tables: plain keys want a d-wide query
+        t1, t2 = None, None
+    elif case == "one_table":
+        t2 = None
     elif case == "n":
         n = torch.tensor([3.0], device=DEVICE)
     elif case == "tables":
