@@ -253,8 +253,10 @@ class KVCache:
         if config.pos_emb != 'alibi_half' and torch.device(device).type == 'cuda' and dtype != torch.float64:
             import pope_kernel  # Triton: imported only where the kernel runs
             self.decode_kernel = hd in pope_kernel.DECODE_HEAD_DIMS
-            if self.decode_kernel and config.pos_emb == 'pope':
-                self.decode_tables = pope_kernel.decode_tables(hd, max_len, device, config.pos_base)
+            if self.decode_kernel and config.pos_emb == 'pope':  # (2 tiles' rows at least: under torch.compile a
+                # dimension of size 1 is specialised, and the next length would compile a graph of its own)
+                rows = max(max_len, 2 * pope_kernel.DECODE_BLOCK)
+                self.decode_tables = pope_kernel.decode_tables(hd, rows, device, config.pos_base)
         # under torch.compile: written (or read) in place by the CUDA graph, never copied in, and the lengths (the
         # caches', and the rows of the table of tiles) symbols from the first graph on (no graph per length)
         for t in self.k + self.v + list(self.decode_tables or ()):
