@@ -236,27 +236,42 @@ def upgrade_model_args(model_args):
 
 
 class KVCache:
-    """The keys and values of a generation, preallocated: per layer k (B, n_kv_head, max_len, k width) and v (B,
-    n_kv_head, max_len, hd), written in place at the positions of each forward pass (static shapes: a decoding step
-    can be compiled into one CUDA graph). PoPE caches k' = mu(k) e^{i s theta} (2 hd wide, once per position; see
-    CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until written:
-    a masked position gets attention weight 0, which must meet a finite value."""
+    """The keys and values of a generation, preallocated: per layer k and v (B, n_kv_head, max_len, hd), written in
+    place at the positions of each forward pass (static shapes: a decoding step can be compiled into one CUDA graph).
+    PoPE caches mu(k), as wide as RoPE's keys (its keys k' = mu(k) e^{i s theta} are formed from it where they are
+    read: see CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until
+    written: a masked position gets attention weight 0, which must meet a finite value.
+    On a GPU (float16/bfloat16/float32, hd 16 to 128) a one-token step runs pope_kernel.decode (decode_kernel True),
+    every encoding but ALiBi (its bias): PoPE's with decode_tables, the kernel's phase tables, built here (before any
+    CUDA-graph capture), the others' on their plain keys."""
 
     def __init__(self, config, batch, max_len, device, dtype):
         Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
-        k_width = 2 * hd if config.pos_emb == 'pope' else hd
-        self.k = [torch.zeros(batch, Hkv, max_len, k_width, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.k = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        for t in self.k + self.v:  # under torch.compile: written in place by the CUDA graph, never copied in, and
+        self.decode_kernel, self.decode_tables = False, None
+        if config.pos_emb != 'alibi_half' and torch.device(device).type == 'cuda' and dtype != torch.float64:
+            import pope_kernel  # Triton: imported only where the kernel runs
+            self.decode_kernel = hd in pope_kernel.DECODE_HEAD_DIMS
+            if self.decode_kernel and config.pos_emb == 'pope':  # (2 tiles' rows at least: under torch.compile a
+                # dimension of size 1 is specialised, and the next length would compile a graph of its own)
+                rows = max(max_len, 2 * pope_kernel.DECODE_BLOCK)
+                self.decode_tables = pope_kernel.decode_tables(hd, rows, device, config.pos_base)
+        # under torch.compile: written (or read) in place by the CUDA graph, never copied in, and the lengths (the
+        # caches', and the rows of the table of tiles) symbols from the first graph on (no graph per length)
+        for t in self.k + self.v + list(self.decode_tables or ()):
             torch._dynamo.mark_static_address(t, guard=False)
-            torch._dynamo.maybe_mark_dynamic(t, 2)  # its length a symbol from the first graph on (no graph per length)
+        for t in self.k + self.v:
+            torch._dynamo.maybe_mark_dynamic(t, 2)
+        if self.decode_tables:
+            torch._dynamo.maybe_mark_dynamic(self.decode_tables[0], 0)
 
     @property
     def max_len(self):  # a tensor's size: under torch.compile a symbol of the graph, not an int guarded on
         return self.k[0].shape[2]
 
     def update(self, layer, input_pos, k, v):
-        """k (B, n_kv_head, T, k width) and v written at positions input_pos (T,); the layer's whole cache returned."""
+        """k (B, n_kv_head, T, hd) and v written at positions input_pos (T,); the layer's whole cache returned."""
         self.k[layer].index_copy_(2, input_pos, k.to(self.k[layer].dtype))
         self.v[layer].index_copy_(2, input_pos, v.to(self.v[layer].dtype))
         return self.k[layer], self.v[layer]
@@ -346,14 +361,23 @@ class CausalSelfAttention(nn.Module):
         """Attention of the T tokens at positions input_pos over a KVCache, after writing their keys and values into
         it there; a query sees the keys up to its own position (the rest of the cache: masked, not yet written).
         PoPE puts delta on the query side, q' = mu(q) e^{i (t theta - delta)}, k' = mu(k) e^{i s theta}: q'.k' is
-        mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and a cached k' depends on its key alone (shared
-        by a group of query heads)."""
+        mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and a key's k' depends on mu(k) and its position
+        alone (shared by a group of query heads). The cache holds mu(k). A one-token step on a GPU (the cache's
+        decode_kernel) runs pope_kernel.decode over the visible positions, which for PoPE forms no k' (it reads mu(k)
+        and v: RoPE's bytes); otherwise (the plain path) k' is formed here from the whole cache."""
         if self.pos_emb == 'pope':
             minus_delta = None if self.delta is None else -self.delta
             q = torch.cat(pope_cartesian(q, input_pos, self.base, minus_delta, self.mu), -1)
-            k = torch.cat(pope_cartesian(k, input_pos, self.base, mu=self.mu), -1)
+            k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))  # mu(k), what the cache holds
         k, v = cache.update(self.layer, input_pos, k, v)
+        if q.shape[2] == 1 and cache.decode_kernel:
+            import pope_kernel  # (KVCache imported it)
+            tables = cache.decode_tables or (None, None)  # PoPE's phases; plain keys otherwise
+            y = pope_kernel.decode(q[:, :, 0], k, v, input_pos + 1, *tables, 1.0 / math.sqrt(self.hd))
+            return y[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
+        if self.pos_emb == 'pope':  # the plain path: k' = mu(k) e^{i s theta} of every cache position
+            k = torch.cat(pope_cartesian(k, s, self.base, mu='identity'), -1).to(v.dtype)
         visible = s[None, :] <= input_pos[:, None]  # (T, max_len)
         bias = self.alibi(input_pos, s) if self.pos_emb == 'alibi_half' else None
         return cache_attention(q.to(v.dtype), k, v, visible, bias, scale=1.0 / math.sqrt(self.hd))

@@ -54,10 +54,10 @@ def test_cached_logits_equal_the_full_forward_at_every_step(cfg):
     torch.testing.assert_close(prefill_then_decode(m, idx, cache, 7), full, rtol=1e-9, atol=1e-9)
 
 
-def test_pope_caches_the_cartesian_keys_of_its_kv_heads():
-    """PoPE's cache holds k' = [mu(k) cos(s theta), mu(k) sin(s theta)] (2 hd wide) per kv head, with no delta (it
-    sits on the query side), written in place: the same tensors at the same addresses from the prompt to the last
-    step, and positions not yet reached still zero."""
+def test_pope_caches_mu_of_its_keys():
+    """PoPE's cache holds mu(k) per kv head (hd wide, as RoPE's keys), with no delta (it sits on the query side) and
+    no phase (attention forms k' = mu(k) e^{i s theta}), written in place: the same tensors at the same addresses from
+    the prompt to the last step, and positions not yet reached still zero. On the CPU it holds no kernel tables."""
     m = small('pope', n_kv_head=2, pope_mu='relu').double().eval()
     idx = torch.randint(0, 17, (2, 12))
     cache = KVCache(m.config, 2, 16, 'cpu', F64)
@@ -66,16 +66,68 @@ def test_pope_caches_the_cartesian_keys_of_its_kv_heads():
     prefill_then_decode(m, idx, cache, 4, chunk=3)
     assert all(a is b for a, b in zip([*cache.k, *cache.v], tensors))
     assert [t.data_ptr() for t in tensors] == pointers
-    assert cache.k[0].shape == (2, 2, 16, 16) and cache.v[0].shape == (2, 2, 16, 8)
+    assert cache.k[0].shape == cache.v[0].shape == (2, 2, 16, 8)
+    assert not cache.decode_kernel and cache.decode_tables is None
     for t in tensors:
         assert t[:, :, :12].abs().sum() > 0 and not t[:, :, 12:].any()
     attn = m.h[0].attn
     with torch.no_grad():
         k = attn.c_attn(m.h[0].ln_1(m.wte(idx)))[..., 32:48].view(2, 12, 2, 8).transpose(1, 2)  # (B, kv heads, T, hd)
-    phi = torch.arange(12, dtype=F64)[:, None] * 10000.0 ** (-torch.arange(8, dtype=F64) / 8)
-    mu = POPE_MUS['relu'](k)
-    torch.testing.assert_close(cache.k[0][:, :, :12], torch.cat([mu * phi.cos(), mu * phi.sin()], -1), rtol=1e-12,
-                               atol=1e-12)
+    torch.testing.assert_close(cache.k[0][:, :, :12], POPE_MUS['relu'](k), rtol=1e-12, atol=1e-12)
+
+
+def kernel_cache(m, B, L):
+    """A KVCache whose one-token steps run pope_kernel.decode, as on a GPU (here the Triton interpreter on the CPU)."""
+    pope_kernel = pytest.importorskip('pope_kernel')
+    cache = KVCache(m.config, B, L, 'cpu', torch.float32)
+    cache.decode_kernel = True
+    if m.config.pos_emb == 'pope':
+        cache.decode_tables = pope_kernel.decode_tables(m.config.n_embd // m.config.n_head, L, 'cpu')
+    return cache
+
+
+@pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
+def test_decode_kernel_step_equals_the_plain_path(pos_emb, monkeypatch):
+    """The one-token steps through pope_kernel.decode (PoPE's with its phase tables; RoPE's on its plain keys, as
+    every encoding's but ALiBi's; float32, head dim 16, grouped-query attention, a cache of 70 positions: tiles of 16,
+    the last ragged; steps that see 61 to 70 of them, across a tile boundary) give the logits of the plain path (for
+    PoPE k' formed from the cache), and of a full forward pass, to float32's rounding."""
+    pope_kernel = pytest.importorskip('pope_kernel')
+    assert 64 % pope_kernel.DECODE_BLOCK == 0 and 70 % pope_kernel.DECODE_BLOCK
+    m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2).eval()
+    idx = torch.randint(0, 17, (2, 70))
+    caches = [KVCache(m.config, 2, 70, 'cpu', torch.float32), kernel_cache(m, 2, 70)]
+    assert not caches[0].decode_kernel
+    calls, decode = [], pope_kernel.decode
+    monkeypatch.setattr(pope_kernel, 'decode', lambda *a: calls.append(a[4] is None) or decode(*a))
+    with torch.no_grad():
+        plain = prefill_then_decode(m, idx, caches[0], 55)
+        assert not calls
+        kernel = prefill_then_decode(m, idx, caches[1], 55)
+        full, _ = m(idx, torch.zeros_like(idx))
+    assert calls == [pos_emb != 'pope'] * 2 * 10  # 2 layers, the one-token steps at 60 to 69
+    torch.testing.assert_close(kernel, plain, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(kernel, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
+def test_compiled_step_through_the_decode_kernel(pos_emb):
+    """decode_step with pope_kernel.decode inside (kernel_cache: the interpreter on the CPU) traced by
+    torch.compile as one graph (fullgraph, aot_eager): the eager step's tokens, sampled."""
+    m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2).eval()
+    idx = torch.randint(0, 17, (2, 64))
+
+    def three_steps(step):
+        cache = kernel_cache(m, 2, 64)
+        out, input_pos = idx.clone(), torch.tensor([60])
+        with torch.no_grad():
+            m(out[:, :60], cache=cache, input_pos=torch.arange(60))
+            torch.manual_seed(1)
+            for _ in range(3):
+                step(out, cache, input_pos, torch.tensor(1.0), 3)
+        return out
+    assert torch.equal(three_steps(m.decode_step),
+                       three_steps(torch.compile(m.decode_step, backend='aot_eager', fullgraph=True)))
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope', 'alibi_half'])
@@ -191,7 +243,7 @@ def test_compiled_generate_on_a_gpu(pos_emb):
     two batch sizes), float32: greedy tokens the argmax of full forward passes (up to float32's rounding), sampled
     tokens among the top k, one graph per batch size and top_k, and no step left out of the CUDA graphs."""
     from torch._dynamo.utils import counters
-    m = small(pos_emb, n_kv_head=2).cuda().eval()
+    m = small(pos_emb, n_kv_head=2, n_embd=64).cuda().eval()  # head dim 16: PoPE's steps run pope_kernel.decode
     torch._dynamo.reset()
     counters.clear()
     for top_k in (1, 3):

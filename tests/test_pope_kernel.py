@@ -285,3 +285,146 @@ def test_rejects_cpu_tensor_without_interpreter(monkeypatch):
     q, k, v, delta = make_inputs(1, 1, 4, 4, 32, torch.float32)
     with pytest.raises(ValueError, match="CUDA"):
         pope_kernel.pope_attention(q, k, v, delta)
+
+
+# -----------------------------------------------------------------------------
+# The decoding kernel (pope::decode): one query a sequence over a cache of mu(k) and v, or of plain keys and v
+
+
+def decode_reference(qp, mu_k, v, n, sm_scale, base=10000.0, phases=True):
+    """Plain float64 decoding: k' = [mu_k cos(s theta), mu_k sin(s theta)] formed explicitly for every cache position
+    (phases=False: the keys as given, k' = mu_k), kv heads repeated per query head, scores q' . k' * sm_scale, the
+    positions >= n masked, softmax, @ v (on the inputs' device; returned on the CPU)."""
+    qp, mu_k, v = (x.detach().double() for x in (qp, mu_k, v))
+    L, d = mu_k.shape[2:]
+    theta = base ** (-torch.arange(d, dtype=torch.float64, device=v.device) / d)
+    phi = torch.arange(L, dtype=torch.float64, device=v.device)[:, None] * theta
+    g = qp.shape[1] // mu_k.shape[1]
+    kp = torch.cat([mu_k * phi.cos(), mu_k * phi.sin()], -1) if phases else mu_k
+    kp = kp.repeat_interleave(g, 1)  # (B, H, L, 2d or d)
+    att = (kp @ qp[..., None])[..., 0] * sm_scale  # (B, H, L)
+    att[..., n:] = float("-inf")
+    return (att.softmax(-1)[..., None, :] @ v.repeat_interleave(g, 1))[..., 0, :].cpu()
+
+
+def decode_inputs(B, H, Hkv, L, d, dtype, seed=0):
+    """q' as the model forms it (mu(q) e^{i phi}, delta in phi), mu(k) = softplus(k) >= 0, v; mu_k, v in dtype."""
+    g = torch.Generator().manual_seed(seed)
+    mu_q, phi = torch.nn.functional.softplus(torch.randn(B, H, d, generator=g)), torch.rand(B, H, d, generator=g) * 50
+    qp = torch.cat([mu_q * phi.cos(), mu_q * phi.sin()], -1)
+    mu_k = torch.nn.functional.softplus(torch.randn(B, Hkv, L, d, generator=g)).to(dtype)
+    v = torch.randn(B, Hkv, L, d, generator=g).to(dtype)
+    return [x.to(DEVICE) for x in (qp, mu_k, v)]
+
+
+@pytest.mark.parametrize("B,H,Hkv,L,d,n", [
+    (2, 4, 2, 150, 16, 64),  # n at a tile boundary, L not a multiple of the tile, grouped-query attention
+    (2, 4, 2, 150, 16, 100),  # n inside a tile
+    (1, 4, 2, 150, 32, 1),  # the first step: one visible position
+    (2, 4, 4, 130, 32, 130),  # every position visible, the last tile ragged
+    (1, 2, 1, 4100, 16, 4097),  # positions past 4096: the per-tile rotation of the query at large angles
+])
+@pytest.mark.parametrize("one_split", [False, True])
+def test_decode_matches_reference(B, H, Hkv, L, d, n, one_split, monkeypatch):
+    """pope::decode against the float64 reference on fresh inputs, float32 cache: the splits that decode_splits picks
+    (several, some past n and empty), and one split that runs its online softmax over every tile."""
+    if one_split:
+        monkeypatch.setattr(pope_kernel, "MIN_PROGRAMS", 1)
+    assert (pope_kernel.decode_splits(B, H, L) == 1) == one_split or L <= pope_kernel.DECODE_BLOCK
+    qp, mu_k, v = decode_inputs(B, H, Hkv, L, d, torch.float32, seed=L + n + d)
+    t1, t2 = pope_kernel.decode_tables(d, L, DEVICE)
+    out = pope_kernel.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
+    assert out.shape == (B, H, d) and out.dtype == v.dtype
+    ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
+    torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("B,H,Hkv,L,d,n", [(2, 4, 2, 150, 16, 100), (1, 4, 4, 130, 64, 130), (1, 2, 1, 70, 32, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_plain_keys_match_reference(B, H, Hkv, L, d, n, dtype):
+    """Without tables pope::decode is plain decoding (RoPE's step, its keys already rotated): the query d wide,
+    scores q . k; against the float64 reference on fresh signed keys, grouped heads, a ragged tail, one position."""
+    g = torch.Generator().manual_seed(L + n + d)
+    q, k, v = (torch.randn(*shape, generator=g).to(DEVICE) for shape in ((B, H, d), (B, Hkv, L, d), (B, Hkv, L, d)))
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    out = pope_kernel.decode(q, k, v, torch.tensor([n], device=DEVICE), None, None, 1 / math.sqrt(d))
+    assert out.shape == (B, H, d) and out.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(out.double().cpu(), decode_reference(q, k, v, n, 1 / math.sqrt(d), phases=False),
+                               rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("q_dtype", [torch.float32, torch.bfloat16])
+def test_decode_bf16_cache(q_dtype):
+    """A bf16 cache (as on the GPU) and a float32 q' (the model's) or a bf16 one: the kernel computes in float32 on
+    the values given, the output in bf16 (rounding ~4e-3)."""
+    qp, mu_k, v = decode_inputs(2, 4, 2, 200, 32, torch.bfloat16, seed=5)
+    qp = qp.to(q_dtype)
+    t1, t2 = pope_kernel.decode_tables(32, 200, DEVICE)
+    out = pope_kernel.decode(qp, mu_k, v, torch.tensor([170], device=DEVICE), t1, t2, 1 / math.sqrt(32))
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.double().cpu(), decode_reference(qp, mu_k, v, 170, 1 / math.sqrt(32)), rtol=1e-2,
+                               atol=1e-2)
+
+
+@pytest.mark.skipif(pope_kernel.INTERPRET, reason="long caches: on a GPU only (too slow for the interpreter)")
+@pytest.mark.parametrize("d", [64, 128])
+def test_decode_long_bf16_cache_on_gpu(d):
+    """The 124M model's decoding shapes (batch 8, 12 heads) over a 32k bf16 cache, n inside a tile; and grouped
+    heads at batch 1 (many splits)."""
+    for B, H, Hkv, n in ((8, 12, 12, 30001), (1, 12, 4, 32768)):
+        qp, mu_k, v = decode_inputs(B, H, Hkv, 32768, d, torch.bfloat16, seed=d + B)
+        t1, t2 = pope_kernel.decode_tables(d, 32768, DEVICE)
+        out = pope_kernel.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
+        ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
+        torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_decode_reads_no_position_past_n():
+    """Garbage (huge finite values) in the cache past n changes nothing; an n past the cache's length reads the whole
+    cache and no further (n is never read on the host, so it cannot be refused there)."""
+    qp, mu_k, v = decode_inputs(1, 2, 2, 150, 16, torch.float32)
+    t1, t2 = pope_kernel.decode_tables(16, 150, DEVICE)
+    whole = pope_kernel.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([100], device=DEVICE), t1, t2, 0.25)
+    past = pope_kernel.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([140], device=DEVICE), t1, t2, 0.25)
+    assert torch.equal(whole, past)  # (a view of the first 100 positions: the next 40 are real memory)
+    n = torch.tensor([70], device=DEVICE)
+    a = pope_kernel.decode(qp, mu_k, v, n, t1, t2, 0.25)
+    mu_k[:, :, 70:], v[:, :, 70:] = 1e4, 1e4
+    assert torch.equal(a, pope_kernel.decode(qp, mu_k, v, n, t1, t2, 0.25))
+
+
+def test_decode_custom_op():
+    """Schema and fake implementation of pope::decode, and one graph with no break under torch.compile."""
+    qp, mu_k, v = decode_inputs(1, 4, 2, 80, 16, torch.float32)
+    t1, t2 = pope_kernel.decode_tables(16, 80, DEVICE)
+    n = torch.tensor([75], device=DEVICE)
+    torch.library.opcheck(torch.ops.pope.decode.default, (qp, mu_k, v, n, t1, t2, 0.25))
+    fn = lambda qp, mu_k, v, n: pope_kernel.decode(qp * 2, mu_k, v, n, t1, t2, 0.25)  # noqa: E731
+    explain = torch._dynamo.explain(fn)(qp, mu_k, v, n)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)(qp, mu_k, v, n)
+    assert torch.equal(compiled, fn(qp, mu_k, v, n))
+
+
+@pytest.mark.parametrize("case", ["head_dim", "width", "plain_width", "one_table", "n", "tables", "dtype"])
+def test_decode_rejects_unsupported_input(case):
+    qp, mu_k, v = decode_inputs(1, 2, 1, 70, 16, torch.float32)
+    t1, t2 = pope_kernel.decode_tables(16, 70, DEVICE)
+    n = torch.tensor([3], device=DEVICE)
+    if case == "head_dim":
+        qp, mu_k, v = decode_inputs(1, 2, 1, 70, 24, torch.float32)
+    elif case == "width":
+        qp = qp[..., :16].contiguous()
+    elif case == "plain_width":  # q' (2d wide) with no tables: plain keys want a d-wide query
+        t1, t2 = None, None
+    elif case == "one_table":
+        t2 = None
+    elif case == "n":
+        n = torch.tensor([3.0], device=DEVICE)
+    elif case == "tables":
+        t1, t2 = pope_kernel.decode_tables(16, 64, DEVICE)
+    else:
+        v = v.double()
+    with pytest.raises(ValueError, match="pope decode"):
+        pope_kernel.decode(qp, mu_k, v, n, t1, t2, 0.25)

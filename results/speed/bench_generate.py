@@ -1,17 +1,20 @@
 """
-Generation speed on one GPU: PoPE decoding with its cached Cartesian keys k' against RoPE.
+Generation speed on one GPU: PoPE decoding (a cache of mu(k), RoPE's size, and pope_kernel.decode) against RoPE.
 
 (a) Decode attention alone: one query a sequence over a cache whose every position is visible (batch 1 and 8, 12
     heads, head dim 64, bf16; cache lengths 4096, 16384, 32768), the GPU time of CUDA-graph replays (median of
-    triton.testing.do_bench), on random q, k, v:
-      model   model.cache_attention, the model's decoding step: PoPE on q', k' (2 x 64 wide) and v (64 wide), RoPE on
-              q, k, v (64 wide); scores by matmul, a mask over the preallocated cache, softmax in float32 (eager
-              kernels here; generate(compile=True) runs inductor's fusion of the same)
-      sdpa    F.scaled_dot_product_attention on the same cache and mask (not the model's path)
+    triton.testing.do_bench) of 12 or more layers' caches in turn (200 MB at least, more than the GPU's L2), per
+    layer, on random q, k, v:
+      model   the attention of the model's decoding step, as generate runs it on a GPU: pope_kernel.decode, split-K
+              Triton kernels over the visible positions of the preallocated cache. PoPE: on q' (2 x 64 wide), the
+              cached mu(k) and v (64 wide each) and the phase tables, forming no k'; RoPE: on q and its rotated keys,
+              no tables (the same kernel without the phases). Elsewhere (--smoke on the CPU) the plain path
+      plain   model.cache_attention, the plain path (the CPU's, and the reference): scores by matmul over the whole
+              preallocated cache, a mask, softmax in float32, eager kernels; PoPE on a k' (2 x 64) tensor
       nomask  RoPE only: SDPA on an unmasked cache of exactly the visible length (the backend SDPA picks, flash or
-              cuDNN decoding), RoPE's fastest decoding in PyTorch, which a preallocated cache gives up for static
-              shapes
-    PoPE reads k' (2d) and v (d) where RoPE reads k (d) and v (d): 1.5x the bytes. GB/s: the cache's bytes / time.
+              cuDNN decoding), PyTorch's own fastest decoding, which a preallocated cache gives up for static shapes
+    PoPE's kernel reads mu(k) (d) and v (d), RoPE's bytes (its phase tables, 8 bytes x d per 16 positions plus a
+    fixed 16 x d table, aside); GB/s: the cache's bytes (2d a position) / time (the plain path on the CPU: 3d).
 (b) End to end: GPT.generate of the 124M model (config/owt_pope.py and config/owt_rope.py's shapes, random weights,
     vocabulary 50304, bf16 weights), prompt 512, 512 and 2048 new tokens, batch 1 and 8, eager and compiled
     (generate(compile=True): the one-token step, forward pass and sampling, under torch.compile, mode
@@ -138,23 +141,39 @@ def attention_rows():
             if over_budget(row):
                 rows.append(row)
                 continue
+            # one timing: the attention of several layers' caches in turn (12, as the model, or more: 200 MB at least,
+            # so that no layer's cache is still in the GPU's L2 when it is read again); the time per layer
+            layer_bytes = B * H * L * 2 * D * 2
+            layers = max(12, math.ceil(200e6 / layer_bytes)) if cuda else 1
             g = torch.Generator(device).manual_seed(0)
             q, qp = (torch.randn(B, H, 1, w, device=device, generator=g).to(dtype) for w in (D, 2 * D))
-            k, kp = (torch.randn(B, H, L, w, device=device, generator=g).to(dtype) for w in (D, 2 * D))
-            v = torch.randn(B, H, L, D, device=device, generator=g).to(dtype)
+            k, v = ([torch.randn(B, H, L, D, device=device, generator=g).to(dtype) for _ in range(layers)]
+                    for _ in range(2))
+            kp = [torch.randn(B, H, L, 2 * D, device=device, generator=g).to(dtype) for _ in range(layers)]
             visible = torch.ones(1, L, dtype=torch.bool, device=device)
-            sdpa = F.scaled_dot_product_attention
+
+            def per_layer(attend):
+                return lambda: gpu_ms(lambda: [attend(i) for i in range(layers)]) / layers
+            plain = {'rope': lambda i: cache_attention(q, k[i], v[i], visible, scale=scale),
+                     'pope': lambda i: cache_attention(qp, kp[i], v[i], visible, scale=scale)}
+            if cuda:  # k as RoPE's rotated keys or PoPE's cached mu(k), all L positions visible
+                import pope_kernel
+                tables, n = pope_kernel.decode_tables(D, L, device), torch.tensor([L], device=device)
+                model = {'rope': lambda i: pope_kernel.decode(q[:, :, 0], k[i], v[i], n, None, None, scale),
+                         'pope': lambda i: pope_kernel.decode(qp[:, :, 0], k[i], v[i], n, *tables, scale)}
+            else:
+                model = plain
             with torch.no_grad():
-                measured(row, 'rope_model_ms', lambda: gpu_ms(lambda: cache_attention(q, k, v, visible, scale=scale)))
-                measured(row, 'pope_model_ms', lambda: gpu_ms(lambda: cache_attention(qp, kp, v, visible, scale=scale)))
-                measured(row, 'rope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, attn_mask=visible, scale=scale)))
-                measured(row, 'pope_sdpa_ms', lambda: gpu_ms(lambda: sdpa(qp, kp, v, attn_mask=visible, scale=scale)))
-                measured(row, 'rope_nomask_ms', lambda: gpu_ms(lambda: sdpa(q, k, v, scale=scale)))
+                for pe in ('rope', 'pope'):
+                    measured(row, f'{pe}_model_ms', per_layer(model[pe]))
+                    measured(row, f'{pe}_plain_ms', per_layer(plain[pe]))
+                measured(row, 'rope_nomask_ms', per_layer(
+                    lambda i: F.scaled_dot_product_attention(q, k[i], v[i], scale=scale)))
             if row['rope_model_ms'] and row['pope_model_ms']:
                 row['pope_vs_rope_model'] = row['pope_model_ms'] / row['rope_model_ms']
                 gb = lambda width: B * H * L * (width + D) * q.element_size() / 1e9  # noqa: E731
                 row['rope_model_GBps'] = gb(D) / (row['rope_model_ms'] / 1e3)
-                row['pope_model_GBps'] = gb(2 * D) / (row['pope_model_ms'] / 1e3)
+                row['pope_model_GBps'] = gb(D if cuda else 2 * D) / (row['pope_model_ms'] / 1e3)
             if row['pope_model_ms'] and row['rope_nomask_ms']:
                 row['pope_model_vs_rope_nomask'] = row['pope_model_ms'] / row['rope_nomask_ms']
             log(f'decode attention {row}')
@@ -251,10 +270,10 @@ def markdown(result):
              + (' (smoke: a tiny model and lengths)' if args.smoke else ''), '']
     if result['decode_attention']:
         clock = 'GPU time of CUDA-graph replays' if cuda else 'wall clock'
-        lines += [f'## Decode attention: one query over a full cache, {H} heads, head dim {D}, ms ({clock})', '',
+        title = f'## Decode attention: one query over a full cache, {H} heads, head dim {D}, ms a layer ({clock})'
+        lines += [title, '',
                   '| batch | cache | RoPE model | PoPE model | PoPE / RoPE (model) '
-                  '| RoPE sdpa, exact length, no mask | PoPE model / RoPE no mask | RoPE sdpa + mask '
-                  '| PoPE sdpa + mask '
+                  '| RoPE sdpa, exact length, no mask | PoPE model / RoPE no mask | RoPE plain path | PoPE plain path '
                   '| GB/s RoPE, PoPE (model) | note |',
                   '|---|---|---|---|---|---|---|---|---|---|---|']
         for r in result['decode_attention']:
@@ -262,7 +281,7 @@ def markdown(result):
             lines.append(f"| {r['batch']} | {r['cache']} | {fmt(g('rope_model_ms'), '.4f')} "
                          f"| {fmt(g('pope_model_ms'), '.4f')} | {fmt(g('pope_vs_rope_model'), '.2f')} "
                          f"| {fmt(g('rope_nomask_ms'), '.4f')} | {fmt(g('pope_model_vs_rope_nomask'), '.2f')} "
-                         f"| {fmt(g('rope_sdpa_ms'), '.4f')} | {fmt(g('pope_sdpa_ms'), '.4f')} "
+                         f"| {fmt(g('rope_plain_ms'), '.4f')} | {fmt(g('pope_plain_ms'), '.4f')} "
                          f"| {fmt(g('rope_model_GBps'), '.0f')}, {fmt(g('pope_model_GBps'), '.0f')} "
                          f"| {g('error', '')} |")
         lines.append('')
