@@ -740,8 +740,8 @@ def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, 
 DECODE_BLOCK = 16  # positions of a tile
 DECODE_HEAD_DIMS = (16, 32, 64, 128)
 # Small programs, many of them: tiles of 16 positions, 32 numbers of a tile per thread (one warp up to d 64), and
-# enough splits for 8 programs per SM of an H200 keep the most loads in flight; 4 warps per program, or 2 programs
-# per SM, left the kernel latency-bound at a third of the bandwidth (results/speed/README.md, "Generation").
+# enough splits for 8 programs per SM of an H200 keep the most loads in flight; tiles of 32 on 8 warps with 2
+# programs per SM took 2.9x as long (results/speed/bench_decode_tiles.py; results/speed/README.md, "Generation").
 DECODE_WARPS = {16: 1, 32: 1, 64: 1, 128: 2}
 MIN_PROGRAMS = 8 * 132  # splits are chosen so that B * H * splits reaches this
 
