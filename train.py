@@ -52,6 +52,8 @@ final_weights = 'last'  # final.json scores the 'last' weights (indirect indexin
 divergence_margin = 3.0  # stop (saving nothing) when val loss exceeds the best so far by this many nats (0 = never)
 eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size (extrapolation); '' = off
 eval_context_tokens = 65536  # val tokens scored at each of those lengths (the same tokens, non-overlapping windows)
+early_stop_acc = 0.0  # examples: end the run once val accuracy has been >= this at early_stop_evals evaluations in
+early_stop_evals = 2  # a row (checkpoint saved, the stop in final.json); 0.0 = never. Test accuracy never decides
 init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), or a path to a ckpt.pt to fine-tune from
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
@@ -172,10 +174,12 @@ if init_from != 'scratch':
         sys.exit(f"init_from={init_from} is a file of out_dir={out_dir}, which a new run there replaces: fine-tune "
                  "into another --out_dir (or go on with that run: --init_from=resume)")
 # values that cannot work stop here, one line each
-for key in ('eval_interval', 'log_interval', 'eval_iters', 'batch_size', 'gradient_accumulation_steps', 'block_size',
+for key in ('eval_interval', 'log_interval', 'eval_iters', 'early_stop_evals', 'batch_size', 'gradient_accumulation_steps', 'block_size',
             'n_layer', 'n_head', 'n_embd'):
     if globals()[key] < 1:
         sys.exit(f"{key}={globals()[key]}: must be 1 or more")
+if not 0 <= early_stop_acc <= 1:
+    sys.exit(f"early_stop_acc={early_stop_acc}: an accuracy in [0, 1] (0 = never stop early)")
 for key in ('max_iters', 'warmup_iters', 'lr_decay_iters', 'min_lr', 'weight_decay', 'grad_clip', 'divergence_margin',
             'eval_context_tokens', 'seed'):
     if globals()[key] < 0:
@@ -443,6 +447,9 @@ if checkpoint is not None:
     model_args.update({k: v for k, v in checkpoint['model_args'].items() if k not in keep})
 for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
     config[k] = globals()[k] = model_args[k]
+if early_stop_acc and not examples:
+    sys.exit(f"early_stop_acc={early_stop_acc} stops on val accuracy, which only data of examples has ({dataset} is a "
+             "token stream): leave it at 0")
 if examples and block_size < meta['row_len'] - 1:
     sys.exit(f"block_size={block_size} is shorter than the examples of {dataset} ({meta['row_len'] - 1} tokens)")
 for split in SPLITS:  # train and val are needed, test is scored where it exists
@@ -614,6 +621,7 @@ if master_process:
     print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, {tokens_per_iter:,} tokens per iteration, "
           f"device {device}")
 t_start, t_last, it_last, it_first = time.time(), time.time(), iter_num, iter_num
+early_stop = None  # why the run ended before max_iters, once it has
 while True:
     if (iter_num % eval_interval == 0 or iter_num == max_iters) and master_process:
         record = {'iter': iter_num}
@@ -644,8 +652,11 @@ while True:
                 interrupted(signal.SIGINT, None)
             if is_best:
                 save(best_path, lambda tmp: shutil.copyfile(ckpt_path, tmp))
+            recent = [json.loads(line).get('val_acc', 0.0) for line in log_lines[-early_stop_evals:]]
+            if early_stop_acc and len(recent) == early_stop_evals and min(recent) >= early_stop_acc:
+                early_stop = f"val_acc >= {early_stop_acc} at {early_stop_evals} evaluations in a row"
         t_last, it_last = time.time(), iter_num  # keep evaluation out of the step timing
-    if iter_num >= max_iters or eval_only:
+    if iter_num >= max_iters or eval_only or early_stop:
         break
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
@@ -672,6 +683,8 @@ if master_process and not eval_only:
     # the paper's numbers: the last weights' test accuracy (indirect indexing), else the best checkpoint's test NLL
     final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': (time.time() - t_start) / 60,
              'weights': 'last', 'weights_of_iter': iter_num}
+    if early_stop:
+        final['early_stop'] = {'iter': iter_num, 'reason': early_stop}
     if final_weights == 'best' and os.path.exists(best_path):
         best = read_checkpoint(best_path)
         raw_model.load_state_dict(best['model'])
@@ -685,7 +698,8 @@ if master_process and not eval_only:
     save(final_path, lambda tmp: pathlib.Path(tmp).write_text(json.dumps(final, indent=1)))
     # the end of the run in words: which numbers are which, and where the files are
     scores = [f"{k} {final[k]:.4f}" for k in ('val_loss', 'val_acc', 'test_loss', 'test_acc') if k in final]
-    print(f"done: {iter_num} iterations in {final['minutes']:.1f} minutes")
+    print(f"done: {iter_num} iterations in {final['minutes']:.1f} minutes"
+          + (f", stopped early ({early_stop}; max_iters={max_iters})" if early_stop else ""))
     note = "" if examples else f" (the log lines' val_loss: an estimate on eval_iters={eval_iters} batches)"
     print(f"final.json, the {final['weights']} weights (iter {final['weights_of_iter']}) on the whole splits: "
           f"{', '.join(scores)}{note}")

@@ -450,6 +450,29 @@ def test_final_scores_the_best_checkpoint_when_final_weights_is_best(workdir):
     assert final['test_acc'] == pytest.approx(log[best]['test_acc'])  # whole test split, those weights
 
 
+def test_early_stop_ends_a_run_at_the_val_accuracy_threshold(workdir):
+    common = [POPE, *TINY, '--max_iters=12', '--eval_interval=2', '--learning_rate=0.01']
+    run(workdir, 'train.py', *common, '--out_dir=no_stop')
+    log = [json.loads(line) for line in open(workdir / 'no_stop' / 'eval_log.jsonl')]
+    # a threshold the run reaches at two evaluations in a row, after its first checkpoint and before its end
+    acc = {r['iter']: r['val_acc'] for r in log}
+    pairs = [(min(acc[i - 2], acc[i]), i) for i in range(4, 12, 2) if min(acc[i - 2], acc[i]) > 0]
+    assert pairs, f"the tiny run never scored val accuracy above 0: {acc}"
+    threshold, _ = max(pairs)
+    stop_at = next(i for i in range(2, 13, 2) if i >= 4 and min(acc[i - 2], acc[i]) >= threshold)
+    p = run(workdir, 'train.py', *common, f'--early_stop_acc={threshold}', '--out_dir=stops')
+    final = json.load(open(workdir / 'stops' / 'final.json'))
+    assert final['iter'] == stop_at < 12 and final['early_stop']['iter'] == stop_at
+    assert final['early_stop']['reason'].startswith(f"val_acc >= {threshold} at 2 evaluations")
+    assert torch.load(workdir / 'stops' / 'ckpt.pt', weights_only=False)['iter_num'] == stop_at
+    assert [json.loads(line) for line in open(workdir / 'stops' / 'eval_log.jsonl')] == log[:stop_at // 2 + 1]
+    assert f"stopped early (val_acc >= {threshold}" in p.stdout
+    # a threshold never reached changes nothing: the same evaluations, to the end
+    run(workdir, 'train.py', *common, '--early_stop_acc=1.0', '--out_dir=never_stops')
+    assert [json.loads(line) for line in open(workdir / 'never_stops' / 'eval_log.jsonl')] == log
+    assert 'early_stop' not in json.load(open(workdir / 'never_stops' / 'final.json'))
+
+
 def test_loss_on_all_tokens_is_the_loss_that_trains(workdir):
     # the step-1 training loss is the initial model's loss on the step-0 batch: recompute it here from the checkpoint
     # after that step, which a learning rate of 1e-9 leaves the initial model (to ~1e-9)

@@ -4,13 +4,20 @@
 # From the repository root:
 #   bash results/indirect_indexing/reproduce.sh start ARM...   # make the data, start each run in the background
 #   bash results/indirect_indexing/reproduce.sh wait SECONDS   # wait (or until every run has ended), show the last evals
-#   bash results/indirect_indexing/reproduce.sh finish         # stop what still runs; probe each run's last checkpoint
-# ARM is <setting>_<pope|rope>_s<seed>, e.g. leftpad_pope_s1337. Each run writes out-study/<arm>/ (train.log,
-# eval_log.jsonl, ckpt.pt, final.json when it reached max_iters, probe/ after finish); with $OUT set (the GPU
-# machine), each step also packs the small files into $OUT/study.tgz.
+#   bash results/indirect_indexing/reproduce.sh finish         # stop this study's runs that still train; probe the rest
+# ARM is <setting>_<pope|rope|...>_s<seed>, e.g. leftpad_pope_s1337; settings: paper leftpad leftpad_replica
+# leftpad_nospace shift0 bos fresh. Each run writes $STUDY/<arm>/ (default out-study/: train.log,
+# eval_log.jsonl, ckpt.pt, final.json when it ended, probe/ when its last checkpoint was probed, pid while it runs).
+# A run ends at STEPS, or once its val accuracy has been >= STOP_ACC at two evaluations in a row (STOP_ACC=0: never);
+# the probe of its last checkpoint follows. With $OUT set (the GPU machine), each step packs the small files into
+# $OUT/study.tgz.
 set -u
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-200000}
+STOP_ACC=${STOP_ACC:-0.9}
+STUDY=${STUDY:-out-study}
+
+usage() { sed -n 2,14p "$0"; }
 
 args() {  # the config file and train.py flags of a setting, for encoding $2
   case $1 in
@@ -22,7 +29,7 @@ args() {  # the config file and train.py flags of a setting, for encoding $2
     shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_shift0" ;;   # our rows, shifts of 0 allowed
     bos) echo "config/indirect_$2.py --dataset=indirect_indexing_bos --block_size=48" ;;  # a constant first token
     fresh) echo "config/indirect_$2.py --dataset=indirect_indexing_fresh --example_order=epochs" ;;  # none seen twice
-    *) echo "unknown setting $1" >&2; exit 2 ;;
+    *) return 1 ;;
   esac
 }
 
@@ -32,59 +39,81 @@ dataset() {  # the data set a setting trains on
     *) echo indirect_indexing ;; esac
 }
 
-parse() {  # ARM -> $setting $pe $seed (encodings may hold an underscore: rope_half_s2)
+parse() {  # ARM -> $setting $pe $seed (encodings may hold an underscore: rope_half_s2); 1 if it is no run name
   seed=${1##*_s}; local rest=${1%_s*}
+  [[ $1 == *_s* && $seed =~ ^[0-9]+$ ]] || return 1
   for pe in rope_half alibi_half sinusoidal learned pope rope; do
-    [[ $rest == *_$pe ]] && { setting=${rest%_$pe}; return; }
+    [[ $rest == *_$pe ]] && { setting=${rest%_$pe}; args "$setting" "$pe" > /dev/null; return; }
   done
-  echo "bad run name $1: <setting>_<encoding>_s<seed>" >&2; exit 2
+  return 1
 }
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
-  tar czf "$OUT/study.tgz" --exclude='*.pt' out-study 2>/dev/null
+  tar czf "$OUT/study.tgz" --exclude='*.pt' "$STUDY" 2>/dev/null
 }
 
 start() {
-  mkdir -p out-study
-  nvidia-cuda-mps-control -d 2>/dev/null || true  # runs on one GPU overlap only under MPS
-  for arm in "$@"; do  # the data sets first, each made once (in parallel)
-    parse "$arm"; local d; d=$(dataset "$setting")
-    [ -f data/$d/meta.json ] || python -m prepare.indirect_indexing --variant "$d" > out-study/prepare_$d.log 2>&1 &
+  [ $# -gt 0 ] || { usage; exit 2; }
+  for arm in "$@"; do  # every name checked before anything starts
+    parse "$arm" || { echo "bad run name $arm: <setting>_<encoding>_s<seed> (settings and encodings: --help)" >&2
+                      exit 2; }
+    [ -e "$STUDY/$arm/pid" ] && { echo "$STUDY/$arm is running (pid $(cat "$STUDY/$arm/pid"))" >&2; exit 2; }
   done
-  wait
+  mkdir -p "$STUDY"
+  local d made=" "
+  for arm in "$@"; do  # each data set made once, before the runs (train.py would make it too, racing the others)
+    parse "$arm"; d=$(dataset "$setting")
+    [[ $made == *" $d "* || -f data/$d/meta.json ]] && continue
+    made+="$d "
+    python -m prepare.indirect_indexing --variant "$d" > "$STUDY/prepare_$d.log" 2>&1 \
+      || { echo "preparing $d failed: $STUDY/prepare_$d.log" >&2; exit 1; }
+  done
+  command -v nvidia-cuda-mps-control > /dev/null && { nvidia-cuda-mps-control -d 2>/dev/null || true; }  # overlap
   for arm in "$@"; do
     parse "$arm"
-    mkdir -p out-study/$arm
-    setsid nohup python train.py $(args "$setting" "$pe") --seed=$seed --compile=True \
-      --cuda_graph=True --max_iters=$STEPS --lr_decay_iters=$STEPS --eval_interval=4000 --log_interval=2000 \
-      --out_dir=out-study/$arm > out-study/$arm/train.log 2>&1 < /dev/null &
-    echo "started $arm: $(args "$setting" "$pe")"
+    local dir=$STUDY/$arm
+    mkdir -p "$dir"
+    # the run, then the probe of its last checkpoint; its own process group, whose id is in $dir/pid while it runs
+    setsid nohup bash -c 'python train.py "$@" > "$0/train.log" 2>&1
+      [ -f "$0/ckpt.pt" ] && python -m eval.indirect_probe probe "$0/ckpt.pt" --out "$0/probe" > "$0/probe.log" 2>&1
+      rm -f "$0/pid"' "$dir" $(args "$setting" "$pe") --seed="$seed" --compile=True --cuda_graph=True \
+      --max_iters="$STEPS" --lr_decay_iters="$STEPS" --eval_interval=4000 --log_interval=2000 \
+      --early_stop_acc="$STOP_ACC" --out_dir="$dir" < /dev/null > /dev/null 2>&1 &
+    echo $! > "$dir/pid"
+    echo "started $arm (pid $!): $(args "$setting" "$pe")"
   done
   sleep 60; show; pack
 }
 
 show() {
-  for f in out-study/*/train.log; do
-    echo "== $f: $(grep -c '^iter [0-9]* train_loss' "$f") evaluations"
-    grep -E '^iter [0-9]+ train_loss|Error|error' "$f" | tail -2 | cut -c1-160
+  for f in "$STUDY"/*/train.log; do
+    [ -f "$f" ] || continue
+    echo "== $f: $(grep -c '^iter [0-9]* train_loss' "$f") evaluations$([ -f "$(dirname "$f")/pid" ] || echo ', ended')"
+    grep -E '^iter [0-9]+ train_loss|Error|error|^done' "$f" | tail -2 | cut -c1-160
     grep -E '^iter [0-9]+:' "$f" | tail -1
   done
 }
 
-running() { pgrep -f "^python train.py config/indirect" > /dev/null; }
+running() { compgen -G "$STUDY/*/pid" > /dev/null; }
 
 wait_for() {
+  [[ ${1:-540} =~ ^[0-9]+$ ]] || { usage; exit 2; }
   local t0=$SECONDS
-  while running && (( SECONDS - t0 < $1 )); do sleep 10; done
+  while running && (( SECONDS - t0 < ${1:-540} )); do sleep 10; done
   show; pack
 }
 
-finish() {
-  pkill -f "^python train.py config/indirect" && sleep 5
-  for d in out-study/*/; do
-    [ -f "$d/ckpt.pt" ] && python -m eval.indirect_probe probe "$d/ckpt.pt" --out "$d/probe" --device cuda \
-      > "$d/probe.log" 2>&1
+finish() {  # ends this study's runs (the process groups it started), then probes their last checkpoints
+  local p d
+  for p in "$STUDY"/*/pid; do
+    [ -f "$p" ] || continue
+    kill -- "-$(cat "$p")" 2>/dev/null; rm -f "$p"
+  done
+  sleep 5
+  for d in "$STUDY"/*/; do
+    [ -f "$d/ckpt.pt" ] && [ ! -f "$d/probe/probe.json" ] && python -m eval.indirect_probe probe "$d/ckpt.pt" \
+      --out "$d/probe" > "$d/probe.log" 2>&1
   done
   show; pack
 }
@@ -93,5 +122,5 @@ case ${1:-} in
   start) shift; start "$@" ;;
   wait) wait_for "${2:-540}" ;;
   finish) finish ;;
-  *) sed -n 2,9p "$0"; exit 2 ;;
+  *) usage; exit 2 ;;
 esac
