@@ -17,7 +17,7 @@ STEPS=${STEPS:-200000}
 STOP_ACC=${STOP_ACC:-0.9}
 STUDY=${STUDY:-out-study}
 
-usage() { sed -n 2,14p "$0"; }
+usage() { sed -n 2,13p "$0"; }
 
 args() {  # the config file and train.py flags of a setting, for encoding $2
   case $1 in
