@@ -45,6 +45,9 @@ VARIANTS = {
     'indirect_indexing_leftpad': {'sep': ', ', 'zero_shift': True, 'pad': 'left', 'row_len': 57},
     'indirect_indexing_leftpad_nospace': {'pad': 'left', 'row_len': 57},  # that padding alone: our rows, no spaces
     'indirect_indexing_bos': {'bos': True},                    # our rows after a constant first token
+    # a fixed query position without a pad prefix: strings of 30 letters, shifts written with two digits (+04), so
+    # every row is 38 tokens, none of them padding
+    'indirect_indexing_fixedlen': {'lengths': (30, 30), 'shift_digits': 2},
     # no example seen twice: 12.8M training examples, 200k steps of 64 (train.py --example_order=epochs)
     'indirect_indexing_fresh': {'n_train': 12_800_000},
     'indirect_indexing_len40': {'lengths': (20, 32)},          # every example within "sequence length 40"
@@ -72,7 +75,13 @@ def source_choices(L, anchor=None):
     return {None: range(L), 'start': [0], 'end': [L - 1]}[anchor]
 
 
-def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None):
+def shift_text(shift, shift_digits=None):
+    """A shift as written in an example: its sign, then its digits (zero-padded to shift_digits, if given)."""
+    return f'{shift:+0{shift_digits + 1}d}' if shift_digits else f'{shift:+d}'
+
+
+def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None,
+                 shift_digits=None):
     """One example as (text, source index, shift); text ends with the target character.
     (source, shift) is uniform over the pairs that keep the target inside the string."""
     letters = rng.sample(LETTERS, rng.randint(*lengths))  # without replacement
@@ -81,7 +90,7 @@ def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=Fal
         src, shift = rng.choice(sources), rng.choice(shifts)
         if 0 <= src + shift < len(letters):
             break
-    text = sep.join([''.join(letters), letters[src], f'{shift:+d}', letters[src + shift]])
+    text = sep.join([''.join(letters), letters[src], shift_text(shift, shift_digits), letters[src + shift]])
     return text, src, shift
 
 
@@ -94,9 +103,10 @@ def decode(ids, itos=ITOS + [' ']):
     return ''.join(itos[i] for i in ids if itos[i] not in ('<pad>', '<bos>'))
 
 
-def row_length(*, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None, bos=False):
+def row_length(*, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None, anchor=None, bos=False,
+               shift_digits=None):
     """Tokens of the longest example: letters, 3 separators, source, sign, shift digits, target (and bos)."""
-    digits = max(len(str(abs(s))) for s in shift_choices(max_shift, zero_shift, shifts))
+    digits = max(len(shift_text(s, shift_digits)) - 1 for s in shift_choices(max_shift, zero_shift, shifts))
     return lengths[1] + 3 * len(sep) + 3 + digits + bos
 
 
@@ -144,7 +154,7 @@ def question(text, meta):
     if len(fields) == 4 and fields[3] == '':
         fields = fields[:3]  # the closing separator is the query: written or not, it is added
     try:
-        fields[2] = f'{int(fields[2]):+d}'
+        fields[2] = shift_text(int(fields[2]), meta.get('task', {}).get('shift_digits'))
     except (IndexError, ValueError):
         fields = []
     if len(fields) != 3 or not all(fields):

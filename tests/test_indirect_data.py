@@ -118,3 +118,22 @@ def test_a_typed_question_is_encoded_as_the_rows_hold_it(tmp_path, variant):
     for bad in ('abc,a', 'abc,a,x,', 'abc,,+1,', 'ab?,a,+1,'):
         with pytest.raises(ValueError):
             ii.question(bad, meta)
+
+
+def test_fixedlen_rows_fix_the_query_position_without_padding(tmp_path):
+    """Strings of 30 letters and two-digit shifts: every row is 38 tokens, none of them padding, so the query (the ','
+    before the target) is always at position 36; the shift reads back as written, and a question is laid out so."""
+    rows, meta = made(tmp_path, 'indirect_indexing_fixedlen')
+    assert rows.shape[1] == meta['row_len'] == 38 and (rows != meta['pad_id']).all()
+    shifts = set()
+    for row in rows:
+        text = ''.join(meta['itos'][t] for t in row)
+        string, source, shift, target = text.split(',')
+        assert len(string) == 30 and len(set(string)) == 30 and len(shift) == 3 and shift[0] in '+-'
+        assert text[36] == ',' and string[string.index(source) + int(shift)] == target
+        shifts.add(int(shift))
+    assert 0 not in shifts and {-15, -1, 1, 15} <= shifts
+    f = parse_rows(rows[:50], meta)
+    assert (f['q_last'] == 36).all() and (f['start'] == 0).all()
+    assert ii.question('ABCDEFGHIJKLMNOPQRSTUVWXYZabcd,C,+4', meta) == [
+        meta['itos'].index(c) for c in 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcd,C,+04,']

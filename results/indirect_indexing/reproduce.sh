@@ -6,7 +6,7 @@
 #   bash results/indirect_indexing/reproduce.sh wait SECONDS   # wait (or until every run has ended), show the last evals
 #   bash results/indirect_indexing/reproduce.sh finish         # stop this study's runs that still train; probe the rest
 # ARM is <setting>_<pope|rope|...>_s<seed>, e.g. leftpad_pope_s1337; settings: paper leftpad leftpad_replica
-# leftpad_nospace shift0 bos fresh. Each run writes $STUDY/<arm>/ (default out-study/: train.log,
+# leftpad_nospace shift0 bos fixedlen fresh. Each run writes $STUDY/<arm>/ (default out-study/: train.log,
 # eval_log.jsonl, ckpt.pt, final.json when it ended, probe/ when its last checkpoint was probed, pid while it runs).
 # A run ends at STEPS, or once its val accuracy has been >= STOP_ACC at two evaluations in a row (STOP_ACC=0: never);
 # the probe of its last checkpoint follows. With $OUT set (the GPU machine), each step packs the small files into
@@ -28,6 +28,7 @@ args() {  # the config file and train.py flags of a setting, for encoding $2
     leftpad_nospace) echo "config/indirect_$2.py --dataset=indirect_indexing_leftpad_nospace --block_size=56" ;;
     shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_shift0" ;;   # our rows, shifts of 0 allowed
     bos) echo "config/indirect_$2.py --dataset=indirect_indexing_bos --block_size=48" ;;  # a constant first token
+    fixedlen) echo "config/indirect_$2.py --dataset=indirect_indexing_fixedlen --block_size=37" ;;  # no padding
     fresh) echo "config/indirect_$2.py --dataset=indirect_indexing_fresh --example_order=epochs" ;;  # none seen twice
     *) return 1 ;;
   esac
