@@ -7,7 +7,6 @@ This file holds what they share: loading a ckpt.pt written by train.py, the chec
 boilerplate of command lines, tables and plots (the loss without all the logits at once is GPT.sequence_nll).
 """
 
-import argparse
 import json
 import math
 import os
@@ -15,7 +14,8 @@ import os
 import torch
 
 from model import GPT, GPTConfig, read_checkpoint  # noqa: F401 (read_checkpoint: for the eval scripts)
-from prepare.common import gpt2_encoding, parser, write_json  # noqa: F401 (parser, write_json: for the eval scripts)
+from prepare.common import (gpt2_encoding, nonnegative_int, parser, positive_float,  # noqa: F401 (for the eval scripts)
+                            positive_int, write_json)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
@@ -82,13 +82,6 @@ def read_json(path, lines=False):
     except ValueError as err:
         raise SystemExit(f"{path} is not valid JSON{' lines' if lines else ''} ({err}): a file cut short? "
                          "Repair it, or write it again")
-
-
-def positive_int(text):
-    """argparse type: a whole number of 1 or more."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
-    return int(text)
 
 
 def markdown_row(cells):

@@ -26,7 +26,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from prepare.common import SPLITS, parser, start_dataset, write_meta, write_streams
+from prepare.common import SPLITS, out_dir_arg, parser, start_dataset, write_meta, write_streams
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
@@ -170,9 +170,9 @@ def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indir
     row_len = layout.get('row_len', row_length(**options, bos=bos))
     itos = vocabulary(options.get('sep', ','), bos)
     sizes = {**SIZES, **({'train': layout['n_train']} if 'n_train' in layout else {}), **(sizes or {})}
+    work = start_dataset(out_dir)  # first: an out_dir that is no data set is refused before the work
     rows = [(split, make_split(sizes[split], seed * 1000 + i, row_len, pad, bos, **options))
             for i, split in enumerate(SPLITS)]
-    work = start_dataset(out_dir)
     counts = write_streams(work, rows, len(itos))
     # kind 'examples': one example a row of row_len tokens padded with pad_id (on the side `pad` says)
     write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts, kind='examples',
@@ -185,6 +185,6 @@ if __name__ == '__main__':
     p = parser(__doc__)
     p.add_argument('--variant', default='indirect_indexing', choices=list(VARIANTS),
                    help="the paper's task as we read it, a short one for quick runs, or another reading (see above)")
-    p.add_argument('--out_dir', default=None, help='default: data/<variant>')
+    p.add_argument('--out_dir', type=out_dir_arg, default=None, help='default: data/<variant>')
     args = p.parse_args()
     prepare(args.out_dir or os.path.join('data', args.variant), variant=args.variant)
