@@ -8,7 +8,8 @@ A script writes into a staging folder of its own, `<out_dir>.partial-<pid>-<n>` 
 `write_meta`, called last, swaps in for out_dir: a run that fails or is killed leaves out_dir as it was, and two
 runs at once do not write into each other's files. A data set replaces only a data set: out_dir must be new,
 empty, or hold a meta.json; any other folder (a run's checkpoints, data/, the checkout) is refused before anything
-is written. Cheap to import (sample.py and eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported where they are used.
+is written. Cheap to import (sample.py and eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported
+where they are used.
 """
 
 import argparse
