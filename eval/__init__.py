@@ -7,28 +7,97 @@ This file holds what they share: loading a ckpt.pt written by train.py, the chec
 boilerplate of command lines, tables and plots (the loss without all the logits at once is GPT.sequence_nll).
 """
 
+import argparse
 import json
 import math
 import os
+import tempfile
 
+import numpy as np
 import torch
 
 from model import GPT, GPTConfig, read_checkpoint  # noqa: F401 (read_checkpoint: for the eval scripts)
 from prepare.common import (gpt2_encoding, nonnegative_int, parser, positive_float,  # noqa: F401 (for the eval scripts)
-                            positive_int, write_json)
+                            positive_int, read_tokens, write_json)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
 def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...)."""
+    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...). One
+    line when its model_args do not make a model or its weights do not fit it."""
     ckpt = read_checkpoint(path)
     args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
-    model = GPT(GPTConfig(**args))
-    model.load_state_dict(ckpt['model'])
+    try:
+        model = GPT(GPTConfig(**args))
+        model.load_state_dict(ckpt['model'])
+    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:  # as train.py catches them
+        raise SystemExit(f"{path}: its weights do not fit the model its model_args describe "
+                         f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again") from None
     model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
+
+
+def device_arg(text):
+    """argparse type of --device: cpu, cuda or cuda:<n> that torch finds here, or the parser's one-line error."""
+    try:
+        kind = torch.device(text).type
+    except (RuntimeError, ValueError):  # not a device string at all
+        kind = None
+    if kind not in ('cpu', 'cuda'):
+        raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<n>")
+    if kind == 'cuda' and (torch.device(text).index or 0) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}, but torch finds " + (f"{torch.cuda.device_count()} CUDA GPUs here" if torch.cuda.device_count()
+                                             else "no CUDA GPU here: use --device=cpu"))
+    return text
+
+
+def check_out(path, folder=True):
+    """Exits with one line unless the folder path (or, folder=False, the folder of the file path) can be written;
+    called before the work, so that a read-only --out costs nothing."""
+    where = path if folder else os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(where, exist_ok=True)
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as err:
+        raise SystemExit(f"--out {path}: cannot write there ({err.strerror or err}): give a folder you can write to")
+
+
+def check_data(data_dir, ckpt, ckpt_path):
+    """The meta.json of data_dir, after one line and an exit when its data set is not the checkpoint's kind: another
+    vocabulary, or token streams where the model read rows of examples (or the reverse), or rows of another length."""
+    meta_path = os.path.join(data_dir, 'meta.json')
+    if not os.path.isfile(meta_path):
+        raise SystemExit(f"{data_dir}: no meta.json: make the data with `python -m prepare.<name>`")
+    meta = read_json(meta_path)
+    mine = ckpt['meta']
+    trained_on = ckpt.get('config', {}).get('dataset')
+    advice = f"give the data set it was trained on (data/{trained_on})" if trained_on else "give its data set"
+    vocab = ckpt['model_args']['vocab_size']
+    if meta.get('vocab_size') != vocab:
+        raise SystemExit(f"{data_dir} holds tokens of a vocabulary of {meta.get('vocab_size')}, {ckpt_path} a model of "
+                         f"{vocab}: {advice}")
+    layout = [(k, meta.get(k, 'stream' if k == 'kind' else None), mine.get(k, 'stream' if k == 'kind' else None))
+              for k in ('kind', 'row_len', 'pad', 'tokenizer') if k in meta or k in mine]
+    other = [f"{k} {theirs} where the model's has {ours}" for k, theirs, ours in layout if theirs != ours]
+    if other:
+        raise SystemExit(f"{data_dir} is laid out otherwise than the data of {ckpt_path} ({'; '.join(other)}): "
+                         f"{advice}")
+    return meta
+
+
+def load_tokens(path, count=None):
+    """The first count token ids of a .bin (all without count) read into memory, not mapped: a file rewritten or
+    cut short while an evaluation runs changes nothing of it (a mapped one would end the process)."""
+    tokens = read_tokens(path)  # checks: the file, its meta.json, its size
+    n = len(tokens) if count is None else min(count, len(tokens))
+    data = np.fromfile(path, dtype=tokens.dtype, count=n)
+    if len(data) != n:
+        raise SystemExit(f"{path} became shorter while it was read: make the data again, and evaluate once it is done")
+    return data
 
 
 def autocast(device, dtype):

@@ -149,19 +149,42 @@ def question(text, meta):
         fields = []
     if len(fields) != 3 or not all(fields):
         raise ValueError(f"{text!r} is not a question 'string,source,shift,', e.g. 'NZTUIGWkXFrhCJDzscat,N,+4,'")
-    task, itos = meta.get('task', {}), meta['itos']
-    sep, stoi = task.get('sep', ','), {t: i for i, t in enumerate(itos)}
+    task, itos = {**make_example.__kwdefaults__, **meta.get('task', {})}, meta['itos']
+    sep, stoi = task['sep'], {t: i for i, t in enumerate(itos)}
     chars = list(sep.join(fields) + sep)
     unknown = sorted({c for c in chars if c not in stoi})
     if unknown:
         raise ValueError(f"{unknown} are not in this data set's vocabulary (letters, digits, ',', '+', '-')")
+    ask(fields[0], fields[1], int(fields[2]), task)
     ids = ([stoi['<bos>']] if task.get('bos') else []) + [stoi[c] for c in chars]
+    n = meta['row_len'] - 1  # the tokens before a row's target
+    if len(ids) > n:
+        raise ValueError(f"the question is {len(ids)} tokens, longer than the {n} before a row's target in this "
+                         "data set: give a shorter string")
     if meta.get('pad') == 'left':
-        n = meta['row_len'] - 1
-        if len(ids) > n:
-            raise ValueError(f"the question is {len(ids)} tokens, longer than the {n} before a row's target")
         ids = [meta['pad_id']] * (n - len(ids)) + ids
     return ids
+
+
+def ask(string, source, shift, task):
+    """ValueError unless (string, source, shift) is a question of the task: distinct letters, the source one of
+    them, a shift the data set draws, and the target inside the string."""
+    if not all(c in LETTERS for c in string + source):
+        raise ValueError(f"{string!r} and {source!r}: the string and the source are letters")
+    repeated = sorted({c for c in string if string.count(c) > 1})
+    if repeated:
+        raise ValueError(f"{''.join(repeated)} repeat in the string: its letters are distinct, or the source's place "
+                         "is ambiguous")
+    if len(source) != 1 or source not in string:
+        raise ValueError(f"the source {source!r} is not a letter of the string {string!r}: ask for one of its letters")
+    choices = shift_choices(task['max_shift'], task['zero_shift'], task['shifts'])
+    if shift not in choices:
+        raise ValueError(f"a shift of {shift:+d} is not one this data set was made with ({min(choices):+d} to "
+                         f"{max(choices):+d}" + ("" if 0 in choices else ", not 0") + ")")
+    target = string.index(source) + shift
+    if not 0 <= target < len(string):
+        raise ValueError(f"{shift:+d} places from {source!r} is outside the string of {len(string)} letters: the "
+                         "target must be one of its letters")
 
 
 def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indirect_indexing'):
