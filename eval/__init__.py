@@ -55,15 +55,20 @@ def device_arg(text):
 
 
 def check_out(path, folder=True):
-    """Exits with one line unless the folder path (or, folder=False, the folder of the file path) can be written;
-    called before the work, so that a read-only --out costs nothing."""
-    where = path if folder else os.path.dirname(os.path.abspath(path))
+    """Exits with one line unless the folder path (or, folder=False, the folder of the file path) can be made and
+    written, trying its nearest folder that exists; called before the work, so that a read-only --out costs nothing.
+    Makes nothing."""
+    where = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
+    while not os.path.exists(where):
+        where = os.path.dirname(where)
+    if not os.path.isdir(where):
+        raise SystemExit(f"--out {path}: {where} is a file, not a folder: give a folder you can write to")
     try:
-        os.makedirs(where, exist_ok=True)
         with tempfile.TemporaryFile(dir=where):
             pass
     except OSError as err:
-        raise SystemExit(f"--out {path}: cannot write there ({err.strerror or err}): give a folder you can write to")
+        raise SystemExit(f"--out {path}: cannot write in {where} ({err.strerror or err}): give a folder you can "
+                         "write to")
 
 
 def check_data(data_dir, ckpt, ckpt_path):
@@ -80,19 +85,21 @@ def check_data(data_dir, ckpt, ckpt_path):
     if meta.get('vocab_size') != vocab:
         raise SystemExit(f"{data_dir} holds tokens of a vocabulary of {meta.get('vocab_size')}, {ckpt_path} a model of "
                          f"{vocab}: {advice}")
+    keys = ['kind'] + ['row_len', 'pad'] * (mine.get('kind') == 'examples') + [
+        k for k in ('tokenizer', 'sep') if k in meta and k in mine]  # (a meta.json of a test may hold less)
     layout = [(k, meta.get(k, 'stream' if k == 'kind' else None), mine.get(k, 'stream' if k == 'kind' else None))
-              for k in ('kind', 'row_len', 'pad', 'tokenizer') if k in meta or k in mine]
-    other = [f"{k} {theirs} where the model's has {ours}" for k, theirs, ours in layout if theirs != ours]
+              for k in keys]
+    other = [f"{k} {theirs!r} where the model's has {ours!r}" for k, theirs, ours in layout if theirs != ours]
     if other:
         raise SystemExit(f"{data_dir} is laid out otherwise than the data of {ckpt_path} ({'; '.join(other)}): "
                          f"{advice}")
     return meta
 
 
-def load_tokens(path, count=None):
+def load_tokens(path, count=None, dtype=None):
     """The first count token ids of a .bin (all without count) read into memory, not mapped: a file rewritten or
     cut short while an evaluation runs changes nothing of it (a mapped one would end the process)."""
-    tokens = read_tokens(path)  # checks: the file, its meta.json, its size
+    tokens = read_tokens(path, dtype)  # checks: the file, its meta.json (without dtype), its size
     n = len(tokens) if count is None else min(count, len(tokens))
     data = np.fromfile(path, dtype=tokens.dtype, count=n)
     if len(data) != n:

@@ -144,3 +144,143 @@ def test_sample_on_weights_that_do_not_fit_is_one_line(data, tmp_path, monkeypat
     code, _ = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "broken"}', '--device=cpu', '--start=abc')
     assert isinstance(code, str) and 'its weights do not fit the model its model_args describe' in code
     assert 'use another checkpoint, or train again' in code and '\n' not in code
+
+
+# ----------------------------------------------------------------------------------------------------
+# the eval tools
+
+def tool(name, *argv):
+    """eval.<name>.main(argv): the SystemExit's code (a message, or argparse's 2)."""
+    import importlib
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(f'eval.{name}').main([str(a) for a in argv])
+    return e.value.code
+
+
+def stream(folder, vocab, n=400, **meta):
+    """A token stream data set of the given vocabulary in folder; the path of its val.bin."""
+    os.makedirs(folder, exist_ok=True)
+    dtype = 'uint8' if vocab <= 256 else 'uint16'
+    np.random.default_rng(1).integers(0, vocab, n).astype(dtype).tofile(os.path.join(folder, 'val.bin'))
+    with open(os.path.join(folder, 'meta.json'), 'w') as f:
+        json.dump(dict(vocab_size=vocab, dtype=dtype, kind='stream', **meta), f)
+    return os.path.join(folder, 'val.bin')
+
+
+def test_eval_on_weights_that_do_not_fit_is_one_line(data, tmp_path):
+    path = broken_ckpt(tmp_path, data)
+    for name, argv in (('extrapolation', ['--ckpt', path, '--data', data / 'chars' / 'val.bin', '--lengths', '16']),
+                       ('frequency_usage', ['--pope', path, '--data', data / 'chars' / 'val.bin'])):
+        code = tool(name, *argv, '--out', tmp_path / 'out' / name, '--device', 'cpu')
+        assert isinstance(code, str) and f'{path}: its weights do not fit the model' in code and '\n' not in code
+    assert not (tmp_path / 'out').exists()
+
+
+def test_eval_on_data_of_another_vocabulary_or_layout_is_one_line(data, tmp_path):
+    chars = save_ckpt(str(tmp_path / 'chars'), json.loads((data / 'chars' / 'meta.json').read_text()),
+                      block_size=16, dataset='chars')
+    other = stream(str(tmp_path / 'other'), 50)
+    code = tool('extrapolation', '--ckpt', chars, '--data', other, '--lengths', '16', '--out', tmp_path / 'o')
+    assert code == (f"{tmp_path / 'other'} holds tokens of a vocabulary of 50, {chars} a model of 8: give the data "
+                    "set it was trained on (data/chars)")
+    code = tool('frequency_usage', '--pope', chars, '--data', other, '--out', tmp_path / 'o' / 'f')
+    assert 'holds tokens of a vocabulary of 50' in code
+    meta = read_meta(str(data / 'indirect_indexing'))
+    probe_ckpt = save_ckpt(str(tmp_path / 'ii'), meta, dataset='indirect_indexing')
+    code = tool('indirect_probe', 'probe', probe_ckpt, '--data_dir', data / 'indirect_indexing_bos', '--n', 5,
+                '--out', tmp_path / 'o')
+    assert 'holds tokens of a vocabulary of 67' in code and 'data/indirect_indexing' in code
+    flat = stream(str(tmp_path / 'flat'), meta['vocab_size'], n=48 * 6)  # the same vocabulary, as a stream
+    os.replace(os.path.join(tmp_path / 'flat', 'val.bin'), os.path.join(tmp_path / 'flat', 'test.bin'))
+    code = tool('indirect_probe', 'probe', probe_ckpt, '--data_dir', tmp_path / 'flat', '--n', 5, '--out',
+                tmp_path / 'o')
+    assert "is laid out otherwise than the data of the checkpoint of 'indirect_indexing' (kind 'stream' where " \
+           "the model's has 'examples'" in code
+    assert not (tmp_path / 'o').exists()
+
+
+@pytest.mark.parametrize('name,argv', [
+    ('extrapolation', ['--ckpt', 'x.pt']), ('frequency_usage', ['--pope', 'x.pt']),
+    ('indirect_probe', ['probe', 'x.pt'])])
+@pytest.mark.parametrize('device', ['foo', 'cuda:7' if torch.cuda.device_count() else 'cuda'])
+def test_eval_bad_device_is_one_line(capsys, name, argv, device):
+    assert tool(name, *argv, '--device', device) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert 'error: argument --device:' in err and ('use cpu, cuda' in err or 'torch finds' in err)
+
+
+@pytest.mark.parametrize('name,argv,says', [
+    ('attention_reach', ['--steps', '-3'], "argument --steps: '-3': give a whole number of 1 or more"),
+    ('attention_reach', ['--steps', '0'], "argument --steps: '0': give a whole number of 1 or more"),
+    ('extrapolation', ['--ckpt', 'x.pt', '--chunk', '0'], "argument --chunk: '0': give a whole number of 1 or more"),
+    ('extrapolation', ['--ckpt', 'x.pt', '--yarn_scale', '0'], "argument --yarn_scale: '0': give a number above 0"),
+    ('extrapolation', ['--ckpt', 'x.pt', '--yarn_scale', '-4'], "argument --yarn_scale: '-4': give a number above 0"),
+    ('extrapolation', ['--ckpt', 'x.pt', '--yarn_scale', 'nan'], "argument --yarn_scale: 'nan': give a number above"),
+])
+def test_eval_sizes_below_one_are_one_line(capsys, name, argv, says):
+    assert tool(name, *argv) == 2
+    assert says in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_zero_shot_limit_below_zero_is_one_line(capsys):
+    pytest.importorskip('lm_eval')
+    assert tool('zero_shot', '--ckpt', 'x.pt', '--limit', '-1') == 2
+    assert "argument --limit: '-1': give a number above 0" in capsys.readouterr().err
+
+
+def test_eval_read_only_out_is_one_line_before_the_work(data, tmp_path):
+    ckpt = save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)
+    (tmp_path / 'a_file').write_text('')
+    outs = [tmp_path / 'a_file' / 'out']
+    if os.geteuid() != 0:  # root writes into any folder
+        (tmp_path / 'locked').mkdir(mode=0o555)
+        outs.append(tmp_path / 'locked' / 'out')
+    for out in outs:
+        for name, argv in (('extrapolation', ['--ckpt', ckpt, '--data', data / 'chars' / 'val.bin', '--lengths',
+                                              '16']),
+                           ('frequency_usage', ['--pope', ckpt, '--data', data / 'chars' / 'val.bin']),
+                           ('attention_reach', ['--steps', '1']),
+                           ('learning_curves', [tmp_path / 'log.jsonl'])):
+            code = tool(name, *argv, '--out', out)
+            assert isinstance(code, str) and code.startswith(f'--out {out}: ') and 'give a folder you can write to' \
+                in code and '\n' not in code, code
+
+
+REWRITTEN = '''
+import os, sys
+import numpy as np
+import eval.extrapolation as ex
+data, ckpt = sys.argv[1], sys.argv[2]
+load = ex.load_checkpoint
+def load_then_cut(*a, **k):  # the data made again while the evaluation runs: cut short, then longer
+    with open(data, 'r+b') as f:
+        f.truncate(10)
+    return load(*a, **k)
+ex.load_checkpoint = load_then_cut
+r = ex.main(['--ckpt', ckpt, '--data', data, '--lengths', '16,32', '--out', sys.argv[3], '--device', 'cpu'])
+print([round(x['nll'], 6) for x in r])
+'''
+
+
+def test_data_cut_short_under_a_running_eval_changes_nothing(data, tmp_path):
+    ckpt = save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)
+    val = stream(str(tmp_path / 'd'), 8, n=4000)
+    from eval.extrapolation import main
+    want = [round(x['nll'], 6) for x in main(['--ckpt', ckpt, '--data', val, '--lengths', '16,32', '--out',
+                                              str(tmp_path / 'o1'), '--device', 'cpu'])]
+    p = subprocess.run([sys.executable, '-c', REWRITTEN, val, ckpt, str(tmp_path / 'o2')], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stderr[-2000:]  # not a bus error, not a traceback
+    assert p.stdout.strip().splitlines()[-1] == str(want)  # the tokens read at the start
+
+
+def test_probe_rows_cut_short_is_one_line(data, tmp_path):
+    import shutil
+    meta = read_meta(str(data / 'indirect_indexing'))
+    ckpt = save_ckpt(str(tmp_path / 'ii'), meta, dataset='indirect_indexing')
+    shutil.copytree(data / 'indirect_indexing', tmp_path / 'cut')
+    with open(tmp_path / 'cut' / 'test.bin', 'r+b') as f:
+        f.truncate(48 * 3 + 7)
+    code = tool('indirect_probe', 'probe', ckpt, '--data_dir', tmp_path / 'cut', '--out', tmp_path / 'o')
+    assert code == f"{tmp_path / 'cut' / 'test.bin'}: 151 tokens, not whole rows of 48: the file is damaged; make " \
+                   "the data again"
