@@ -208,9 +208,11 @@ def check_out_dir(out_dir):
         raise SystemExit(f"{out_dir} is the current folder or one above it, not a data set's: name a folder of its "
                          "own, e.g. --out_dir=data/<name>")
     if os.path.lexists(final):
-        if not os.path.isdir(final) or os.path.islink(final):
-            raise SystemExit(f"{out_dir} is a file or a link, not a data set's folder: choose another --out_dir, "
-                             "e.g. data/<name>")
+        if os.path.islink(final):
+            raise SystemExit(f"{out_dir} is a link: name the folder it points to, --out_dir={os.path.realpath(final)}")
+        if not os.path.isdir(final):
+            raise SystemExit(f"{out_dir} is a file, not a data set's folder: choose another --out_dir, e.g. "
+                             "data/<name>")
         if os.listdir(final) and not os.path.isfile(os.path.join(final, 'meta.json')):
             raise SystemExit(f"{out_dir} holds files but no meta.json: it is not a data set, and a data set replaces "
                              "only a data set; choose another --out_dir (e.g. data/<name>), or empty it first")

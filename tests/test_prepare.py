@@ -644,6 +644,10 @@ def test_start_dataset_refuses_a_folder_that_is_no_data_set(tmp_path, monkeypatc
         with pytest.raises(SystemExit):
             start_dataset(name)
     assert sorted(os.listdir(tmp_path)) == ['out-myrun'] and os.listdir(run) == ['ckpt.pt']
+    os.symlink(run, tmp_path / 'link')
+    with pytest.raises(SystemExit, match=f'is a link: name the folder it points to, --out_dir={run}'):
+        start_dataset(str(tmp_path / 'link'))
+    assert os.listdir(run) == ['ckpt.pt']
 
 
 def test_a_data_set_replaces_a_data_set_or_an_empty_folder(tmp_path):
