@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from eval import autocast, default_dtype, load_checkpoint, parser, tokenizer
+from eval import ABSOLUTE, autocast, default_dtype, device_arg, load_checkpoint, parser, tokenizer
 from prepare import indirect_indexing
 
 p = parser(__doc__)
@@ -28,7 +28,7 @@ p.add_argument('--num_samples', type=int, default=1)
 p.add_argument('--max_new_tokens', type=int, default=200)
 p.add_argument('--temperature', type=float, default=1.0, help='< 1 sharper, > 1 more random')
 p.add_argument('--top_k', type=int, help='keep only the k most likely tokens')
-p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
 p.add_argument('--seed', type=int, default=1337)
 p.add_argument('--dtype', choices=('float32', 'bfloat16', 'float16'), help='autocast on a GPU (default: bf16 there)')
 p.add_argument('--compile', default='False', choices=('True', 'False'), help='torch.compile the one-token step')
@@ -42,8 +42,6 @@ if args.start == '':
     raise SystemExit("--start is empty: give a prompt (the default is a newline), or FILE:path")
 if args.start.startswith('FILE:') and not os.path.isfile(args.start[5:]):
     raise SystemExit(f"--start={args.start}: no such file")
-if 'cuda' in args.device and not torch.cuda.is_available():
-    raise SystemExit(f"--device={args.device}, but torch finds no CUDA GPU here: use --device=cpu")
 
 torch.manual_seed(args.seed)
 model, ckpt = load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device)
@@ -61,12 +59,43 @@ try:
     ids = indirect_indexing.question(start, meta) if examples else encode(start)
 except ValueError as err:
     raise SystemExit(f"--start: {err}")
-x = torch.tensor(ids, dtype=torch.long, device=args.device)[None, ...]
-if x.size(1) == 0:
+if len(ids) == 0:
     raise SystemExit("--start encodes to no tokens: give a longer prompt")
+cfg = model.config
+if (examples or cfg.pos_emb in ABSOLUTE) and len(ids) > cfg.block_size:
+    raise SystemExit(f"--start is {len(ids)} tokens, longer than the {cfg.block_size} this model reads "
+                     f"({cfg.pos_emb} positions stop at block_size): give a shorter prompt")
+
+
+def free_bytes(device):
+    """Memory free for new tensors on device: the GPU's free memory, or the machine's available memory."""
+    if torch.device(device).type == 'cuda':
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    try:
+        with open('/proc/meminfo') as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith('MemAvailable:'))
+    except (OSError, StopIteration):
+        return os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+
+
+# what generate allocates at once, before the first step: the KV cache, the output, the prompt's pass (its
+# activations and the logits of its last position), checked here: too many tokens or samples are one line, not an
+# allocation that fails (or swaps) midway
+B, T = args.num_samples, len(ids)
+cache_len = min(T + args.max_new_tokens, cfg.block_size) if cfg.pos_emb in ABSOLUTE else T + args.max_new_tokens
+itemsize = 4 if (args.dtype or default_dtype(args.device)) == 'float32' else 2
+need = (2 * cfg.n_layer * B * (cfg.n_kv_head or cfg.n_head) * cache_len * (cfg.n_embd // cfg.n_head) * itemsize
+        + 8 * B * (T + args.max_new_tokens) + 4 * B * (16 * T * cfg.n_embd + 2 * cfg.vocab_size))
+if need > 0.8 * free_bytes(args.device):
+    raise SystemExit(f"--num_samples={B} of {T} + --max_new_tokens={args.max_new_tokens} tokens need about "
+                     f"{need / 2 ** 30:.1f} GiB (the KV cache and the output), more than the "
+                     f"{free_bytes(args.device) / 2 ** 30:.1f} GiB free on {args.device}: ask for fewer tokens or "
+                     "samples")
+x = torch.tensor(ids, dtype=torch.long, device=args.device)[None, ...]
 with torch.no_grad(), autocast(args.device, args.dtype or default_dtype(args.device)):
     y = model.generate(x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
                        top_k=args.top_k, compile=args.compile == 'True')
 for row in y.tolist():
-    print(decode([t for t in row if not examples or t != meta['pad_id']]))  # without the rows' left padding
+    # an answer without the rows' padding and '<bos>'
+    print(indirect_indexing.decode(row, meta['itos']) if examples else decode(row))
     print('---------------')

@@ -11,24 +11,100 @@ import argparse
 import json
 import math
 import os
+import tempfile
 
+import numpy as np
 import torch
 
 from model import GPT, GPTConfig, read_checkpoint  # noqa: F401 (read_checkpoint: for the eval scripts)
-from prepare.common import gpt2_encoding, parser, write_json  # noqa: F401 (parser, write_json: for the eval scripts)
+from prepare.common import (gpt2_encoding, nonnegative_int, parser, positive_float,  # noqa: F401 (for the eval scripts)
+                            positive_int, read_tokens, write_json)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
 def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...)."""
+    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...). One
+    line when its model_args do not make a model or its weights do not fit it."""
     ckpt = read_checkpoint(path)
     args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
-    model = GPT(GPTConfig(**args))
-    model.load_state_dict(ckpt['model'])
+    try:
+        model = GPT(GPTConfig(**args))
+        model.load_state_dict(ckpt['model'])
+    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:  # as train.py catches them
+        raise SystemExit(f"{path}: its weights do not fit the model its model_args describe "
+                         f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again") from None
     model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
+
+
+def device_arg(text):
+    """argparse type of --device: cpu, cuda or cuda:<n> that torch finds here, or the parser's one-line error."""
+    try:
+        kind = torch.device(text).type
+    except (RuntimeError, ValueError):  # not a device string at all
+        kind = None
+    if kind not in ('cpu', 'cuda'):
+        raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<n>")
+    if kind == 'cuda' and (torch.device(text).index or 0) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}, but torch finds " + (f"{torch.cuda.device_count()} CUDA GPUs here" if torch.cuda.device_count()
+                                             else "no CUDA GPU here: use --device=cpu"))
+    return text
+
+
+def check_out(path, folder=True):
+    """Exits with one line unless the folder path (or, folder=False, the folder of the file path) can be made and
+    written, trying its nearest folder that exists; called before the work, so that a read-only --out costs nothing.
+    Makes nothing."""
+    where = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
+    while not os.path.exists(where):
+        where = os.path.dirname(where)
+    if not os.path.isdir(where):
+        raise SystemExit(f"--out {path}: {where} is a file, not a folder: give a folder you can write to")
+    try:
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as err:
+        raise SystemExit(f"--out {path}: cannot write in {where} ({err.strerror or err}): give a folder you can "
+                         "write to")
+
+
+def check_data(data_dir, ckpt, ckpt_path):
+    """The meta.json of data_dir, after one line and an exit when its data set is not the checkpoint's kind: another
+    vocabulary, or token streams where the model read rows of examples (or the reverse), or rows of another length."""
+    meta_path = os.path.join(data_dir, 'meta.json')
+    if not os.path.isfile(meta_path):
+        raise SystemExit(f"{data_dir}: no meta.json: make the data with `python -m prepare.<name>`")
+    meta = read_json(meta_path)
+    mine = ckpt['meta']
+    trained_on = ckpt.get('config', {}).get('dataset')
+    advice = f"give the data set it was trained on (data/{trained_on})" if trained_on else "give its data set"
+    vocab = ckpt['model_args']['vocab_size']
+    if meta.get('vocab_size') != vocab:
+        raise SystemExit(f"{data_dir} holds tokens of a vocabulary of {meta.get('vocab_size')}, {ckpt_path} a model of "
+                         f"{vocab}: {advice}")
+    keys = ['kind'] + ['row_len', 'pad'] * (mine.get('kind') == 'examples') + [
+        k for k in ('tokenizer', 'sep') if k in meta and k in mine]  # (a meta.json of a test may hold less)
+    layout = [(k, meta.get(k, 'stream' if k == 'kind' else None), mine.get(k, 'stream' if k == 'kind' else None))
+              for k in keys]
+    other = [f"{k} {theirs!r} where the model's has {ours!r}" for k, theirs, ours in layout if theirs != ours]
+    if other:
+        raise SystemExit(f"{data_dir} is laid out otherwise than the data of {ckpt_path} ({'; '.join(other)}): "
+                         f"{advice}")
+    return meta
+
+
+def load_tokens(path, count=None, dtype=None):
+    """The first count token ids of a .bin (all without count) read into memory, not mapped: a file rewritten or
+    cut short while an evaluation runs changes nothing of it (a mapped one would end the process)."""
+    tokens = read_tokens(path, dtype)  # checks: the file, its meta.json (without dtype), its size
+    n = len(tokens) if count is None else min(count, len(tokens))
+    data = np.fromfile(path, dtype=tokens.dtype, count=n)
+    if len(data) != n:
+        raise SystemExit(f"{path} became shorter while it was read: make the data again, and evaluate once it is done")
+    return data
 
 
 def autocast(device, dtype):
@@ -82,13 +158,6 @@ def read_json(path, lines=False):
     except ValueError as err:
         raise SystemExit(f"{path} is not valid JSON{' lines' if lines else ''} ({err}): a file cut short? "
                          "Repair it, or write it again")
-
-
-def positive_int(text):
-    """argparse type: a whole number of 1 or more."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
-    return int(text)
 
 
 def markdown_row(cells):

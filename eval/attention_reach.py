@@ -21,7 +21,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from eval import markdown_row, markdown_table, parser, positive_int, write_json
+from eval import check_out, markdown_row, markdown_table, parser, positive_int, write_json
 from model import rope_angles, rope_frequencies, rope_rotate
 
 HEADS = ('pope', 'pope_signed', 'rope')
@@ -87,9 +87,11 @@ def main(argv=None):
     p.add_argument('--n', type=positive_int, default=15, help='offsets 1..n, or indices 0..n-1 (shifts reach 15)')
     p.add_argument('--T', type=positive_int, default=48, help='keys (the indirect-indexing context)')
     p.add_argument('--d', type=positive_int, default=64, help='head dimension')
-    p.add_argument('--steps', type=int, default=1500)
+    p.add_argument('--steps', type=positive_int, default=1500)
     p.add_argument('--out', default=None, help='folder for results.json')
     args = p.parse_args(argv)
+    if args.out:
+        check_out(args.out)  # before the work
     tasks = [t for t in args.tasks.split(',') if t]
     if not tasks or set(tasks) - set(TASKS):
         raise SystemExit(f"--tasks {args.tasks!r}: choose from {', '.join(TASKS)}")

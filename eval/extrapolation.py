@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, parser, positive_int, ppl,
-                  read_checkpoint, read_json, save_figure, subplots, write_json)
+from eval import (ABSOLUTE, autocast, check_data, check_out, default_dtype, device_arg, labels_for, load_checkpoint,
+                  load_tokens, parser, positive_float, positive_int, ppl, read_checkpoint, read_json, save_figure,
+                  subplots, write_json)
 from prepare.common import read_tokens
 
 CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context length L in train.py's eval log and final.json
@@ -97,17 +98,18 @@ def main(argv=None):
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))
     p.add_argument('--tokens', type=positive_int, default=1024 * 1024 + 1,
                    help='token budget (the same at every length)')
-    p.add_argument('--yarn_scale', type=float, action='append',
+    p.add_argument('--yarn_scale', type=positive_float, action='append',
                    help='YaRN scale for RoPE checkpoints (once, or once per --ckpt)')
     p.add_argument('--batch_size', type=positive_int, default=1, help='windows per forward pass')
     p.add_argument('--chunk', type=positive_int, default=1024, help='positions per lm_head call')
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--out', default='out-extrapolation', help='folder for extrapolation.csv, .json and .png')
     args = p.parse_args(argv)
 
     if bool(args.ckpt) == bool(args.final):
         p.error('give --ckpt (evaluate checkpoints) or --final (plot what train.py measured), not both')
     labels = labels_for(args.ckpt or args.final, args.label)
+    check_out(args.out)  # before the work
     if args.final:
         results = []
         for path, label in zip(args.final, labels):
@@ -131,15 +133,18 @@ def main(argv=None):
     scales = scales * len(args.ckpt) if len(scales) == 1 else scales
     dtype = default_dtype(args.device)  # bfloat16 on a GPU that has it, else float32
 
-    tokens = read_tokens(args.data)
+    tokens = read_tokens(args.data)  # checked; then the budget read into memory
     budget = min(args.tokens, len(tokens))
     budget = (budget - 1) // max(lengths) * max(lengths) + 1 if budget > max(lengths) else budget
-    tokens = tokens[:budget]
+    tokens = load_tokens(args.data, budget)
     print(f"{args.data}: {len(tokens) - 1:,} predicted tokens per length, lengths {lengths}")
 
     results = []
     for path, label, scale in zip(args.ckpt, labels, scales):
-        model_args = read_checkpoint(path)['model_args']
+        ckpt = read_checkpoint(path)
+        check_data(os.path.dirname(os.path.abspath(args.data)), ckpt, path)
+        model_args = ckpt['model_args']
+        del ckpt
         over = yarn_overrides(model_args, scale)
         if scale is not None and not over:
             print(f"{label}: --yarn_scale ignored ({model_args['pos_emb']} is not RoPE)")

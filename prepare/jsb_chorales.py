@@ -17,8 +17,8 @@ import os
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, deterministic_split, parallel_map, start_dataset,
-                            write_meta, write_streams)
+from prepare.common import (SourceMissing, argument_parser, deterministic_split, parallel_map, positive_int,
+                            start_dataset, write_meta, write_streams)
 
 N_PITCH = 88
 REST = 0
@@ -106,8 +106,9 @@ def load_json(path):
 
 def main(argv=None):
     p = argument_parser(__doc__, 'jsb_chorales', 'Jsb16thSeparated.json; default: the music21 corpus')
-    p.add_argument('--limit', type=int, default=None, help='music21 only: the first N chorales (tests)')
-    p.add_argument('--num_proc', type=int, default=min(8, os.cpu_count() or 1), help='music21 parsing processes')
+    p.add_argument('--limit', type=positive_int, default=None, help='music21 only: the first N chorales (tests)')
+    p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1),
+                   help='music21 parsing processes')
     args = p.parse_args(argv)
 
     if args.source is not None:

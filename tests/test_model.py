@@ -493,3 +493,105 @@ def test_replication_model_flags_norm_untied_head_and_init():
     assert 0.015 < g.wte.weight[:70].std() < 0.025
     with pytest.raises(ValueError, match='norm'):
         GPT(GPTConfig(**kw, norm='batchnorm'))
+
+
+# ----------------------------------------------------------------------------------------------------
+# each baseline's positions against its published formula, written out here element by element
+
+def test_sinusoidal_table_is_vaswanis():
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) (Vaswani et al. 2017, 3.5)."""
+    from model import sinusoidal_table
+    T, d = 12, 10
+    table = sinusoidal_table(T, d)
+    assert table.shape == (T, d)
+    for pos in range(T):
+        for i in range(d // 2):
+            angle = pos / 10000 ** (2 * i / d)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    m = GPT(GPTConfig(block_size=T, vocab_size=11, n_layer=1, n_head=2, n_embd=d, pos_emb='sinusoidal'))
+    assert torch.equal(m.sin_table, table)
+    idx = torch.randint(0, 11, (2, 7))
+    assert torch.allclose(block_input(m, idx), m.wte(idx) + table[:7])  # added to the token embeddings
+
+
+def block_input(m, idx):
+    """What the first block of m receives for idx (dropout off): the token embeddings plus the position ones."""
+    seen = []
+    handle = m.h[0].register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach()))
+    try:
+        m.eval()(idx)
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+def test_learned_positions_are_a_table_of_block_size_rows_added_to_the_tokens():
+    m = GPT(GPTConfig(block_size=9, vocab_size=11, n_layer=1, n_head=2, n_embd=8, pos_emb='learned'))
+    assert m.wpe.weight.shape == (9, 8) and m.wpe.weight.requires_grad
+    with torch.no_grad():
+        m.wpe.weight.copy_(torch.arange(72.).view(9, 8))
+    idx = torch.randint(0, 11, (3, 6))
+    assert torch.allclose(block_input(m, idx), m.wte(idx) + torch.arange(72.).view(9, 8)[:6])
+    with pytest.raises(ValueError, match='stop at block_size=9'):
+        m(torch.zeros(1, 10, dtype=torch.long))
+
+
+def test_rope_frequencies_are_base_to_the_minus_2i_over_d():
+    """theta_i = base^(-2i/d), i = 0..d/2-1 (Su et al. 2021), for d/2 = n pairs."""
+    for n, base in ((4, 10000.0), (8, 500.0)):
+        theta = rope_frequencies(n, base)
+        assert theta.dtype == torch.float64
+        assert theta.tolist() == pytest.approx([base ** (-2 * i / (2 * n)) for i in range(n)], rel=1e-12)
+
+
+def test_rope_frequencies_with_yarn_are_peng_et_al():
+    """YaRN (Peng et al. 2023, 'NTK-by-parts'): r_i = L / lambda_i with lambda_i = 2 pi / theta_i; gamma = 0 for
+    r < alpha (the frequency divided by s), 1 for r > beta (kept), linear between; theta'_i = (1-gamma) theta_i / s
+    + gamma theta_i."""
+    n, base, s, L, alpha, beta = 32, 10000.0, 4.0, 256, 1.0, 32.0
+    got = rope_frequencies(n, base, yarn_scale=s, yarn_orig_ctx=L, alpha=alpha, beta=beta).tolist()
+    want, kinds = [], set()
+    for i in range(n):
+        theta = base ** (-2 * i / (2 * n))
+        r = L / (2 * math.pi / theta)
+        gamma = 0.0 if r < alpha else 1.0 if r > beta else (r - alpha) / (beta - alpha)
+        kinds.add('kept' if gamma == 1 else 'divided' if gamma == 0 else 'ramped')
+        want.append((1 - gamma) * theta / s + gamma * theta)
+    assert got == pytest.approx(want, rel=1e-12) and kinds == {'kept', 'divided', 'ramped'}
+    assert rope_frequencies(n, base, yarn_scale=1.0).tolist() == rope_frequencies(n, base).tolist()
+
+
+@pytest.mark.parametrize('n_head', [2, 4, 8, 16])
+def test_alibi_slopes_are_press_et_al_on_half_the_heads(n_head):
+    """ALiBi (Press et al. 2022): for n heads (a power of 2) the slopes 2^(-8/n), 2^(-16/n), ..., 2^(-8); here on
+    the first half of the heads (n = n_head / 2), 0 on the rest; the bias of query t on key s is -m (t - s)."""
+    n = n_head // 2
+    slopes = alibi_slopes(n_head)
+    assert slopes.tolist() == pytest.approx([2 ** (-8 * k / n) for k in range(1, n + 1)] + [0.0] * n, rel=1e-7)
+    assert slopes[n - 1].item() == pytest.approx(2 ** -8)
+    m = GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=n_head, n_embd=4 * n_head, pos_emb='alibi_half'))
+    t, s = torch.arange(5), torch.arange(5)
+    bias = m.h[0].attn.alibi(t, s)
+    for h in range(n_head):
+        for i in range(5):
+            for j in range(5):
+                assert bias[h, i, j].item() == pytest.approx(-slopes[h].item() * (i - j))
+
+
+def test_pope_delta_inits():
+    """'zero': delta exactly 0; 'uniform': in [-2 pi, 0] and not all equal; 'none': no delta parameter at all."""
+    kw = dict(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=32, pos_emb='pope')
+    torch.manual_seed(0)
+    zero = GPT(GPTConfig(**kw, pope_delta='zero'))
+    for b in zero.h:
+        assert isinstance(b.attn.delta, torch.nn.Parameter) and torch.equal(b.attn.delta, torch.zeros(2, 16))
+    uniform = GPT(GPTConfig(**kw, pope_delta='uniform'))
+    for b in uniform.h:
+        d = b.attn.delta.detach()
+        assert d.shape == (2, 16) and d.min() >= -2 * math.pi and d.max() <= 0 and d.std() > 0.5
+        assert d.unique().numel() == d.numel()  # drawn, not a constant
+    none = GPT(GPTConfig(**kw, pope_delta='none'))
+    assert all(b.attn.delta is None for b in none.h)
+    assert not any(name.endswith('delta') for name, _ in none.named_parameters())
+    assert sum(p.numel() for p in zero.parameters()) - sum(p.numel() for p in none.parameters()) == 2 * 2 * 16

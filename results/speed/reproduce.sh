@@ -10,8 +10,12 @@
 #   generate  GPU 0: generation, PoPE's cached k' vs RoPE (bench_generate.py, ~6 minutes; not in the default run)
 # Needs data/shakespeare (made here if missing) and, for `one`, git and internet once: nanoGPT is cloned into
 # out-speed/nanogpt at the commit below (its bench.py, model.py and configurator.py are the same in every commit from
-# 1eaceae, 2023-06-19, to this one). Logs in $LOGS (default out-speed/logs).
+# 1eaceae, 2023-06-19, to this one). Logs in $LOGS (default out-speed/logs); without a GPU it stops at once.
 set -euo pipefail
+cd "$(dirname "$0")/../.."
+. results/common.sh
+only_args "one ddp indirect generate" "$@"
+need_gpu
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 NANOGPT_COMMIT=3adf61e154c3fe3fca428ad6bc3818b27a3b8291
 LOGS=${LOGS:-out-speed/logs}
@@ -27,19 +31,22 @@ nanogpt() {  # nanoGPT at the pinned commit, for the comparison only (not part o
 
 one() {
   nanogpt
+  local pids=() pid
   (
     export CUDA_VISIBLE_DEVICES=0
     (cd out-speed/nanogpt && python bench.py --batch_size=32 --real_data=False) > "$LOGS/nanogpt_bench.log" 2>&1
     python $b --code=out-speed/nanogpt --profile=1 > "$LOGS/nanogpt.log" 2>&1
     for pe in rope pope; do python $b --pos_emb=$pe --profile=1 > "$LOGS/$pe.log" 2>&1; done
   ) &
+  pids+=($!)
   if (( $(nvidia-smi -L | wc -l) > 1 )); then
     (
       export CUDA_VISIBLE_DEVICES=1
       for pe in rope pope; do python $b --pos_emb=$pe > "$LOGS/gpu1_$pe.log" 2>&1; done
     ) &
+    pids+=($!)
   fi
-  wait
+  for pid in "${pids[@]}"; do wait "$pid" || { echo "a benchmark failed: see $LOGS" >&2; exit 1; }; done
   grep -h "summary\|time per iteration" "$LOGS"/nanogpt*.log "$LOGS"/rope.log "$LOGS"/pope.log "$LOGS"/gpu1_*.log
 }
 
@@ -54,7 +61,7 @@ ddp() {
 indirect() {
   CUDA_VISIBLE_DEVICES=0 python train.py config/indirect_pope.py --compile=True --cuda_graph=True --max_iters=10000 \
     --log_interval=1000 --out_dir=out-speed/indirect_pope_10k --overwrite=True > "$LOGS/indirect_pope_10k.log" 2>&1
-  grep "^final: " "$LOGS/indirect_pope_10k.log"
+  final_summary out-speed/indirect_pope_10k/final.json
 }
 
 generate() { CUDA_VISIBLE_DEVICES=0 python results/speed/bench_generate.py --out=results/speed/generate | tee "$LOGS/generate.log"; }

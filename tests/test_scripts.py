@@ -1,0 +1,131 @@
+"""results/*/reproduce.sh, run against stand-ins for python, nvidia-smi, git, pip and torchrun in a copy of the
+scripts: the usage on -h/--help or an unknown argument with nothing run or written, folders of their own, the
+summary read from final.json, no GPU script that passes without a GPU, and no process ended by a name pattern."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'results', '*', 'reproduce.sh')))
+STUB_PYTHON = r'''#!/usr/bin/env bash
+echo "python $*" >> "$STUB_LOG"
+case $1 in
+  -c) case $2 in *torch.cuda.is_available*) [ -n "${FAKE_GPU:-}" ]; exit ;; esac
+      exec "$REAL_PYTHON" "$@" ;;
+  train.py) for a in "$@"; do case $a in --out_dir=*) d=${a#--out_dir=} ;; esac; done
+            mkdir -p "$d" && echo '{"iter": 2, "val_loss": 1.25, "test_loss": 1.5}' > "$d/final.json"; exit 0 ;;
+  -m) exit 0 ;;
+  *) exit "${STUB_RC:-0}" ;;
+esac
+'''
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """(root, env, log): a copy of the scripts under root, a PATH whose python, nvidia-smi, git, pip and torchrun
+    only write their command lines into log."""
+    root = tmp_path / 'repo'
+    for rel in SCRIPTS + ['results/common.sh']:
+        os.makedirs(root / os.path.dirname(rel), exist_ok=True)
+        (root / rel).write_text(open(os.path.join(ROOT, rel)).read())
+    stubs = tmp_path / 'bin'
+    stubs.mkdir()
+    (stubs / 'python').write_text(STUB_PYTHON)
+    for name in ('nvidia-smi', 'git', 'pip', 'torchrun', 'nvidia-cuda-mps-control'):
+        (stubs / name).write_text(f'#!/usr/bin/env bash\necho "{name} $*" >> "$STUB_LOG"\n'
+                                  '[ "$1" = -L ] && [ -n "${FAKE_GPU:-}" ] && echo "GPU 0: stand-in"\n'
+                                  '[ -n "${FAKE_GPU:-}" ]\n')
+    for f in stubs.iterdir():
+        f.chmod(0o755)
+    log = tmp_path / 'calls.log'
+    env = {'PATH': f'{stubs}:/usr/bin:/bin', 'HOME': str(tmp_path), 'STUB_LOG': str(log),
+           'REAL_PYTHON': sys.executable}
+    return root, env, log
+
+
+def files(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob('*'))
+
+
+def run(root, env, script, *args, **extra):
+    return subprocess.run(['bash', str(root / script), *args], cwd=root.parent, env={**env, **extra},
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize('arg', ['--help', '-h', '--no-such-flag', 'bogus'])
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_usage_and_nothing_else(sandbox, script, arg):
+    root, env, log = sandbox
+    before = files(root)
+    p = run(root, env, script, arg)
+    out = p.stdout + p.stderr
+    assert 'bash results/' in out and 'reproduce.sh' in out, out  # its usage, with its command lines
+    assert (p.returncode == 0) == (arg in ('--help', '-h')) or script.startswith('results/indirect_indexing/')
+    assert p.returncode != 0 or arg in ('--help', '-h')
+    assert not log.exists(), log.read_text()  # nothing run
+    assert files(root) == before and sorted(os.listdir(root.parent)) == ['bin', 'repo']  # nothing written
+
+
+@pytest.mark.parametrize('script,runs', [
+    ('results/quick_start/reproduce.sh', ['pope', 'rope', 'pope-s2', 'rope-s2', 'indirect-pope', 'indirect-rope']),
+    ('results/music_genome/reproduce.sh', [f'{t}-{pe}' for t in ('jsb', 'maestro', 'genome') for pe in ('rope',
+                                                                                                          'pope')])])
+def test_summary_from_final_json_in_folders_of_its_own(sandbox, script, runs):
+    root, env, log = sandbox
+    for d in ('jsb_chorales', 'maestro', 'genome'):
+        os.makedirs(root / 'data' / d)
+        (root / 'data' / d / 'meta.json').write_text('{}')
+    p = run(root, env, script, OUT='out-mine')
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert lines == [f'out-mine/{r}/final.json: 2 iterations, val_loss 1.2500, test_loss 1.5000' for r in runs]
+    made = {os.path.dirname(f) for f in files(root) if f.endswith('final.json')}
+    assert made == {f'out-mine/{r}' for r in runs}  # never out-quick-pope, out-jsb-pope and the like
+    p = run(root, env, script)  # the default: out-results-<name>
+    assert p.returncode == 0 and sorted(d for d in os.listdir(root) if d.startswith('out-')) == [
+        'out-mine', 'out-results-' + ('quick' if 'quick' in script else 'music')]
+
+
+def test_speed_indirect_summary(sandbox):
+    root, env, log = sandbox
+    p = run(root, env, 'results/speed/reproduce.sh', 'indirect', FAKE_GPU='1')
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert 'out-speed/indirect_pope_10k/final.json: 2 iterations, val_loss 1.2500, test_loss 1.5000' in p.stdout
+
+
+@pytest.mark.parametrize('script', ['results/kernel/reproduce.sh', 'results/speed/reproduce.sh'])
+def test_gpu_scripts_refuse_without_a_gpu(sandbox, script):
+    root, env, log = sandbox
+    before = files(root)
+    p = run(root, env, script)
+    assert p.returncode == 1 and p.stdout == '' and len(p.stderr.strip().splitlines()) == 1, p.stdout + p.stderr
+    assert 'needs an NVIDIA GPU' in p.stderr and files(root) == before
+
+
+def test_kernel_script_fails_when_a_benchmark_fails(sandbox):
+    root, env, log = sandbox
+    p = run(root, env, 'results/kernel/reproduce.sh', FAKE_GPU='1', STUB_RC='1')  # bench_attention.py fails
+    assert p.returncode != 0 and 'failed: out-kernel/logs/table_gqa.log' in p.stderr, p.stdout + p.stderr
+    p = run(root, env, 'results/kernel/reproduce.sh', FAKE_GPU='1')
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize('jobs', ['0', '-2', 'x'])
+def test_jobs_below_one_is_refused(sandbox, jobs):
+    root, env, log = sandbox
+    before = files(root)
+    p = run(root, env, 'results/ablations/reproduce.sh', JOBS=jobs)
+    assert p.returncode == 2 and f'JOBS={jobs}: give a whole number of 1 or more' in p.stderr
+    assert not log.exists() and files(root) == before
+
+
+def test_no_script_ends_processes_by_name():
+    tracked = subprocess.run(['git', 'ls-files'], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    words = ('pkill', 'pgrep', 'kill' + 'all')
+    hits = [f for f in tracked if f.endswith(('.sh', '.py')) and f != 'tests/test_scripts.py'
+            and any(w in open(os.path.join(ROOT, f), errors='replace').read() for w in words)]
+    assert hits == []
