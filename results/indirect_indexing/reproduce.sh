@@ -123,5 +123,6 @@ case ${1:-} in
   start) shift; start "$@" ;;
   wait) wait_for "${2:-540}" ;;
   finish) finish ;;
+  -h|--help) usage ;;
   *) usage; exit 2 ;;
 esac
