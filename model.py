@@ -18,7 +18,6 @@ Other encodings (baselines of the paper): rope, rope_half, alibi_half, learned, 
 
 import functools
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -215,24 +214,6 @@ class GPTConfig:
     norm: str = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm' (with a bias when bias=True)
     tie_embeddings: bool = True  # the output layer shares the token embedding's weights (GPT-2)
     init: str = 'gpt2'  # 'gpt2': N(0, 0.02), residual projections / sqrt(2 n_layer); 'torch': PyTorch's defaults
-
-
-def upgrade_model_args(model_args):
-    """GPTConfig's fields from a checkpoint's model_args, also from one written before pope_mu and pope_delta:
-    pope_softplus True / False is pope_mu 'softplus' / 'identity', pope_delta_init is pope_delta, and qk_init_scale
-    (how the weights were drawn; the checkpoint holds them) goes. A model with pope_zero_freqs > 0 (a probe that
-    this version no longer computes) is refused with a ValueError."""
-    args = dict(model_args)
-    if 'pope_softplus' in args:
-        args['pope_mu'] = 'softplus' if args.pop('pope_softplus') else 'identity'
-    if 'pope_delta_init' in args:
-        args['pope_delta'] = args.pop('pope_delta_init')
-    args.pop('qk_init_scale', None)
-    if args.pop('pope_zero_freqs', 0):
-        raise ValueError(f"pope_zero_freqs={model_args['pope_zero_freqs']}: this model was trained with zero "
-                         "frequencies, a probe that model.py no longer has; use a checkout from before its removal "
-                         "(git log -S pope_zero_freqs model.py)")
-    return args
 
 
 class KVCache:
@@ -626,22 +607,3 @@ class GPT(nn.Module):
             else:  # the token at n - 1 through the cache
                 step(out, cache, input_pos, temperature, top_k)
         return out
-
-
-def read_checkpoint(path, device='cpu'):
-    """The dict of a train.py ckpt.pt (or best.pt), its model_args in today's flags (upgrade_model_args);
-    one clear line when the file is not one, or holds a model this version cannot build."""
-    if not os.path.isfile(path):
-        raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=False)
-    except Exception as err:  # empty, truncated, or not a torch file at all
-        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): "
-                         "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
-    if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
-        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
-    try:  # an older version's model flags in today's names
-        ckpt['model_args'] = upgrade_model_args(ckpt['model_args'])
-    except ValueError as err:
-        raise SystemExit(f"{path}: {err}")
-    return ckpt

@@ -3,8 +3,9 @@ Evaluation of trained checkpoints, one command per analysis (python -m eval.<nam
 the paper's extrapolation, zero_shot and frequency_usage; learning_curves of train.py's logs; for
 indirect indexing, indirect_probe (checkpoints, run tables, chance levels) and attention_reach (one head).
 
-This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer, and the
-boilerplate of command lines, tables and plots (the loss without all the logits at once is GPT.sequence_nll).
+This file holds what they share: the checkpoint's tokenizer, loading a ckpt.pt written by train.py (checkpoint.py:
+load_checkpoint, read_checkpoint), and the boilerplate of command lines, tables and plots (the loss without all the
+logits at once is GPT.sequence_nll).
 """
 
 import argparse
@@ -14,21 +15,10 @@ import os
 
 import torch
 
-from model import GPT, GPTConfig, read_checkpoint  # noqa: F401 (read_checkpoint: for the eval scripts)
+from checkpoint import load_checkpoint, read_checkpoint  # noqa: F401 (for the eval scripts)
 from prepare.common import gpt2_encoding, parser, write_json  # noqa: F401 (parser, write_json: for the eval scripts)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
-
-
-def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...)."""
-    ckpt = read_checkpoint(path)
-    args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
-    model = GPT(GPTConfig(**args))
-    model.load_state_dict(ckpt['model'])
-    model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)
-    ckpt['model_args'] = args
-    return model.eval().to(device), ckpt
 
 
 def autocast(device, dtype):
