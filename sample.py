@@ -9,8 +9,8 @@ Sample from a trained model, decoding with the data set's own tokenizer:
 An indirect-indexing model answers one token, the most likely, to a question written as its training rows hold
 it (the data set's separator, '<bos>', left padding: prepare/indirect_indexing.py's question), typed either way.
 The num_samples samples are drawn as one batch: the prompt runs through the model once, then one token a step
-through a preallocated KV cache (model.KVCache); --compile=True compiles that step, the forward pass of one token and
-the sampling together (GPT.decode_step: one CUDA graph a step on a GPU; the first step compiles, about a minute).
+through a preallocated KV cache (generate.KVCache); --compile=True compiles that step, the forward pass of one token and
+the sampling together (generate.decode_step: one CUDA graph a step on a GPU; the first step compiles, about a minute).
 """
 
 import os
@@ -18,6 +18,7 @@ import os
 import torch
 
 from eval import autocast, default_dtype, load_checkpoint, parser, tokenizer
+from generate import generate
 from prepare import indirect_indexing
 
 p = parser(__doc__)
@@ -65,8 +66,8 @@ x = torch.tensor(ids, dtype=torch.long, device=args.device)[None, ...]
 if x.size(1) == 0:
     raise SystemExit("--start encodes to no tokens: give a longer prompt")
 with torch.no_grad(), autocast(args.device, args.dtype or default_dtype(args.device)):
-    y = model.generate(x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
-                       top_k=args.top_k, compile=args.compile == 'True')
+    y = generate(model, x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
+                 top_k=args.top_k, compile=args.compile == 'True')
 for row in y.tolist():
     print(decode([t for t in row if not examples or t != meta['pad_id']]))  # without the rows' left padding
     print('---------------')

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from checkpoint import upgrade_model_args
-from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, KVCache, alibi_slopes, pope_attention, pope_attention_sdpa,
+from generate import KVCache
+from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, alibi_slopes, pope_attention, pope_attention_sdpa,
                    pope_cartesian, rope_angles, rope_frequencies, rope_rotate)
 
 F64 = torch.float64
