@@ -4,14 +4,15 @@ the paper's extrapolation, zero_shot and frequency_usage; learning_curves of tra
 indirect indexing, indirect_probe (checkpoints, run tables, chance levels) and attention_reach (one head).
 
 This file holds what they share: the checkpoint's tokenizer, loading a ckpt.pt written by train.py (checkpoint.py:
-load_checkpoint, read_checkpoint), and the boilerplate of command lines, tables and plots (the loss without all the
-logits at once is GPT.sequence_nll).
+load_checkpoint, read_checkpoint), the commit of a benchmark's code, and the boilerplate of command lines, tables and
+plots (the loss without all the logits at once is GPT.sequence_nll).
 """
 
 import argparse
 import json
 import math
 import os
+import subprocess
 
 import torch
 
@@ -19,6 +20,18 @@ from checkpoint import load_checkpoint, read_checkpoint  # noqa: F401 (for the e
 from prepare.common import gpt2_encoding, parser, write_json  # noqa: F401 (parser, write_json: for the eval scripts)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
+
+
+def code_commit(folder):
+    """The commit of the git repository that holds folder (a benchmark's own code, wherever it runs from), '-dirty'
+    where its tree has changes; the environment's POPE_COMMIT instead where set (a copy whose .git is stale)."""
+    if os.environ.get('POPE_COMMIT'):
+        return os.environ['POPE_COMMIT']
+    try:
+        return subprocess.run(['git', '-C', folder, 'describe', '--always', '--dirty', '--exclude=*'],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def autocast(device, dtype):

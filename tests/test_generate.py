@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import generate as gen
+from eval import code_commit
 from generate import KVCache, decode_step, generate, sample
 from model import GPT, POPE_MUS, POS_EMBS, GPTConfig
 
@@ -283,15 +284,18 @@ def test_compiled_sampling_on_a_gpu_draws_new_noise_every_step():
 
 def test_generation_benchmark_smoke_run(tmp_path):
     """results/speed/bench_generate.py --smoke: a tiny model and lengths on the CPU, eager, two timed calls a cell;
-    every row measured, the table written as JSON and Markdown."""
+    every row measured, the table written as JSON and Markdown with the commit of the script's own repository."""
+    env = {k: v for k, v in os.environ.items() if k != 'POPE_COMMIT'}
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'results', 'speed', 'bench_generate.py'), '--smoke',
-                        '--device=cpu', '--modes=eager', '--eager_repeats=2', f'--out={tmp_path}'], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+                        '--device=cpu', '--modes=eager', '--eager_repeats=2', f'--out={tmp_path}'], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env=dict(env, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stdout + p.stderr
     result = json.loads((tmp_path / 'generate.json').read_text())
     rows = result['decode_attention'] + result['generate']
     assert rows and not [r for r in rows if r.get('error')], rows
     assert {r['pos_emb'] for r in result['generate']} == {'pope', 'rope'}
+    # run from another folder, it records the commit of its own code (the repository of the script)
+    assert result['meta']['commit'] == code_commit(ROOT)
     for r in result['generate']:  # the median and spread of two timed calls, RoPE's and PoPE's in turn
         assert len(r['runs_s']) == 2 and 0 < r['tokens_per_s_min'] <= r['tokens_per_s'] <= r['tokens_per_s_max']
         assert math.isfinite(r['tokens_per_s_max'])

@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 import pope_decode  # noqa: E402
 from bench_attention import cuda_graph  # noqa: E402
+from eval import code_commit  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument('--out', required=True, help='folder for decode_tiles.md')
@@ -90,7 +91,8 @@ def score(s):
 
 head = ' | '.join(f'b{B} L{L} n{n}' for B, L, n in SHAPES)
 lines = [f'# pope_decode.decode: tiles, warps and splits ({torch.cuda.get_device_name()})', '',
-         f'torch {torch.__version__}, triton {triton.__version__}, python {platform.python_version()}, {SMS} SMs; '
+         f'torch {torch.__version__}, triton {triton.__version__}, python {platform.python_version()}, '
+         f'commit {code_commit(ROOT)}, {SMS} SMs; '
          f'12 heads, head dim {D}, bf16; us a layer (GPU time of CUDA-graph replays over 12+ layers\' caches); '
          f'`python results/speed/bench_decode_tiles.py {" ".join(sys.argv[1:])}`', '',
          f'Defaults: tiles of {DEFAULT[0]}, {DEFAULT[1]} warp(s), {DEFAULT[2]:g} programs an SM. GB/s: the visible '

@@ -40,7 +40,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -50,6 +49,7 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from eval import code_commit  # noqa: E402
 from generate import generate  # noqa: E402
 from model import GPT, GPTConfig, cache_attention  # noqa: E402
 
@@ -302,14 +302,6 @@ def markdown(result):
     return '\n'.join(lines) + '\n'
 
 
-def commit():
-    try:
-        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 if __name__ == '__main__':
     import triton
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or 'CPU'
@@ -318,7 +310,7 @@ if __name__ == '__main__':
               'generate': generate_rows() if 'generate' in sections else []}
     from torch._dynamo.utils import counters
     result['meta'] = dict(device=name, torch=torch.__version__, triton=triton.__version__,
-                          python=platform.python_version(), commit=commit(), dtype=str(dtype),
+                          python=platform.python_version(), commit=code_commit(ROOT), dtype=str(dtype),
                           command=' '.join(['python', 'results/speed/bench_generate.py', *sys.argv[1:]]),
                           seconds=time.time() - start, cudagraph_skips=counters['inductor'].get('cudagraph_skips', 0),
                           unique_graphs=counters['stats'].get('unique_graphs', 0), args=vars(args))
