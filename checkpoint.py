@@ -1,8 +1,8 @@
 """
-The run folder of train.py and the checkpoints in it. An out_dir holds one run: ckpt.pt (its latest state), best.pt
-(its lowest val loss), eval_log.jsonl and final.json. RunFolder locks it while the run lives, saves each file
-atomically, turns a failed save or a Ctrl-C into one line that says what is kept and how to go on, and repairs the
-log of a resumed run. read_checkpoint and load_checkpoint read a ckpt.pt back (an older version's too).
+The run folder of train.py and its checkpoints. An out_dir holds one run: ckpt.pt (its latest state), best.pt (its
+lowest val loss), eval_log.jsonl and final.json. RunFolder locks it while the run lives, saves each file atomically,
+turns a failed save or a Ctrl-C into one line that says what is kept and how to go on, and repairs a resumed run's
+log. read_checkpoint and load_checkpoint read a ckpt.pt back (an older version's too).
 """
 
 import fcntl

@@ -1,7 +1,6 @@
 """
-train.py's configuration, nanoGPT's way: config files (plain Python assignments) and --key=value overrides over
-train.py's defaults, a resumed run's own config merged in, and every value checked: one that cannot work stops the
-run with one line, before anything in out_dir changes.
+train.py's configuration, nanoGPT's way: config files (plain Python assignments) and --key=value overrides over its
+defaults, a resumed run's config merged in, and every value checked (a bad one stops the run with one line).
 """
 
 import os
