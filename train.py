@@ -220,7 +220,6 @@ model_args = {f.name: config[f.name] for f in fields(GPTConfig) if f.name in con
 model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that the data set gives
 iter_num, best_val_loss = 0, 1e9
 log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
-configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data, one line each
 if checkpoint is not None:
     # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
     keep = ('attn_impl',) if init_from == 'resume' else ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout',
@@ -228,6 +227,7 @@ if checkpoint is not None:
     model_args.update({k: v for k, v in checkpoint['model_args'].items() if k not in keep})
 for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
     config[k] = globals()[k] = model_args[k]
+configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data, one line each
 try:
     model = GPT(GPTConfig(**model_args))
     if checkpoint is not None:
