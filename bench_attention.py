@@ -12,6 +12,7 @@ Times: medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, b
 import contextlib
 import functools
 import math
+import os
 import sys
 
 import torch
@@ -21,6 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import model
 import pope_kernel
+from eval import code_commit
 from prepare.common import parser
 
 H, TOKENS, DTYPE = 12, 16384, torch.bfloat16  # heads, tokens a batch, dtype of the benchmark
@@ -189,7 +191,8 @@ if __name__ == "__main__":
         sys.exit(f"--sections: choose from {', '.join(sections)}")
     sys.stdout.reconfigure(line_buffering=True)  # a run cut short still leaves every line it finished
     print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__} | "
-          f"python {sys.version.split()[0]} | cuDNN {torch.backends.cudnn.version()} | sections {','.join(chosen)}")
+          f"python {sys.version.split()[0]} | cuDNN {torch.backends.cudnn.version()} | commit "
+          f"{code_commit(os.path.dirname(os.path.abspath(__file__)))} | sections {','.join(chosen)}")
     for name, run in sections.items():
         if name in chosen:
             run()

@@ -9,8 +9,8 @@ Sample from a trained model, decoding with the data set's own tokenizer:
 An indirect-indexing model answers one token, the most likely, to a question written as its training rows hold
 it (the data set's separator, '<bos>', left padding: prepare/indirect_indexing.py's question), typed either way.
 The num_samples samples are drawn as one batch: the prompt runs through the model once, then one token a step
-through a preallocated KV cache (model.KVCache); --compile=True compiles that step, the forward pass of one token and
-the sampling together (GPT.decode_step: one CUDA graph a step on a GPU; the first step compiles, about a minute).
+through a preallocated KV cache (generate.KVCache); --compile=True compiles that step, the forward pass of one token and
+the sampling together (generate.decode_step: one CUDA graph a step on a GPU; the first step compiles, about a minute).
 """
 
 import os
@@ -18,6 +18,7 @@ import os
 import torch
 
 from eval import ABSOLUTE, autocast, default_dtype, device_arg, load_checkpoint, parser, tokenizer
+from generate import generate
 from prepare import indirect_indexing
 
 p = parser(__doc__)
@@ -93,8 +94,8 @@ if need > 0.8 * free_bytes(args.device):
                      "samples")
 x = torch.tensor(ids, dtype=torch.long, device=args.device)[None, ...]
 with torch.no_grad(), autocast(args.device, args.dtype or default_dtype(args.device)):
-    y = model.generate(x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
-                       top_k=args.top_k, compile=args.compile == 'True')
+    y = generate(model, x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
+                 top_k=args.top_k, compile=args.compile == 'True')
 for row in y.tolist():
     # an answer without the rows' padding and '<bos>'
     print(indirect_indexing.decode(row, meta['itos']) if examples else decode(row))

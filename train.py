@@ -10,25 +10,20 @@ Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: tok
 (kind 'stream', random windows of block_size + 1) or fixed examples (kind 'examples', the
 indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
 
-An out_dir holds one run (ckpt.pt, best.pt, eval_log.jsonl, final.json) and is locked while it runs (train.lock).
---init_from=resume goes on with the checkpoint's config; the command line may change it, but not the model or the
-data (dataset, loss_on, example_order). Bad values, damaged data, a failed save and Ctrl-C stop with one line that
-says what is kept and what to do.
+configurator.py reads the config and checks every value; checkpoint.py keeps the run folder (out_dir: ckpt.pt,
+best.pt, eval_log.jsonl, final.json), locked while the run lives. --init_from=resume goes on with the checkpoint's
+config; the command line may change it, but not the model or the data (dataset, loss_on, example_order). Bad values,
+damaged data, a failed save and Ctrl-C stop with one line that says what is kept and what to do.
 """
 
-import fcntl
 import json
 import math
 import os
 import pathlib
-import shlex
-import shutil
 import signal
-import socket
 import sys
 import time
-from ast import literal_eval
-from contextlib import nullcontext, suppress
+from contextlib import nullcontext
 from dataclasses import fields
 
 import numpy as np
@@ -36,9 +31,10 @@ import torch
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from model import GPT, GPTConfig, read_checkpoint
-from prepare import indirect_indexing, shakespeare_char
-from prepare.common import SPLITS, example_batch, pass_rows
+import configurator
+from checkpoint import RunFolder, read_checkpoint
+from model import GPT, GPTConfig
+from prepare.common import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
 
 # -----------------------------------------------------------------------------
 # default config: the paper's indirect-indexing run with PoPE (a config file, then --key=value, override it)
@@ -102,131 +98,15 @@ cuda_graph = False  # replay the whole training step as one CUDA graph (one GPU,
 seed = 1337  # model init and batch order
 # -----------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
-given = set()  # the keys that a config file or an override set (resume checks them against the checkpoint)
-# keys of this command and machine, never taken from a checkpoint; and those a resumed run may not change
-MACHINE = ('backend', 'device', 'dtype', 'compile', 'cuda_graph', 'attn_impl')
-LOCAL = ('out_dir', 'init_from', 'overwrite', 'eval_only') + MACHINE
-FIXED = [f.name for f in fields(GPTConfig) if f.name in config_keys and f.name not in LOCAL] + [
-    'dataset', 'loss_on', 'example_order']
-
-
-def configure(args):
-    """Apply config files (plain Python assignments) and --key=value overrides, in order."""
-    for arg in args:
-        if arg.startswith('--'):
-            key, _, text = arg[2:].partition('=')
-            try:
-                val = literal_eval(text)
-            except (ValueError, SyntaxError):
-                val = text  # a bare string such as --dataset=shakespeare
-            if isinstance(globals().get(key), str) and not isinstance(val, str):
-                val = text  # a string key takes the text as written: --eval_contexts=1,2,4
-            items = [(key, val)]
-        else:
-            if not os.path.exists(arg):
-                sys.exit(f"config file {arg} not found (arguments are config files and --key=value overrides)")
-            print(f"config: {arg}")
-            scope = {}
-            exec(open(arg).read(), scope)
-            items = [(k, v) for k, v in scope.items()
-                     if not k.startswith('_') and not callable(v) and type(v).__name__ != 'module']
-        for key, val in items:
-            if key not in config_keys:
-                sys.exit(f"unknown config key '{key}' (in {arg}); valid keys: {', '.join(config_keys)}")
-            want = type(globals()[key])
-            if want is float and type(val) is int:
-                val = float(val)
-            if type(val) is not want:
-                sys.exit(f"config key '{key}' wants a {want.__name__}, got {val!r} (in {arg})")
-            globals()[key] = val
-            given.add(key)
-
-
-configure(sys.argv[1:])  # train.py is a script: it reads its arguments and trains, imported or run
-if not out_dir.strip():
-    sys.exit("out_dir is empty: name the run's folder, e.g. --out_dir=out-myrun")
-# out_dir holds one run: ckpt.pt (its latest state), best.pt (its best val loss), eval_log.jsonl, final.json
-run_files = [os.path.join(out_dir, f) for f in ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')]
-ckpt_path, best_path, log_path, final_path = run_files
-saved_iter = None  # the iteration of this run's ckpt.pt on disk, once there is one
-# a checkpoint to start from is read first, before anything in out_dir changes
-checkpoint = None
-if init_from != 'scratch':
-    init_path = ckpt_path if init_from == 'resume' else init_from
-    checkpoint = read_checkpoint(init_path)  # (on the CPU: the model and the optimizer take it to the device)
-    if init_from == 'resume':  # the run goes on as it was: its config, where the command line does not change it
-        saved, saved_iter = checkpoint.get('config', {}), checkpoint['iter_num']
-        if saved.get('delta_lr_mult', 1.0) != 1.0:  # an earlier version's probe
-            sys.exit(f"{init_path} trained delta at delta_lr_mult={saved['delta_lr_mult']}, which train.py no longer "
-                     f"has: fine-tune from it with --init_from={init_path} and a new out_dir")
-        trained = {**saved, **checkpoint['model_args']}  # the model as its model_args say
-        differ = [f"{k}={globals()[k]!r} (checkpoint: {trained[k]!r})" for k in FIXED
-                  if k in given and k in trained and globals()[k] != trained[k]]
-        if differ:
-            sys.exit(f"init_from='resume' goes on with {init_path} as it was trained, but {', '.join(differ)}: "
-                     f"drop these flags, or fine-tune from it with --init_from={init_path} and a new out_dir")
-        changed = [f"{k}={globals()[k]!r} (was {saved[k]!r})" for k in sorted(given - set(LOCAL))
-                   if k in saved and globals()[k] != saved[k]]
-        globals().update({k: v for k, v in saved.items() if k in config_keys and k not in given and k not in LOCAL})
-        if changed:
-            print(f"resume: the config of {init_path}, but {', '.join(changed)}")
-    elif os.path.realpath(init_path) in map(os.path.realpath, run_files):
-        sys.exit(f"init_from={init_from} is a file of out_dir={out_dir}, which a new run there replaces: fine-tune "
-                 "into another --out_dir (or go on with that run: --init_from=resume)")
-# values that cannot work stop here, one line each
-for key in ('eval_interval', 'log_interval', 'eval_iters', 'early_stop_evals', 'batch_size', 'gradient_accumulation_steps', 'block_size',
-            'n_layer', 'n_head', 'n_embd'):
-    if globals()[key] < 1:
-        sys.exit(f"{key}={globals()[key]}: must be 1 or more")
-if not 0 <= early_stop_acc <= 1:
-    sys.exit(f"early_stop_acc={early_stop_acc}: an accuracy in [0, 1] (0 = never stop early)")
-for key in ('max_iters', 'warmup_iters', 'lr_decay_iters', 'min_lr', 'weight_decay', 'grad_clip', 'divergence_margin',
-            'eval_context_tokens', 'seed'):
-    if globals()[key] < 0:
-        sys.exit(f"{key}={globals()[key]}: must be 0 or more")
-if n_embd % n_head:
-    sys.exit(f"n_embd={n_embd} is not a multiple of n_head={n_head} (each head gets n_embd // n_head channels)")
-if n_kv_head < 0 or n_kv_head and n_head % n_kv_head:
-    sys.exit(f"n_kv_head={n_kv_head} must divide n_head={n_head} (0: as many key/value heads as query heads)")
-# the optimizer and its schedule
-if not learning_rate > 0:
-    sys.exit(f"learning_rate={learning_rate}: must be above 0")
-if decay_lr and min_lr > learning_rate:
-    sys.exit(f"min_lr={min_lr} is above learning_rate={learning_rate}: the cosine decay would raise the rate")
-if decay_lr and warmup_iters >= lr_decay_iters:
-    sys.exit(f"warmup_iters={warmup_iters} must be below lr_decay_iters={lr_decay_iters} (the decay runs from the one "
-             "to the other), or use --decay_lr=False")
-if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
-    sys.exit(f"beta1={beta1}, beta2={beta2}: AdamW's betas lie in [0, 1)")
-for key, choices in (('loss_on', ('target', 'all')), ('final_weights', ('last', 'best')),
-                     ('example_order', ('random', 'epochs')),
-                     ('dtype', ('float32', 'bfloat16', 'float16'))):
-    if globals()[key] not in choices:
-        sys.exit(f"{key}={globals()[key]!r}: choose one of {', '.join(choices)}")
-try:
-    ctx_multiples = [int(m) for m in eval_contexts.split(',') if m.strip()]
-except ValueError:
-    ctx_multiples = [0]
-if any(m < 1 for m in ctx_multiples):
-    sys.exit(f"eval_contexts={eval_contexts!r}: give multiples of block_size, e.g. '1,2,4,8' ('' = off)")
-# the machine
-try:
-    device_type = torch.device(device).type
-except RuntimeError:  # not a device string at all
-    device_type = None
-if device_type not in ('cpu', 'cuda'):
-    sys.exit(f"device={device!r}: use cpu, cuda or cuda:<n>"
-             + (" (MPS has no float64, in which the model forms its phases)" if device_type == 'mps' else ""))
-if device_type == 'cuda' and (torch.device(device).index or 0) >= torch.cuda.device_count():
-    sys.exit(f"device={device!r}, but torch finds " + (f"{torch.cuda.device_count()} CUDA GPUs here"
-             if torch.cuda.device_count() else "no CUDA GPU here: use --device=cpu"))
-if attn_impl == 'triton' and device_type == 'cpu':
-    sys.exit("attn_impl='triton' is PoPE's CUDA kernel: on the CPU use attn_impl='sdpa' (or 'auto', which picks it)")
-if device_type == 'cpu' and dtype != 'float32':  # the CPU trains in float32 (no autocast)
-    if 'dtype' in given:
-        sys.exit(f"dtype={dtype!r} on the CPU: it trains in float32 there; use --dtype=float32")
-    dtype = 'float32'  # the GPU default, on a GPU machine run with --device=cpu
 config = {k: globals()[k] for k in config_keys}  # for logging and the checkpoint
+given = configurator.configure(config, sys.argv[1:])  # train.py is a script: it reads its arguments and trains
+run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in configurator.MACHINE if k in given])
+checkpoint = run.start_from(config['init_from'])  # read first, before anything in out_dir changes
+if config['init_from'] == 'resume':  # the run goes on as it was: its config, where the command line does not change it
+    configurator.resume(config, given, checkpoint, run.ckpt)
+configurator.check(config, given)  # values that cannot work stop here, one line each
+globals().update(config)
+device_type = torch.device(device).type
 # -----------------------------------------------------------------------------
 # distributed setup, as nanoGPT
 ddp = int(os.environ.get('RANK', -1)) != -1
@@ -241,126 +121,30 @@ if ddp:
         sys.exit(f"gradient_accumulation_steps={gradient_accumulation_steps} counts micro-steps over all "
                  f"{ddp_world_size} processes: make it a multiple of {ddp_world_size}")
     gradient_accumulation_steps //= ddp_world_size
+    run.launch = ['torchrun', f'--nproc_per_node={ddp_world_size}']
 else:
     ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
-master_process = ddp_rank == 0
+master_process = run.master = ddp_rank == 0
 torch.manual_seed(seed)
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=ptdtype)
-lock = None  # out_dir/train.lock, held by this run (flock: until its process ends, however it ends)
-
-
-def lock_out_dir():
-    """Lock out_dir for this run, making it if it is new; a second run into it stops with one line naming this one."""
-    global lock
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        lock = open(os.path.join(out_dir, 'train.lock'), 'a+')
-    except OSError as err:
-        sys.exit(f"out_dir={out_dir!r}: cannot write there ({err.strerror}): choose another --out_dir")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.seek(0)
-        sys.exit(f"{out_dir} is in use by another run ({lock.read().strip() or 'starting'}): let it finish, or "
-                 "choose another --out_dir")
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M')}: "
-               f"{shlex.join(sys.argv)}\n")
-    lock.flush()
-
-
 if master_process and os.path.isdir(out_dir):  # a busy out_dir stops a run at once; a new one is made only when
-    lock_out_dir()  # the run starts training (a run that stops before leaves nothing behind)
-if init_from != 'resume' and not overwrite and (os.path.exists(ckpt_path) or os.path.exists(best_path)):
-    sys.exit(f"{out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume, "
-             f"choose another --out_dir, or replace it with --overwrite=True")
-
-
-def last_good():
-    """Where the run's last good state is, and the command that goes on from it."""
-    if saved_iter is None:
-        return "no checkpoint of this run was saved"
-    launch = ['torchrun', f'--nproc_per_node={ddp_world_size}'] if ddp else ['python']
-    flags = [f'--{k}={globals()[k]}' for k in MACHINE if k in given]  # the rest comes from the checkpoint
-    again = shlex.join(launch + ['train.py', f'--out_dir={out_dir}', '--init_from=resume'] + flags)
-    return f"{ckpt_path} (iter {saved_iter}) is intact; go on with: {again}"
-
-
-saving_checkpoint = ctrl_c_waiting = False  # a Ctrl-C during ckpt.pt's save and saved_iter's update waits for both
-
-
-def interrupted(signum, frame):
-    """Ctrl-C: one line that says what is kept, no traceback; a save it cut short leaves no partial file. While
-    ckpt.pt is saved, the first Ctrl-C waits for the save to end, so that the line names the file on disk (a second
-    one stops at once)."""
-    global ctrl_c_waiting
-    if saving_checkpoint and not ctrl_c_waiting:
-        ctrl_c_waiting = True
-        return
-    if master_process:
-        for path in run_files:
-            with suppress(OSError):
-                os.remove(path + '.tmp')
-        print(f"interrupted: {last_good()}", file=sys.stderr)
-    sys.exit(130)
-
-
-signal.signal(signal.SIGINT, interrupted)
+    run.take_lock()  # the run starts training (a run that stops before leaves nothing behind)
+run.refuse_earlier_run(init_from != 'resume' and not overwrite)
+signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line that says what is kept (checkpoint.py)
 
 # -----------------------------------------------------------------------------
 # data
-data_dir = os.path.join('data', dataset)
-meta_path = os.path.join(data_dir, 'meta.json')
-remake = (f"python -m prepare.indirect_indexing --variant={dataset}" if dataset in indirect_indexing.VARIANTS
-          else f"python -m prepare.{dataset}")  # the command that makes (or remakes) the data set
-if master_process and not os.path.exists(meta_path):  # two data sets are made here on first use, in seconds
-    if dataset in indirect_indexing.VARIANTS:
-        indirect_indexing.prepare(data_dir, variant=dataset)  # generated, deterministic: no download
-    elif dataset == 'shakespeare_char':
-        shakespeare_char.prepare(data_dir)  # from the text committed in prepare/texts/
+if master_process:  # two data sets are made here on first use, in seconds
+    make_on_first_use(dataset)
 if ddp:
     torch.distributed.barrier()
-if not os.path.exists(meta_path):
-    sys.exit(f"no data in {data_dir}: run `{remake}` first (see README, Experiments)")
-try:
-    with open(meta_path) as f:
-        meta = json.load(f)
-    examples = meta['kind'] == 'examples'
-    vocab_size, token_dtype = meta['vocab_size'], np.dtype(meta['dtype'])
-    row, pad_id = (meta['row_len'], meta['pad_id']) if examples else (1, None)  # row: tokens per example
-except (ValueError, KeyError, TypeError) as err:
-    sys.exit(f"{meta_path} is damaged or incomplete ({type(err).__name__}: {err}): run `{remake}` again")
-
-
-def read_split(path):
-    """A split's tokens (a memmap), checked against meta.json: its size, and the token ids (all of them, or beyond
-    2^24 tokens 256 stretches of 2^16 spread over the file: another dtype or vocabulary shows everywhere)."""
-    n_bytes, counted = os.path.getsize(path), meta.get('tokens', {}).get(os.path.basename(path)[:-len('.bin')])
-    n = n_bytes // token_dtype.itemsize
-    if n_bytes % (token_dtype.itemsize * row):
-        problem = f"{n_bytes} bytes, not a whole number of " + (f"{row}-token rows" if examples else "tokens")
-    elif counted is not None and n != counted:
-        problem = f"{n:,} tokens where meta.json says {counted:,}"
-    else:
-        tokens = np.memmap(path, dtype=token_dtype, mode='r') if n else np.zeros(0, token_dtype)
-        seen = tokens if n <= 1 << 24 else np.concatenate(
-            [tokens[i:i + 65536] for i in np.linspace(0, n - 65536, 256, dtype=np.int64)])
-        top = int(seen.max()) if n else 0
-        problem = f"token id {top} where the vocabulary has {vocab_size}" if top >= vocab_size else None
-    if problem:
-        sys.exit(f"{path} holds {problem} ({token_dtype} tokens): the data is damaged or of another preparation; "
-                 f"run `{remake}` again")
-    return tokens
-
-
-data = {}  # split -> its tokens (a memmap), its examples (a tensor on the device), or None where the split is missing
+meta, data = open_data(dataset)  # split -> its tokens (a memmap), checked against meta.json, or None where missing
+examples = meta['kind'] == 'examples'  # fixed examples, one a row (else a token stream)
+pad_id = meta.get('pad_id')  # examples: the padding of the rows
 for split in SPLITS:
-    path = os.path.join(data_dir, f'{split}.bin')
-    data[split] = read_split(path) if os.path.exists(path) else None
     if examples and data[split] is not None:  # one example a row, padded; the target is its last real token
         # kept in the file's dtype (uint8 here: 12.8M rows are 0.6 GB), made int64 a batch at a time
         data[split] = torch.from_numpy(np.array(data[split]).reshape(-1, meta['row_len'])).to(device)
@@ -437,26 +221,13 @@ model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that
 iter_num, best_val_loss = 0, 1e9
 log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
 if checkpoint is not None:
-    if checkpoint['model_args']['vocab_size'] != vocab_size:
-        sys.exit(f"{init_path} has a vocabulary of {checkpoint['model_args']['vocab_size']} tokens, {data_dir} one of "
-                 f"{vocab_size}: train on the data set it was trained on (its config: dataset="
-                 f"{checkpoint.get('config', {}).get('dataset')!r})")
     # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
     keep = ('attn_impl',) if init_from == 'resume' else ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout',
                                                           'attn_impl')
     model_args.update({k: v for k, v in checkpoint['model_args'].items() if k not in keep})
 for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
     config[k] = globals()[k] = model_args[k]
-if early_stop_acc and not examples:
-    sys.exit(f"early_stop_acc={early_stop_acc} stops on val accuracy, which only data of examples has ({dataset} is a "
-             "token stream): leave it at 0")
-if examples and block_size < meta['row_len'] - 1:
-    sys.exit(f"block_size={block_size} is shorter than the examples of {dataset} ({meta['row_len'] - 1} tokens)")
-for split in SPLITS:  # train and val are needed, test is scored where it exists
-    n = 0 if data[split] is None else len(data[split])
-    if n < (1 if examples else block_size + 1) and (split != 'test' or data[split] is not None):
-        sys.exit(f"{data_dir}/{split}.bin holds {n} {'examples' if examples else 'tokens'}, too few for "
-                 f"block_size={block_size}: prepare the data again ({remake}) or lower block_size")
+configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data, one line each
 try:
     model = GPT(GPTConfig(**model_args))
     if checkpoint is not None:
@@ -468,10 +239,6 @@ except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that d
     sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
 model.project_delta()  # a checkpoint of an older version may hold deltas outside [-2pi, 0]
-if cuda_graph and (ddp or device_type != 'cuda' or gradient_accumulation_steps != 1 or not examples
-                   or dtype == 'float16'):
-    sys.exit("cuda_graph=True needs one GPU, gradient_accumulation_steps=1, bfloat16 or float32, and a data set kept "
-             "on the GPU (kind 'examples')")
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
@@ -479,23 +246,11 @@ if init_from == 'resume':
     torch.set_rng_state(checkpoint['rng']['torch'].cpu())  # RNG states are CPU tensors, wherever the checkpoint is
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
-    if master_process and os.path.exists(log_path):  # the log goes on from the checkpoint: drop what came after it
-        lines = [line for line in open(log_path).read().splitlines() if line.strip()]
-        for i, line in enumerate(lines):
-            try:
-                if json.loads(line)['iter'] < iter_num:
-                    log_lines.append(line)
-            except ValueError:
-                if i < len(lines) - 1:
-                    sys.exit(f"{log_path}: line {i + 1} is not JSON: repair or delete it, then resume again")
-                print(f"{log_path}: its last line is cut short, dropped: {line[:60]!r}")
+    if master_process:  # the log goes on from the checkpoint: what came after it is dropped
+        log_lines = run.log_before(iter_num)
 checkpoint = None  # free memory
-if master_process and lock is None:
-    lock_out_dir()
-if master_process:  # a new run: nothing of an earlier one stays
-    for path in run_files if init_from != 'resume' else ():
-        if os.path.exists(path):
-            os.remove(path)
+if master_process:
+    run.start(new=init_from != 'resume')  # locked (if it was not yet); a new run: nothing of an earlier one stays
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it below)
 if compile:
@@ -511,18 +266,8 @@ if ddp:
 # eval-mode forward failed for PoPE's kernel: results/speed/README.md)
 eval_model = model.module if ddp else model
 # length extrapolation (stream data): the val loss at multiples of block_size, every length on the same first
-# n_ctx val tokens; absolute positions stop at block_size, and a length needs n_ctx tokens
-n_ctx = 0 if examples else min(eval_context_tokens, len(data['val']) - 1)
-lengths = [] if examples else [m * block_size for m in ctx_multiples]
-skipped = [L for L in lengths if L > block_size and pos_emb in ('learned', 'sinusoidal')]
-short = [L for L in lengths if L not in skipped and L > n_ctx]
-ctx_lengths = [L for L in lengths if L not in skipped + short]
-notes = []
-if skipped:
-    notes.append(f"{pos_emb} positions stop at block_size={block_size}: lengths {skipped} skipped")
-if short:
-    notes.append(f"{n_ctx} val tokens to score (eval_context_tokens or the split): lengths {short} skipped")
-ctx_note = 'eval_contexts: ' + '; '.join(notes) if notes else None
+# n_ctx val tokens (configurator.py)
+n_ctx, ctx_lengths, ctx_note = configurator.context_lengths(config, 0 if examples else len(data['val']) - 1)
 if ctx_note and master_process:
     print(ctx_note)
 
@@ -547,24 +292,6 @@ def context_losses():
         out[f'val_loss_ctx{L}'] = nll / n
     raw_model.train()
     return out
-
-
-def save(path, write):
-    """write(path + '.tmp'), then rename it to path: a crash mid-save leaves the previous file whole. A write that
-    fails (a full disk, no permission) stops the run with one line and leaves no partial file."""
-    try:
-        write(path + '.tmp')
-        os.replace(path + '.tmp', path)
-    except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError ("unexpected pos")
-        with suppress(OSError):
-            os.remove(path + '.tmp')
-        why = err.strerror if isinstance(err, OSError) else ' '.join(str(err).split())[:100] + ': is the disk full?'
-        sys.exit(f"could not write {path} ({why}): stopping; {last_good()}")
-
-
-def stop(why):
-    """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep the last good state."""
-    sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({last_good()})")
 
 
 def train_step(ixs, zero_grad=True):
@@ -631,27 +358,20 @@ while True:
         record.update(context_losses())
         print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))
         log_lines.append(json.dumps(record))
-        save(log_path, lambda tmp: pathlib.Path(tmp).write_text(''.join(line + '\n' for line in log_lines)))
+        run.save(run.log, lambda tmp: pathlib.Path(tmp).write_text(''.join(line + '\n' for line in log_lines)))
         val_loss = record['val_loss']
         if not math.isfinite(val_loss):
-            stop(f"val loss is {val_loss} at iter {iter_num}")
+            run.stop(f"val loss is {val_loss} at iter {iter_num}")
         if divergence_margin and val_loss > best_val_loss + divergence_margin:
-            stop(f"val loss {val_loss:.4g} at iter {iter_num} exceeds the best so far ({best_val_loss:.4g}) by more "
-                 f"than divergence_margin={divergence_margin}")
+            run.stop(f"val loss {val_loss:.4g} at iter {iter_num} exceeds the best so far ({best_val_loss:.4g}) by "
+                     f"more than divergence_margin={divergence_margin}")
         if iter_num > it_first:  # (a resumed run's first evaluation is of its checkpoint)
             is_best, best_val_loss = val_loss < best_val_loss, min(best_val_loss, val_loss)
             ckpt = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'model_args': model_args,
                     'iter_num': iter_num, 'best_val_loss': best_val_loss, 'config': config, 'meta': meta,
                     'rng': {'torch': torch.get_rng_state(),
                             'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
-            # each file written atomically (a crash mid-save leaves the previous one): best.pt only ever improves
-            saving_checkpoint = True
-            save(ckpt_path, lambda tmp: torch.save(ckpt, tmp))
-            saved_iter, saving_checkpoint = iter_num, False
-            if ctrl_c_waiting:
-                interrupted(signal.SIGINT, None)
-            if is_best:
-                save(best_path, lambda tmp: shutil.copyfile(ckpt_path, tmp))
+            run.save_checkpoint(ckpt, is_best)  # each file written atomically: a crash mid-save leaves the last one
             recent = [json.loads(line).get('val_acc', 0.0) for line in log_lines[-early_stop_evals:]]
             if early_stop_acc and len(recent) == early_stop_evals and min(recent) >= early_stop_acc:
                 early_stop = f"val_acc >= {early_stop_acc} at {early_stop_evals} evaluations in a row"
@@ -670,7 +390,7 @@ while True:
     if iter_num % log_interval == 0 and master_process:
         lossf = loss.item()  # the only host sync of a training step
         if not math.isfinite(lossf):
-            stop(f"loss is {lossf} at iter {iter_num}")
+            run.stop(f"loss is {lossf} at iter {iter_num}")
         now = time.time()
         dt = (now - t_last) / (iter_num - it_last)
         t_last, it_last = now, iter_num
@@ -685,8 +405,8 @@ if master_process and not eval_only:
              'weights': 'last', 'weights_of_iter': iter_num}
     if early_stop:
         final['early_stop'] = {'iter': iter_num, 'reason': early_stop}
-    if final_weights == 'best' and os.path.exists(best_path):
-        best = read_checkpoint(best_path)
+    if final_weights == 'best' and os.path.exists(run.best):
+        best = read_checkpoint(run.best)
         raw_model.load_state_dict(best['model'])
         final['weights'], final['weights_of_iter'] = 'best', best['iter_num']
     for split in ('val', 'test'):
@@ -695,19 +415,6 @@ if master_process and not eval_only:
     final.update(block_size=block_size, **context_losses())
     if ctx_note:
         final['eval_contexts_note'] = ctx_note
-    save(final_path, lambda tmp: pathlib.Path(tmp).write_text(json.dumps(final, indent=1)))
-    # the end of the run in words: which numbers are which, and where the files are
-    scores = [f"{k} {final[k]:.4f}" for k in ('val_loss', 'val_acc', 'test_loss', 'test_acc') if k in final]
-    print(f"done: {iter_num} iterations in {final['minutes']:.1f} minutes"
-          + (f", stopped early ({early_stop}; max_iters={max_iters})" if early_stop else ""))
-    note = "" if examples else f" (the log lines' val_loss: an estimate on eval_iters={eval_iters} batches)"
-    print(f"final.json, the {final['weights']} weights (iter {final['weights_of_iter']}) on the whole splits: "
-          f"{', '.join(scores)}{note}")
-    if ctx_lengths:
-        print('val loss at context | ' + ' | '.join(f"{f'{L // block_size}x = {L}':>10s}" for L in ctx_lengths)
-              + '\n                    | ' + ' | '.join(f"{final[f'val_loss_ctx{L}']:10.4f}" for L in ctx_lengths))
-    files = {ckpt_path: f"the latest state, iter {saved_iter}", best_path: "the state of the lowest val_loss logged",
-             log_path: "every evaluation", final_path: "the numbers above"}
-    print('files: ' + ', '.join(f"{path} ({what})" for path, what in files.items() if os.path.exists(path)))
+    run.finish(final, examples, eval_iters, max_iters, ctx_lengths)  # final.json, and the run's end in words
 if ddp:
     destroy_process_group()

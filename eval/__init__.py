@@ -3,40 +3,38 @@ Evaluation of trained checkpoints, one command per analysis (python -m eval.<nam
 the paper's extrapolation, zero_shot and frequency_usage; learning_curves of train.py's logs; for
 indirect indexing, indirect_probe (checkpoints, run tables, chance levels) and attention_reach (one head).
 
-This file holds what they share: loading a ckpt.pt written by train.py, the checkpoint's tokenizer, and the
-boilerplate of command lines, tables and plots (the loss without all the logits at once is GPT.sequence_nll).
+This file holds what they share: the checkpoint's tokenizer, loading a ckpt.pt written by train.py (checkpoint.py:
+load_checkpoint, read_checkpoint), the commit of a benchmark's code, and the boilerplate of command lines, tables and
+plots (the loss without all the logits at once is GPT.sequence_nll).
 """
 
 import argparse
 import json
 import math
 import os
+import subprocess
 import tempfile
 
 import numpy as np
 import torch
 
-from model import GPT, GPTConfig, read_checkpoint  # noqa: F401 (read_checkpoint: for the eval scripts)
+from checkpoint import load_checkpoint, read_checkpoint  # noqa: F401 (for the eval scripts)
 from prepare.common import (gpt2_encoding, nonnegative_int, parser, positive_float,  # noqa: F401 (for the eval scripts)
                             positive_int, read_tokens, write_json)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
-def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...). One
-    line when its model_args do not make a model or its weights do not fit it."""
-    ckpt = read_checkpoint(path)
-    args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
+def code_commit(folder):
+    """The commit of the git repository that holds folder (a benchmark's own code, wherever it runs from), '-dirty'
+    where its tree has changes; the environment's POPE_COMMIT instead where set (a copy whose .git is stale)."""
+    if os.environ.get('POPE_COMMIT'):
+        return os.environ['POPE_COMMIT']
     try:
-        model = GPT(GPTConfig(**args))
-        model.load_state_dict(ckpt['model'])
-    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:  # as train.py catches them
-        raise SystemExit(f"{path}: its weights do not fit the model its model_args describe "
-                         f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again") from None
-    model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)
-    ckpt['model_args'] = args
-    return model.eval().to(device), ckpt
+        return subprocess.run(['git', '-C', folder, 'describe', '--always', '--dirty', '--exclude=*'],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def device_arg(text):

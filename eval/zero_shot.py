@@ -107,7 +107,7 @@ class PopeLM(TemplateLM):
     @torch.no_grad()
     def generate_until(self, requests, disable_tqdm=False):
         """Greedy decoding with a KV cache, one request at a time, cut at the first stop string or <|endoftext|>."""
-        from model import KVCache
+        from generate import KVCache
         out = []
         for req in tqdm(requests, disable=disable_tqdm, desc='generate_until'):
             context, kw = req.args

@@ -398,3 +398,65 @@ def gpt2_encode_docs(texts, num_threads=8):
     """GPT-2 ids of each text (special tokens in it read as plain text), each followed by <|endoftext|>."""
     docs = gpt2_encoding().encode_ordinary_batch(list(texts), num_threads=num_threads)
     return [ids + [GPT2_EOT] for ids in docs]
+
+
+# ----------------------------------------------------------------------------------------------------
+# opening a prepared data set (train.py): every split checked against meta.json before a step runs
+
+def remake_command(dataset):
+    """The command that makes (or remakes) data/<dataset>."""
+    from prepare import indirect_indexing
+    if dataset in indirect_indexing.VARIANTS:
+        return f"python -m prepare.indirect_indexing --variant={dataset}"
+    return f"python -m prepare.{dataset}"
+
+
+def make_on_first_use(dataset):
+    """data/<dataset> for the two data sets made in seconds on first use, when it is missing."""
+    from prepare import indirect_indexing, shakespeare_char
+    data_dir = os.path.join('data', dataset)
+    if not os.path.exists(os.path.join(data_dir, 'meta.json')):
+        if dataset in indirect_indexing.VARIANTS:
+            indirect_indexing.prepare(data_dir, variant=dataset)  # generated, deterministic: no download
+        elif dataset == 'shakespeare_char':
+            shakespeare_char.prepare(data_dir)  # from the text committed in prepare/texts/
+
+
+def open_data(dataset):
+    """(meta, {split: its tokens (a memmap), or None where the split is missing}) of data/<dataset>; a missing,
+    damaged or foreign data set stops with one line naming the command that makes it again."""
+    data_dir, remake = os.path.join('data', dataset), remake_command(dataset)
+    meta_path = os.path.join(data_dir, 'meta.json')
+    if not os.path.exists(meta_path):
+        raise SystemExit(f"no data in {data_dir}: run `{remake}` first (see README, Experiments)")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        examples = meta['kind'] == 'examples'
+        vocab_size, token_dtype = meta['vocab_size'], np.dtype(meta['dtype'])
+        row, _ = (meta['row_len'], meta['pad_id']) if examples else (1, None)  # row: tokens per example
+    except (ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"{meta_path} is damaged or incomplete ({type(err).__name__}: {err}): run `{remake}` again")
+
+    def read_split(path):
+        """A split's tokens (a memmap), checked against meta.json: its size, and the token ids (all of them, or beyond
+        2^24 tokens 256 stretches of 2^16 spread over the file: another dtype or vocabulary shows everywhere)."""
+        n_bytes, counted = os.path.getsize(path), meta.get('tokens', {}).get(os.path.basename(path)[:-len('.bin')])
+        n = n_bytes // token_dtype.itemsize
+        if n_bytes % (token_dtype.itemsize * row):
+            problem = f"{n_bytes} bytes, not a whole number of " + (f"{row}-token rows" if examples else "tokens")
+        elif counted is not None and n != counted:
+            problem = f"{n:,} tokens where meta.json says {counted:,}"
+        else:
+            tokens = np.memmap(path, dtype=token_dtype, mode='r') if n else np.zeros(0, token_dtype)
+            seen = tokens if n <= 1 << 24 else np.concatenate(
+                [tokens[i:i + 65536] for i in np.linspace(0, n - 65536, 256, dtype=np.int64)])
+            top = int(seen.max()) if n else 0
+            problem = f"token id {top} where the vocabulary has {vocab_size}" if top >= vocab_size else None
+        if problem:
+            raise SystemExit(f"{path} holds {problem} ({token_dtype} tokens): the data is damaged or of another "
+                             f"preparation; run `{remake}` again")
+        return tokens
+
+    paths = {split: os.path.join(data_dir, f'{split}.bin') for split in SPLITS}
+    return meta, {split: read_split(path) if os.path.exists(path) else None for split, path in paths.items()}

@@ -1,6 +1,6 @@
-"""Every config/*.py merges over train.py's defaults (with train.py's own configure()) into keys and types that
+"""Every config/*.py merges over train.py's defaults (with configurator.configure, as train.py) into keys and types that
 train.py accepts, sets only what differs from the defaults (or from the config it starts from), and the merged
-values of the experiment configs are the paper's (/work/shared/paper-notes.md sections 2, 3, 4, 6)."""
+values of the experiment configs are the paper's (sections 2, 3, 4 and 6 of the paper)."""
 
 import ast
 import contextlib
@@ -19,36 +19,38 @@ INCLUDE = re.compile(r"exec\(open\('config/(\w+)\.py'\)\.read\(\)\)")  # a confi
 
 
 @functools.cache
-def train_code():
-    """train.py's source from its top to its configure() (the defaults, `config_keys` and configure's own state),
-    compiled: the test merges configs with the very code train.py runs (importing train.py would train)."""
+def defaults():
+    """train.py's defaults: its source from its top to `config_keys` (imports and the assignments a reader sees),
+    run here (importing train.py would train)."""
     tree = ast.parse(open(os.path.join(ROOT, 'train.py')).read())
     head = []
     for node in tree.body:
-        head.append(node)
-        if isinstance(node, ast.FunctionDef) and node.name == 'configure':
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'config_keys':
             break
+        head.append(node)
     else:
-        raise AssertionError('train.py has no configure()')
-    assert any(isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', None) == 'config_keys' for n in head)
-    return compile(ast.Module(head, type_ignores=[]), 'train.py', 'exec')
+        raise AssertionError('train.py has no config_keys')
+    ns = {}
+    exec(compile(ast.Module(head, type_ignores=[]), 'train.py', 'exec'), ns)
+    return {k: v for k, v in ns.items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))}
 
 
 @functools.cache
 def merged(name=None, *overrides):
-    """The config as train.py sees it: its defaults, then config/<name>.py (if any), then --key=value overrides."""
-    ns = {}
-    exec(train_code(), ns)
+    """The config as train.py sees it: its defaults, then config/<name>.py (if any), then --key=value overrides
+    (configurator.configure, which train.py runs)."""
+    from configurator import configure
+    config = dict(defaults())
     cwd = os.getcwd()
     os.chdir(ROOT)  # train.py runs from the repository root, and configs name each other from there
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            ns['configure'](([f'config/{name}.py'] if name else []) + list(overrides))
+            configure(config, ([f'config/{name}.py'] if name else []) + list(overrides))
     except SystemExit as e:  # configure() rejects unknown keys and wrong types with one line
         pytest.fail(f'{name}: {e}')
     finally:
         os.chdir(cwd)
-    return {k: ns[k] for k in ns['config_keys']}
+    return config
 
 
 def own_keys(name):

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from model import GPT, GPTConfig, rope_frequencies
-from eval import load_checkpoint
+from eval import code_commit, load_checkpoint
 
 VOCAB = 64
 
@@ -409,3 +409,20 @@ def test_ablations_table_averages_the_seeds_of_each_run(tmp_path):
     assert rows[2:4] == ['| PoPE | 21.33 | 12.0 (10.0, 14.0) | 11.5 (11.0, 12.0) |',
                          '| RoPE | 21.55 | 9.5 (9.0, 10.0) | 40.0 (30.0, 50.0) |']
     assert (tmp_path / 'ablations.png').stat().st_size > 0
+
+
+def test_code_commit_names_the_repository_of_the_code(tmp_path, monkeypatch):
+    """A benchmark's header names the commit of the folder its code is in ('-dirty' with changes), whatever folder it
+    runs from; POPE_COMMIT overrides it (a machine whose .git is a stale copy)."""
+    import re
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.delenv('POPE_COMMIT', raising=False)
+    head = subprocess.run(['git', '-C', root, 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    if not head:
+        pytest.skip('not a git checkout')
+    commit = code_commit(os.path.join(root, 'results', 'speed'))
+    assert re.fullmatch(r'[0-9a-f]{7,40}(-dirty)?', commit) and head.startswith(commit.split('-')[0]), commit
+    assert code_commit(str(tmp_path)) is None  # no repository there
+    monkeypatch.setenv('POPE_COMMIT', 'abc1234')
+    assert code_commit(root) == 'abc1234'

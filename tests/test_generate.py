@@ -1,4 +1,4 @@
-"""Generation: the preallocated KVCache against full forward passes, GPT.generate, the compiled decoding step and the
+"""Generation: the preallocated KVCache against full forward passes, generate(), the compiled decoding step and the
 generation benchmark's smoke run."""
 
 import json
@@ -10,7 +10,10 @@ import sys
 import pytest
 import torch
 
-from model import GPT, POPE_MUS, POS_EMBS, GPTConfig, KVCache, sample
+import generate as gen
+from eval import code_commit
+from generate import KVCache, decode_step, generate, sample
+from model import GPT, POPE_MUS, POS_EMBS, GPTConfig
 
 F64 = torch.float64
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,31 +80,31 @@ def test_pope_caches_mu_of_its_keys():
 
 
 def kernel_cache(m, B, L):
-    """A KVCache whose one-token steps run pope_kernel.decode, as on a GPU (here the Triton interpreter on the CPU)."""
-    pope_kernel = pytest.importorskip('pope_kernel')
-    if not pope_kernel.INTERPRET:  # compiled Triton needs CUDA tensors: on a GPU the tests marked gpu run the kernel
+    """A KVCache whose one-token steps run pope_decode.decode, as on a GPU (here the Triton interpreter on the CPU)."""
+    pope_decode = pytest.importorskip('pope_decode')
+    if os.environ.get('TRITON_INTERPRET', '0') != '1':  # compiled Triton needs CUDA tensors (a GPU runs the gpu tests)
         pytest.skip('the decode kernel on CPU tensors needs TRITON_INTERPRET=1')
     cache = KVCache(m.config, B, L, 'cpu', torch.float32)
     cache.decode_kernel = True
     if m.config.pos_emb == 'pope':
-        cache.decode_tables = pope_kernel.decode_tables(m.config.n_embd // m.config.n_head, L, 'cpu')
+        cache.decode_tables = pope_decode.decode_tables(m.config.n_embd // m.config.n_head, L, 'cpu')
     return cache
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
 def test_decode_kernel_step_equals_the_plain_path(pos_emb, monkeypatch):
-    """The one-token steps through pope_kernel.decode (PoPE's with its phase tables; RoPE's on its plain keys, as
+    """The one-token steps through pope_decode.decode (PoPE's with its phase tables; RoPE's on its plain keys, as
     every encoding's but ALiBi's; float32, head dim 16, grouped-query attention, a cache of 70 positions: tiles of 16,
     the last ragged; steps that see 61 to 70 of them, across a tile boundary) give the logits of the plain path (for
     PoPE k' formed from the cache), and of a full forward pass, to float32's rounding."""
-    pope_kernel = pytest.importorskip('pope_kernel')
-    assert 64 % pope_kernel.DECODE_BLOCK == 0 and 70 % pope_kernel.DECODE_BLOCK
+    pope_decode = pytest.importorskip('pope_decode')
+    assert 64 % pope_decode.DECODE_BLOCK == 0 and 70 % pope_decode.DECODE_BLOCK
     m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2).eval()
     idx = torch.randint(0, 17, (2, 70))
     caches = [KVCache(m.config, 2, 70, 'cpu', torch.float32), kernel_cache(m, 2, 70)]
     assert not caches[0].decode_kernel
-    calls, decode = [], pope_kernel.decode
-    monkeypatch.setattr(pope_kernel, 'decode', lambda *a: calls.append(a[4] is None) or decode(*a))
+    calls, decode = [], pope_decode.decode
+    monkeypatch.setattr(pope_decode, 'decode', lambda *a: calls.append(a[4] is None) or decode(*a))
     with torch.no_grad():
         plain = prefill_then_decode(m, idx, caches[0], 55)
         assert not calls
@@ -114,7 +117,7 @@ def test_decode_kernel_step_equals_the_plain_path(pos_emb, monkeypatch):
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
 def test_compiled_step_through_the_decode_kernel(pos_emb):
-    """decode_step with pope_kernel.decode inside (kernel_cache: the interpreter on the CPU) traced by
+    """decode_step with pope_decode.decode inside (kernel_cache: the interpreter on the CPU) traced by
     torch.compile as one graph (fullgraph, aot_eager): the eager step's tokens, sampled."""
     m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2).eval()
     idx = torch.randint(0, 17, (2, 64))
@@ -126,10 +129,10 @@ def test_compiled_step_through_the_decode_kernel(pos_emb):
             m(out[:, :60], cache=cache, input_pos=torch.arange(60))
             torch.manual_seed(1)
             for _ in range(3):
-                step(out, cache, input_pos, torch.tensor(1.0), 3)
+                step(m, out, cache, input_pos, torch.tensor(1.0), 3)
         return out
-    assert torch.equal(three_steps(m.decode_step),
-                       three_steps(torch.compile(m.decode_step, backend='aot_eager', fullgraph=True)))
+    assert torch.equal(three_steps(decode_step),
+                       three_steps(torch.compile(decode_step, backend='aot_eager', fullgraph=True)))
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope', 'alibi_half'])
@@ -154,7 +157,7 @@ def test_generate_logits_equal_recomputation(pos_emb):
     seen = []  # the last position's logits of every forward pass that generate makes
     hook = m.register_forward_hook(lambda module, args, out: seen.append(out[0][:, -1]))
     torch.manual_seed(1)
-    out = m.generate(torch.randint(0, 17, (2, 5)), 24)  # sampled: the sequence runs past block_size
+    out = generate(m, torch.randint(0, 17, (2, 5)), 24)  # sampled: the sequence runs past block_size
     hook.remove()
     assert len(seen) == 24
     for i, logits in enumerate(seen):
@@ -169,10 +172,10 @@ def test_batched_generation_equals_one_sequence_at_a_time(pos_emb):
     block_size (re-encoded windows); a prompt longer than block_size starts from its last block_size tokens."""
     m = small(pos_emb, n_kv_head=2, block_size=16).double().eval()
     idx = torch.randint(0, 17, (3, 6 if pos_emb != 'learned' else 20))
-    batched = m.generate(idx, 15, top_k=1)
+    batched = generate(m, idx, 15, top_k=1)
     assert batched.shape == (3, idx.size(1) + 15) and torch.equal(batched[:, :idx.size(1)], idx)
     for i in range(3):
-        assert torch.equal(m.generate(idx[i:i + 1], 15, top_k=1), batched[i:i + 1])
+        assert torch.equal(generate(m, idx[i:i + 1], 15, top_k=1), batched[i:i + 1])
 
 
 def test_bad_cache_use_raises():
@@ -182,7 +185,7 @@ def test_bad_cache_use_raises():
     with pytest.raises(ValueError, match='block_size=32, got 40 positions'):
         m(torch.zeros(1, 3, dtype=torch.long), cache=KVCache(m.config, 1, 40, 'cpu', torch.float32),
           input_pos=torch.arange(3))
-    assert torch.equal(m.generate(torch.ones(1, 3, dtype=torch.long), 0), torch.ones(1, 3, dtype=torch.long))
+    assert torch.equal(generate(m, torch.ones(1, 3, dtype=torch.long), 0), torch.ones(1, 3, dtype=torch.long))
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope', 'alibi_half', 'learned'])
@@ -194,7 +197,7 @@ def test_greedy_tokens_are_the_argmax_of_full_forward_passes(pos_emb, T):
     m = small(pos_emb, n_kv_head=2, block_size=16).double().eval()
     idx = torch.randint(0, 17, (3, T))
     prompt = idx.clone()
-    out = m.generate(idx, 14, top_k=1)
+    out = generate(m, idx, 14, top_k=1)
     assert out.shape == (3, T + 14) and torch.equal(out[:, :T], prompt) and torch.equal(idx, prompt)
     for n in range(T, T + 14):
         window = out[:, max(0, n - 16):n] if pos_emb == 'learned' else out[:, :n]
@@ -217,7 +220,7 @@ def test_sample_draws_from_the_softmax_of_the_top_k():
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'alibi_half', 'learned'])
-def test_compiled_step_gives_the_eager_tokens(pos_emb):
+def test_compiled_step_gives_the_eager_tokens(pos_emb, monkeypatch):
     """decode_step traced by torch.compile as one graph (fullgraph: a graph break is an error; the writes into the
     cache, the output and input_pos go through the graph), here with the aot_eager backend, which draws the same
     random numbers as eager (inductor's CPU compile takes over half a minute; the GPU test below runs the real one):
@@ -227,13 +230,14 @@ def test_compiled_step_gives_the_eager_tokens(pos_emb):
     m = small(pos_emb, n_kv_head=2, block_size=16).eval()
     torch._dynamo.reset()
     counters.clear()
-    m._compiled_step = torch.compile(m.decode_step, backend='aot_eager', fullgraph=True)  # what compile=True calls
+    step = torch.compile(decode_step, backend='aot_eager', fullgraph=True)
+    monkeypatch.setattr(gen, 'compiled_step', step)  # what compile=True calls
     idx = torch.randint(0, 17, (2, 5))
     for new, temperature, top_k in ((9, 1.0, 3), (14, 0.5, 3), (14, 1.0, 1)):
         outs = []
         for compile in (False, True):
             torch.manual_seed(3)
-            outs.append(m.generate(idx, new, temperature, top_k, compile=compile))
+            outs.append(generate(m, idx, new, temperature, top_k, compile=compile))
         assert torch.equal(*outs), (new, temperature, top_k)
     assert counters['stats']['unique_graphs'] == 2  # top_k 3, then 1: one graph each
 
@@ -245,13 +249,13 @@ def test_compiled_generate_on_a_gpu(pos_emb):
     two batch sizes), float32: greedy tokens the argmax of full forward passes (up to float32's rounding), sampled
     tokens among the top k, one graph per batch size and top_k, and no step left out of the CUDA graphs."""
     from torch._dynamo.utils import counters
-    m = small(pos_emb, n_kv_head=2, n_embd=64).cuda().eval()  # head dim 16: PoPE's steps run pope_kernel.decode
+    m = small(pos_emb, n_kv_head=2, n_embd=64).cuda().eval()  # head dim 16: PoPE's steps run pope_decode.decode
     torch._dynamo.reset()
     counters.clear()
     for top_k in (1, 3):
         for B, T in ((2, 12), (2, 20), (3, 20)):
             idx = torch.randint(0, 17, (B, 5), device='cuda')
-            out = m.generate(idx, T - 5, temperature=0.8, top_k=top_k, compile=True)
+            out = generate(m, idx, T - 5, temperature=0.8, top_k=top_k, compile=True)
             assert out.shape == (B, T) and torch.equal(out[:, :5], idx)
             with torch.no_grad():
                 logits = m(out, torch.zeros_like(out))[0][:, 4:-1]  # those that predict tokens 5 to T - 1
@@ -270,7 +274,7 @@ def test_compiled_sampling_on_a_gpu_draws_new_noise_every_step():
     with torch.no_grad():
         m.lm_head.weight.zero_()
     torch._dynamo.reset()
-    tokens = m.generate(torch.zeros(64, 1, dtype=torch.long, device='cuda'), 64, compile=True)[:, 2:].cpu()
+    tokens = generate(m, torch.zeros(64, 1, dtype=torch.long, device='cuda'), 64, compile=True)[:, 2:].cpu()
     n, p = tokens.numel(), 1 / 17
     freq = torch.bincount(tokens.flatten(), minlength=17) / n
     assert ((freq - p).abs() < 6 * math.sqrt(p * (1 - p) / n)).all(), freq
@@ -280,15 +284,18 @@ def test_compiled_sampling_on_a_gpu_draws_new_noise_every_step():
 
 def test_generation_benchmark_smoke_run(tmp_path):
     """results/speed/bench_generate.py --smoke: a tiny model and lengths on the CPU, eager, two timed calls a cell;
-    every row measured, the table written as JSON and Markdown."""
+    every row measured, the table written as JSON and Markdown with the commit of the script's own repository."""
+    env = {k: v for k, v in os.environ.items() if k != 'POPE_COMMIT'}
     p = subprocess.run([sys.executable, os.path.join(ROOT, 'results', 'speed', 'bench_generate.py'), '--smoke',
-                        '--device=cpu', '--modes=eager', '--eager_repeats=2', f'--out={tmp_path}'], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+                        '--device=cpu', '--modes=eager', '--eager_repeats=2', f'--out={tmp_path}'], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env=dict(env, PYTHONPATH=ROOT))
     assert p.returncode == 0, p.stdout + p.stderr
     result = json.loads((tmp_path / 'generate.json').read_text())
     rows = result['decode_attention'] + result['generate']
     assert rows and not [r for r in rows if r.get('error')], rows
     assert {r['pos_emb'] for r in result['generate']} == {'pope', 'rope'}
+    # run from another folder, it records the commit of its own code (the repository of the script)
+    assert result['meta']['commit'] == code_commit(ROOT)
     for r in result['generate']:  # the median and spread of two timed calls, RoPE's and PoPE's in turn
         assert len(r['runs_s']) == 2 and 0 < r['tokens_per_s_min'] <= r['tokens_per_s'] <= r['tokens_per_s_max']
         assert math.isfinite(r['tokens_per_s_max'])

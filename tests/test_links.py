@@ -88,3 +88,29 @@ def test_the_link_reader_finds_links_and_skips_code():
     assert links(text) == [(1, 'a.md'), (1, 'img/b.png'), (1, 'e.md'), (9, 'f.md')]
     assert HISTORY_WORDS.search('as measured in Round 8') and HISTORY_WORDS.search('a device call')
     assert not HISTORY_WORDS.search('around 5 minutes, rounded to 3 digits, the JSON release')
+
+
+MACHINE_PATH = re.compile(r'(?<![\w.<>-])/(work|root|tmp)/')  # an absolute path of the machine a file was made on
+
+
+def text_files():
+    """The tracked files that are text (no NUL byte in their first 8 kB)."""
+    tracked = repository_files()
+    if tracked is None:
+        pytest.skip('not a git checkout')
+    out = []
+    for path in sorted(tracked):
+        with open(os.path.join(ROOT, path), 'rb') as f:
+            if b'\0' not in f.read(8192):
+                out.append(path)
+    return out
+
+
+def test_no_path_of_a_build_machine():
+    hits = [f'{path}:{n}: {line.strip()[:120]}' for path in text_files()
+            for n, line in enumerate(open(os.path.join(ROOT, path), encoding='utf-8', errors='replace'), 1)
+            if MACHINE_PATH.search(line)]
+    assert not hits, ('absolute paths of a build machine (write a path relative to the repository, <repo> or '
+                      '<tmp>; code takes a folder from tempfile):\n' + '\n'.join(hits))
+    assert MACHINE_PATH.search('wrote /' + 'work/main/out/x.csv') and MACHINE_PATH.search('--out=/' + 'tmp/a')
+    assert not MACHINE_PATH.search('python results/speed/bench.py --out=<tmp>/generate and a checkout/tmp' + '/x')

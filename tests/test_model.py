@@ -7,8 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, KVCache, alibi_slopes, pope_attention, pope_attention_sdpa,
-                   pope_cartesian, rope_angles, rope_frequencies, rope_rotate, upgrade_model_args)
+from checkpoint import upgrade_model_args
+from generate import KVCache
+from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, alibi_slopes, pope_attention, pope_attention_sdpa,
+                   pope_cartesian, rope_angles, rope_frequencies, rope_rotate)
 
 F64 = torch.float64
 

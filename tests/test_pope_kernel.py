@@ -1,4 +1,5 @@
-"""Tests of pope_kernel.py (prologue / epilogue, SDPA and all-Triton attention) on the CPU through TRITON_INTERPRET=1.
+"""Tests of pope_kernel.py (prologue / epilogue, SDPA and all-Triton attention) and pope_decode.py (the decode kernel) on
+the CPU through TRITON_INTERPRET=1.
 
 Ground truth: model.pope_attention (the plain explicit-score reference) on float64 inputs, with k, v repeated per
 query head for grouped-query attention; plus a tiny naive loop over t, s, c that shares no code with it.
@@ -15,6 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest.importorskip("triton")
+import pope_decode  # noqa: E402
 import pope_kernel  # noqa: E402
 
 if not pope_kernel.INTERPRET and not torch.cuda.is_available():
@@ -329,11 +331,11 @@ def test_decode_matches_reference(B, H, Hkv, L, d, n, one_split, monkeypatch):
     """pope::decode against the float64 reference on fresh inputs, float32 cache: the splits that decode_splits picks
     (several, some past n and empty), and one split that runs its online softmax over every tile."""
     if one_split:
-        monkeypatch.setattr(pope_kernel, "MIN_PROGRAMS", 1)
-    assert (pope_kernel.decode_splits(B, H, L) == 1) == one_split or L <= pope_kernel.DECODE_BLOCK
+        monkeypatch.setattr(pope_decode, "MIN_PROGRAMS", 1)
+    assert (pope_decode.decode_splits(B, H, L) == 1) == one_split or L <= pope_decode.DECODE_BLOCK
     qp, mu_k, v = decode_inputs(B, H, Hkv, L, d, torch.float32, seed=L + n + d)
-    t1, t2 = pope_kernel.decode_tables(d, L, DEVICE)
-    out = pope_kernel.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
+    t1, t2 = pope_decode.decode_tables(d, L, DEVICE)
+    out = pope_decode.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
     assert out.shape == (B, H, d) and out.dtype == v.dtype
     ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
     torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-5, atol=1e-5)
@@ -347,7 +349,7 @@ def test_decode_plain_keys_match_reference(B, H, Hkv, L, d, n, dtype):
     g = torch.Generator().manual_seed(L + n + d)
     q, k, v = (torch.randn(*shape, generator=g).to(DEVICE) for shape in ((B, H, d), (B, Hkv, L, d), (B, Hkv, L, d)))
     q, k, v = (x.to(dtype) for x in (q, k, v))
-    out = pope_kernel.decode(q, k, v, torch.tensor([n], device=DEVICE), None, None, 1 / math.sqrt(d))
+    out = pope_decode.decode(q, k, v, torch.tensor([n], device=DEVICE), None, None, 1 / math.sqrt(d))
     assert out.shape == (B, H, d) and out.dtype == dtype
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     torch.testing.assert_close(out.double().cpu(), decode_reference(q, k, v, n, 1 / math.sqrt(d), phases=False),
@@ -360,8 +362,8 @@ def test_decode_bf16_cache(q_dtype):
     the values given, the output in bf16 (rounding ~4e-3)."""
     qp, mu_k, v = decode_inputs(2, 4, 2, 200, 32, torch.bfloat16, seed=5)
     qp = qp.to(q_dtype)
-    t1, t2 = pope_kernel.decode_tables(32, 200, DEVICE)
-    out = pope_kernel.decode(qp, mu_k, v, torch.tensor([170], device=DEVICE), t1, t2, 1 / math.sqrt(32))
+    t1, t2 = pope_decode.decode_tables(32, 200, DEVICE)
+    out = pope_decode.decode(qp, mu_k, v, torch.tensor([170], device=DEVICE), t1, t2, 1 / math.sqrt(32))
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.double().cpu(), decode_reference(qp, mu_k, v, 170, 1 / math.sqrt(32)), rtol=1e-2,
                                atol=1e-2)
@@ -374,8 +376,8 @@ def test_decode_long_bf16_cache_on_gpu(d):
     heads at batch 1 (many splits)."""
     for B, H, Hkv, n in ((8, 12, 12, 30001), (1, 12, 4, 32768)):
         qp, mu_k, v = decode_inputs(B, H, Hkv, 32768, d, torch.bfloat16, seed=d + B)
-        t1, t2 = pope_kernel.decode_tables(d, 32768, DEVICE)
-        out = pope_kernel.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
+        t1, t2 = pope_decode.decode_tables(d, 32768, DEVICE)
+        out = pope_decode.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
         ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
         torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-2, atol=1e-2)
 
@@ -384,23 +386,23 @@ def test_decode_reads_no_position_past_n():
     """Garbage (huge finite values) in the cache past n changes nothing; an n past the cache's length reads the whole
     cache and no further (n is never read on the host, so it cannot be refused there)."""
     qp, mu_k, v = decode_inputs(1, 2, 2, 150, 16, torch.float32)
-    t1, t2 = pope_kernel.decode_tables(16, 150, DEVICE)
-    whole = pope_kernel.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([100], device=DEVICE), t1, t2, 0.25)
-    past = pope_kernel.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([140], device=DEVICE), t1, t2, 0.25)
+    t1, t2 = pope_decode.decode_tables(16, 150, DEVICE)
+    whole = pope_decode.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([100], device=DEVICE), t1, t2, 0.25)
+    past = pope_decode.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([140], device=DEVICE), t1, t2, 0.25)
     assert torch.equal(whole, past)  # (a view of the first 100 positions: the next 40 are real memory)
     n = torch.tensor([70], device=DEVICE)
-    a = pope_kernel.decode(qp, mu_k, v, n, t1, t2, 0.25)
+    a = pope_decode.decode(qp, mu_k, v, n, t1, t2, 0.25)
     mu_k[:, :, 70:], v[:, :, 70:] = 1e4, 1e4
-    assert torch.equal(a, pope_kernel.decode(qp, mu_k, v, n, t1, t2, 0.25))
+    assert torch.equal(a, pope_decode.decode(qp, mu_k, v, n, t1, t2, 0.25))
 
 
 def test_decode_custom_op():
     """Schema and fake implementation of pope::decode, and one graph with no break under torch.compile."""
     qp, mu_k, v = decode_inputs(1, 4, 2, 80, 16, torch.float32)
-    t1, t2 = pope_kernel.decode_tables(16, 80, DEVICE)
+    t1, t2 = pope_decode.decode_tables(16, 80, DEVICE)
     n = torch.tensor([75], device=DEVICE)
     torch.library.opcheck(torch.ops.pope.decode.default, (qp, mu_k, v, n, t1, t2, 0.25))
-    fn = lambda qp, mu_k, v, n: pope_kernel.decode(qp * 2, mu_k, v, n, t1, t2, 0.25)  # noqa: E731
+    fn = lambda qp, mu_k, v, n: pope_decode.decode(qp * 2, mu_k, v, n, t1, t2, 0.25)  # noqa: E731
     explain = torch._dynamo.explain(fn)(qp, mu_k, v, n)
     assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
     compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)(qp, mu_k, v, n)
@@ -410,7 +412,7 @@ def test_decode_custom_op():
 @pytest.mark.parametrize("case", ["head_dim", "width", "plain_width", "one_table", "n", "tables", "dtype"])
 def test_decode_rejects_unsupported_input(case):
     qp, mu_k, v = decode_inputs(1, 2, 1, 70, 16, torch.float32)
-    t1, t2 = pope_kernel.decode_tables(16, 70, DEVICE)
+    t1, t2 = pope_decode.decode_tables(16, 70, DEVICE)
     n = torch.tensor([3], device=DEVICE)
     if case == "head_dim":
         qp, mu_k, v = decode_inputs(1, 2, 1, 70, 24, torch.float32)
@@ -423,8 +425,8 @@ def test_decode_rejects_unsupported_input(case):
     elif case == "n":
         n = torch.tensor([3.0], device=DEVICE)
     elif case == "tables":
-        t1, t2 = pope_kernel.decode_tables(16, 64, DEVICE)
+        t1, t2 = pope_decode.decode_tables(16, 64, DEVICE)
     else:
         v = v.double()
     with pytest.raises(ValueError, match="pope decode"):
-        pope_kernel.decode(qp, mu_k, v, n, t1, t2, 0.25)
+        pope_decode.decode(qp, mu_k, v, n, t1, t2, 0.25)

@@ -52,8 +52,8 @@ def train_here(cwd, *args):
     except SystemExit as e:
         return e.code
     finally:
-        if scope.get('lock'):
-            scope['lock'].close()
+        if scope.get('run') and scope['run'].lock:
+            scope['run'].lock.close()
         scope.clear()  # its data, model and out_dir lock go now, not at some later garbage collection
         os.chdir(old_cwd)
         sys.argv = old_argv

@@ -15,7 +15,7 @@
 #     bash results/ablations/reproduce.sh                     # one run at a time
 #     RUNS="pope relu" SEEDS=1337 bash results/ablations/reproduce.sh   # some of them
 #     RUNS=pope SEEDS=1337 EXTRA="--max_iters=2 --eval_interval=2 --eval_iters=1 --batch_size=4 --eval_contexts= --device=cpu" \
-#       EVAL_EXTRA="--device cpu --tokens 5121" OUT=/tmp/ablations bash results/ablations/reproduce.sh
+#       EVAL_EXTRA="--device cpu --tokens 5121" OUT=out-ablations-smoke bash results/ablations/reproduce.sh
 #       # a CPU smoke test: one run, ~6 minutes on 2 cores (most of it final.json's whole-split evaluation)
 #
 # A run whose $OUT/<run>-s<seed>/final.json exists is not trained again. Logs: $OUT/<run>-s<seed>.log; the table and figure:

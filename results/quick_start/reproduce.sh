@@ -5,7 +5,7 @@
 # pope, rope, pope-s2, rope-s2, indirect-pope, indirect-rope), never the README's out-quick-pope and the like;
 # logs, with `time`'s output at their end, and the plot in $OUT too; a run done before is done again.
 #     bash results/quick_start/reproduce.sh       # 15-30 minutes on 2 CPU cores
-#     OUT=/tmp/quick bash results/quick_start/reproduce.sh
+#     OUT=out-quick-elsewhere bash results/quick_start/reproduce.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . results/common.sh

@@ -1,5 +1,5 @@
 """
-The tiles, warps and splits of pope_kernel.decode (generation's one-token step) on one GPU: each setting's decode
+The tiles, warps and splits of pope_decode.decode (generation's one-token step) on one GPU: each setting's decode
 attention against the defaults, PoPE's (mu(k), phase tables) and RoPE's (plain keys, the same kernel).
 
 A setting is DECODE_BLOCK (positions of a tile), the warps of a program (DECODE_WARPS[64]) and the programs per SM
@@ -27,8 +27,9 @@ import triton
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-import pope_kernel  # noqa: E402
+import pope_decode  # noqa: E402
 from bench_attention import cuda_graph  # noqa: E402
+from eval import code_commit  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument('--out', required=True, help='folder for decode_tiles.md')
@@ -41,13 +42,13 @@ sys.stdout.reconfigure(line_buffering=True)
 H, D, dtype = 12, 64, torch.bfloat16
 SHAPES = [(1, 2560, 2560), (8, 2560, 2560), (8, 2560, 1536), (1, 32768, 32768), (8, 32768, 32768)]  # (B, L, n)
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
-DEFAULT = (pope_kernel.DECODE_BLOCK, pope_kernel.DECODE_WARPS[D], pope_kernel.MIN_PROGRAMS / SMS)
+DEFAULT = (pope_decode.DECODE_BLOCK, pope_decode.DECODE_WARPS[D], pope_decode.MIN_PROGRAMS / SMS)
 start = time.time()
 
 
 def setting(block, warps, per_sm):
-    pope_kernel.DECODE_BLOCK, pope_kernel.DECODE_WARPS[D] = block, warps
-    pope_kernel.MIN_PROGRAMS = int(per_sm * SMS)
+    pope_decode.DECODE_BLOCK, pope_decode.DECODE_WARPS[D] = block, warps
+    pope_decode.MIN_PROGRAMS = int(per_sm * SMS)
 
 
 def caches(B, L):
@@ -60,9 +61,9 @@ def caches(B, L):
 
 def per_layer_us(B, L, n, k, v, phases):
     q = torch.randn(B, H, 2 * D if phases else D, device='cuda')
-    tables = pope_kernel.decode_tables(D, L, 'cuda') if phases else (None, None)
+    tables = pope_decode.decode_tables(D, L, 'cuda') if phases else (None, None)
     n = torch.tensor([n], device='cuda')
-    graph, _ = cuda_graph(lambda: [pope_kernel.decode(q, k[i], v[i], n, *tables, 0.125) for i in range(len(k))])
+    graph, _ = cuda_graph(lambda: [pope_decode.decode(q, k[i], v[i], n, *tables, 0.125) for i in range(len(k))])
     return 1e3 * triton.testing.do_bench(graph.replay, return_mode='median') / len(k)
 
 
@@ -89,8 +90,9 @@ def score(s):
 
 
 head = ' | '.join(f'b{B} L{L} n{n}' for B, L, n in SHAPES)
-lines = [f'# pope_kernel.decode: tiles, warps and splits ({torch.cuda.get_device_name()})', '',
-         f'torch {torch.__version__}, triton {triton.__version__}, python {platform.python_version()}, {SMS} SMs; '
+lines = [f'# pope_decode.decode: tiles, warps and splits ({torch.cuda.get_device_name()})', '',
+         f'torch {torch.__version__}, triton {triton.__version__}, python {platform.python_version()}, '
+         f'commit {code_commit(ROOT)}, {SMS} SMs; '
          f'12 heads, head dim {D}, bf16; us a layer (GPU time of CUDA-graph replays over 12+ layers\' caches); '
          f'`python results/speed/bench_decode_tiles.py {" ".join(sys.argv[1:])}`', '',
          f'Defaults: tiles of {DEFAULT[0]}, {DEFAULT[1]} warp(s), {DEFAULT[2]:g} programs an SM. GB/s: the visible '

@@ -1,11 +1,11 @@
 """
-Generation speed on one GPU: PoPE decoding (a cache of mu(k), RoPE's size, and pope_kernel.decode) against RoPE.
+Generation speed on one GPU: PoPE decoding (a cache of mu(k), RoPE's size, and pope_decode.decode) against RoPE.
 
 (a) Decode attention alone: one query a sequence over a cache whose every position is visible (batch 1 and 8, 12
     heads, head dim 64, bf16; cache lengths 4096, 16384, 32768), the GPU time of CUDA-graph replays (median of
     triton.testing.do_bench) of 12 or more layers' caches in turn (200 MB at least, more than the GPU's L2), per
     layer, on random q, k, v:
-      model   the attention of the model's decoding step, as generate runs it on a GPU: pope_kernel.decode, split-K
+      model   the attention of the model's decoding step, as generate runs it on a GPU: pope_decode.decode, split-K
               Triton kernels over the visible positions of the preallocated cache. PoPE: on q' (2 x 64 wide), the
               cached mu(k) and v (64 wide each) and the phase tables, forming no k'; RoPE: on q and its rotated keys,
               no tables (the same kernel without the phases). Elsewhere (--smoke on the CPU) the plain path
@@ -15,7 +15,7 @@ Generation speed on one GPU: PoPE decoding (a cache of mu(k), RoPE's size, and p
               cuDNN decoding), PyTorch's own fastest decoding, which a preallocated cache gives up for static shapes
     PoPE's kernel reads mu(k) (d) and v (d), RoPE's bytes (its phase tables, 8 bytes x d per 16 positions plus a
     fixed 16 x d table, aside); GB/s: the cache's bytes (2d a position) / time (the plain path on the CPU: 3d).
-(b) End to end: GPT.generate of the 124M model (config/owt_pope.py and config/owt_rope.py's shapes, random weights,
+(b) End to end: generate.generate of the 124M model (config/owt_pope.py and config/owt_rope.py's shapes, random weights,
     vocabulary 50304, bf16 weights), prompt 512, 512 and 2048 new tokens, batch 1 and 8, eager and compiled
     (generate(compile=True): the one-token step, forward pass and sampling, under torch.compile, mode
     'reduce-overhead': one CUDA graph a step; one graph compiled per model and batch size, the lengths dynamic),
@@ -40,7 +40,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -50,6 +49,8 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from eval import code_commit  # noqa: E402
+from generate import generate  # noqa: E402
 from model import GPT, GPTConfig, cache_attention  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -157,10 +158,10 @@ def attention_rows():
             plain = {'rope': lambda i: cache_attention(q, k[i], v[i], visible, scale=scale),
                      'pope': lambda i: cache_attention(qp, kp[i], v[i], visible, scale=scale)}
             if cuda:  # k as RoPE's rotated keys or PoPE's cached mu(k), all L positions visible
-                import pope_kernel
-                tables, n = pope_kernel.decode_tables(D, L, device), torch.tensor([L], device=device)
-                model = {'rope': lambda i: pope_kernel.decode(q[:, :, 0], k[i], v[i], n, None, None, scale),
-                         'pope': lambda i: pope_kernel.decode(qp[:, :, 0], k[i], v[i], n, *tables, scale)}
+                import pope_decode
+                tables, n = pope_decode.decode_tables(D, L, device), torch.tensor([L], device=device)
+                model = {'rope': lambda i: pope_decode.decode(q[:, :, 0], k[i], v[i], n, None, None, scale),
+                         'pope': lambda i: pope_decode.decode(qp[:, :, 0], k[i], v[i], n, *tables, scale)}
             else:
                 model = plain
             with torch.no_grad():
@@ -216,7 +217,7 @@ def generate_rows():
         log(f'{pe}: {models[pe].get_num_params() / 1e6:.1f}M parameters, {cfg.n_layer} layers x {cfg.n_head} heads x '
             f'{cfg.n_embd}, block_size {cfg.block_size}, attn_impl {cfg.attn_impl}, {dtype}')
     # Under torch.compile each model compiles one graph per batch size: generate marks the lengths of its cache and
-    # output dynamic from the first graph on (model.KVCache), so both models' graphs are specialised alike whatever
+    # output dynamic from the first graph on (generate.KVCache), so both models' graphs are specialised alike whatever
     # the order of the rows. (Dynamo's automatic dynamic shapes, whose record of sizes the two models share, would
     # otherwise make the first graph static and later ones dynamic; torch._dynamo.reset() between the models would
     # throw away the other model's graphs, which the interleaved repeats below need.)
@@ -237,7 +238,7 @@ def generate_rows():
 
                 def run(m, n):
                     torch.manual_seed(SEED)
-                    return m.generate(idx, n, top_k=TOP_K, compile=compile)
+                    return generate(m, idx, n, top_k=TOP_K, compile=compile)
                 for pe, m in models.items():  # compiled: of the same shapes (the first of a batch size compiles)
                     measured(cell[pe], 'warmup_s', lambda: seconds(lambda: run(m, new if compile else 16)))
                 for r in range(repeats):  # rope, pope, rope, pope, ...: a drift of the machine meets both
@@ -286,7 +287,7 @@ def markdown(result):
                          f"| {g('error', '')} |")
         lines.append('')
     if result['generate']:
-        lines += [f'## GPT.generate, prompt {PROMPT}, top-k {TOP_K}', '',
+        lines += [f'## generate.generate, prompt {PROMPT}, top-k {TOP_K}', '',
                   '| mode | batch | new tokens | encoding | tokens / s (median) | min-max | timed calls | ms / step '
                   '| PoPE / RoPE tokens/s (medians) | warm-up s | note |', '|' + '---|' * 11]
         for r in result['generate']:
@@ -301,14 +302,6 @@ def markdown(result):
     return '\n'.join(lines) + '\n'
 
 
-def commit():
-    try:
-        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 if __name__ == '__main__':
     import triton
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or 'CPU'
@@ -317,7 +310,7 @@ if __name__ == '__main__':
               'generate': generate_rows() if 'generate' in sections else []}
     from torch._dynamo.utils import counters
     result['meta'] = dict(device=name, torch=torch.__version__, triton=triton.__version__,
-                          python=platform.python_version(), commit=commit(), dtype=str(dtype),
+                          python=platform.python_version(), commit=code_commit(ROOT), dtype=str(dtype),
                           command=' '.join(['python', 'results/speed/bench_generate.py', *sys.argv[1:]]),
                           seconds=time.time() - start, cudagraph_skips=counters['inductor'].get('cudagraph_skips', 0),
                           unique_graphs=counters['stats'].get('unique_graphs', 0), args=vars(args))

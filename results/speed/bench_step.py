@@ -17,6 +17,7 @@ warm-up), tokens/s over all GPUs, the dynamo graph count, and (--profile=1) the 
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -42,6 +43,14 @@ p.add_argument('--tune', type=int, default=0, help="1: inductor's coordinate-des
 args = p.parse_args()
 sys.path.insert(0, os.path.abspath(args.code))
 from model import GPT, GPTConfig  # noqa: E402  (the chosen version)
+
+try:  # the commit of the code timed, '-dirty' with changes; POPE_COMMIT where set (a copy whose .git is stale). Not
+    # eval.code_commit: importing eval would import this repository's model.py, not the one in --code
+    code_commit = os.environ.get('POPE_COMMIT') or subprocess.run(
+        ['git', '-C', args.code, 'describe', '--always', '--dirty', '--exclude=*'], capture_output=True, text=True,
+        timeout=10).stdout.strip() or 'unknown'
+except (OSError, subprocess.SubprocessError):
+    code_commit = 'unknown'
 
 ddp = 'RANK' in os.environ
 rank, world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
@@ -103,7 +112,8 @@ ms = float(np.median(times[20:])) * 1000
 stats = torch._dynamo.utils.counters
 graphs, breaks = stats['stats']['unique_graphs'], sum(stats['graph_break'].values())
 if rank == 0:
-    print(f"summary: pos_emb {args.pos_emb}, attn_impl {args.attn_impl}, code {os.path.abspath(args.code)}, "
+    print(f"summary: pos_emb {args.pos_emb}, attn_impl {args.attn_impl}, code {os.path.abspath(args.code)} "
+          f"(commit {code_commit}), "
           f"gpus {world}" + (f" (bucket_cap_mb {args.bucket_mb}, ddp_buckets {args.ddp_buckets})" if ddp else "")
           + (', tuned' if args.tune else '') + (', grad_view 0' if not args.grad_view else '')
           + f", {ms:.1f} ms/step (median of steps 20..{args.steps - 1}), "

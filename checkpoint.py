@@ -1,0 +1,219 @@
+"""
+The run folder of train.py and its checkpoints. An out_dir holds one run: ckpt.pt (its latest state), best.pt (its
+lowest val loss), eval_log.jsonl and final.json. RunFolder locks it while the run lives, saves each file atomically,
+turns a failed save or a Ctrl-C into one line that says what is kept and how to go on, and repairs a resumed run's
+log. read_checkpoint and load_checkpoint read a ckpt.pt back (an older version's too).
+"""
+
+import fcntl
+import json
+import os
+import pathlib
+import shlex
+import shutil
+import signal
+import socket
+import sys
+import time
+from contextlib import suppress
+
+import torch
+
+from model import GPT, GPTConfig
+
+
+def upgrade_model_args(model_args):
+    """GPTConfig's fields from a checkpoint's model_args, also from one written before pope_mu and pope_delta:
+    pope_softplus True / False is pope_mu 'softplus' / 'identity', pope_delta_init is pope_delta, and qk_init_scale
+    (how the weights were drawn; the checkpoint holds them) goes. A model with pope_zero_freqs > 0 (a probe that
+    this version no longer computes) is refused with a ValueError."""
+    args = dict(model_args)
+    if 'pope_softplus' in args:
+        args['pope_mu'] = 'softplus' if args.pop('pope_softplus') else 'identity'
+    if 'pope_delta_init' in args:
+        args['pope_delta'] = args.pop('pope_delta_init')
+    args.pop('qk_init_scale', None)
+    if args.pop('pope_zero_freqs', 0):
+        raise ValueError(f"pope_zero_freqs={model_args['pope_zero_freqs']}: this model was trained with zero "
+                         "frequencies, a probe that model.py no longer has; use a checkout from before its removal "
+                         "(git log -S pope_zero_freqs model.py)")
+    return args
+
+
+def read_checkpoint(path, device='cpu'):
+    """The dict of a train.py ckpt.pt (or best.pt), its model_args in today's flags (upgrade_model_args);
+    one clear line when the file is not one, or holds a model this version cannot build."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=False)
+    except Exception as err:  # empty, truncated, or not a torch file at all
+        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): "
+                         "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
+    if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
+        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
+    try:  # an older version's model flags in today's names
+        ckpt['model_args'] = upgrade_model_args(ckpt['model_args'])
+    except ValueError as err:
+        raise SystemExit(f"{path}: {err}")
+    return ckpt
+
+
+def load_checkpoint(path, device='cpu', **overrides):
+    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...). One
+    line when its model_args do not make a model or its weights do not fit it."""
+    ckpt = read_checkpoint(path)
+    args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
+    try:
+        model = GPT(GPTConfig(**args))
+        model.load_state_dict(ckpt['model'])
+    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:  # as train.py catches them
+        raise SystemExit(f"{path}: its weights do not fit the model its model_args describe "
+                         f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again") from None
+    model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)
+    ckpt['model_args'] = args
+    return model.eval().to(device), ckpt
+
+
+class RunFolder:
+    """out_dir of one run; resume_flags: the flags of this command that going on from it needs (its machine's)."""
+
+    def __init__(self, out_dir, resume_flags=()):
+        if not out_dir.strip():
+            sys.exit("out_dir is empty: name the run's folder, e.g. --out_dir=out-myrun")
+        self.out_dir, self.resume_flags = out_dir, list(resume_flags)
+        self.files = [os.path.join(out_dir, f) for f in ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')]
+        self.ckpt, self.best, self.log, self.final = self.files
+        self.launch = ['python']  # how the run was started (torchrun for DDP), for the command that goes on
+        self.master = True  # the process that writes the files (DDP: rank 0)
+        self.saved_iter = None  # the iteration of this run's ckpt.pt on disk, once there is one
+        self.lock = None  # out_dir/train.lock, held by this run (flock: until its process ends, however it ends)
+        self.saving = self.ctrl_c_waiting = False  # a Ctrl-C during ckpt.pt's save and saved_iter's update waits
+
+    def take_lock(self):
+        """Lock out_dir for this run (made if new); a second run into it stops with one line naming this one."""
+        try:
+            os.makedirs(self.out_dir, exist_ok=True)
+            self.lock = open(os.path.join(self.out_dir, 'train.lock'), 'a+')
+        except OSError as err:
+            sys.exit(f"out_dir={self.out_dir!r}: cannot write there ({err.strerror}): choose another --out_dir")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.seek(0)
+            sys.exit(f"{self.out_dir} is in use by another run ({self.lock.read().strip() or 'starting'}): let it "
+                     "finish, or choose another --out_dir")
+        self.lock.seek(0)
+        self.lock.truncate()
+        self.lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M')}: "
+                        f"{shlex.join(sys.argv)}\n")
+        self.lock.flush()
+
+    def start_from(self, init_from):
+        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'), its path at 'path';
+        a fine-tune may not start from a file of out_dir, which it replaces."""
+        if init_from == 'scratch':
+            return None
+        path = self.ckpt if init_from == 'resume' else init_from
+        checkpoint = read_checkpoint(path)  # (on the CPU: the model and the optimizer take it to the device)
+        if init_from == 'resume':
+            self.saved_iter = checkpoint['iter_num']
+        elif os.path.realpath(path) in map(os.path.realpath, self.files):
+            sys.exit(f"init_from={init_from} is a file of out_dir={self.out_dir}, which a new run there replaces: "
+                     "fine-tune into another --out_dir (or go on with that run: --init_from=resume)")
+        return {**checkpoint, 'path': path}
+
+    def refuse_earlier_run(self, refuse):
+        """A run that would replace the checkpoints of an earlier one (refuse: neither resumed nor overwrite) stops."""
+        if refuse and (os.path.exists(self.ckpt) or os.path.exists(self.best)):
+            sys.exit(f"{self.out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume, "
+                     f"choose another --out_dir, or replace it with --overwrite=True")
+
+    def start(self, new):
+        """The run starts training: out_dir locked (made if new), and for a new run the files of an earlier one gone."""
+        if self.lock is None:
+            self.take_lock()
+        for path in self.files if new else ():
+            if os.path.exists(path):
+                os.remove(path)
+
+    def last_good(self):
+        """Where the run's last good state is, and the command that goes on from it."""
+        if self.saved_iter is None:
+            return "no checkpoint of this run was saved"
+        again = shlex.join(self.launch + ['train.py', f'--out_dir={self.out_dir}', '--init_from=resume']
+                           + self.resume_flags)  # the rest comes from the checkpoint
+        return f"{self.ckpt} (iter {self.saved_iter}) is intact; go on with: {again}"
+
+    def save(self, path, write):
+        """write(path + '.tmp'), then rename it to path: a crash mid-save leaves the previous file whole. A write
+        that fails (a full disk, no permission) stops the run with one line and leaves no partial file."""
+        try:
+            write(path + '.tmp')
+            os.replace(path + '.tmp', path)
+        except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError ("unexpected pos")
+            with suppress(OSError):
+                os.remove(path + '.tmp')
+            why = err.strerror if isinstance(err, OSError) else ' '.join(str(err).split())[:100] + ': is the disk full?'
+            sys.exit(f"could not write {path} ({why}): stopping; {self.last_good()}")
+
+    def save_checkpoint(self, ckpt, is_best):
+        """ckpt.pt, and best.pt where the state is the best so far (best.pt only ever improves)."""
+        self.saving = True
+        self.save(self.ckpt, lambda tmp: torch.save(ckpt, tmp))
+        self.saved_iter, self.saving = ckpt['iter_num'], False
+        if self.ctrl_c_waiting:
+            self.interrupted(signal.SIGINT, None)
+        if is_best:
+            self.save(self.best, lambda tmp: shutil.copyfile(self.ckpt, tmp))
+
+    def stop(self, why):
+        """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep the last good one."""
+        sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({self.last_good()})")
+
+    def interrupted(self, signum, frame):
+        """Ctrl-C: one line that says what is kept, no traceback; a save it cut short leaves no partial file. During
+        ckpt.pt's save the first Ctrl-C waits for it, so that the line names the file on disk (a second one stops
+        at once)."""
+        if self.saving and not self.ctrl_c_waiting:
+            self.ctrl_c_waiting = True
+            return
+        if self.master:
+            for path in self.files:
+                with suppress(OSError):
+                    os.remove(path + '.tmp')
+            print(f"interrupted: {self.last_good()}", file=sys.stderr)
+        sys.exit(130)
+
+    def log_before(self, iter_num):
+        """eval_log.jsonl's lines before iter_num (a resumed run's log goes on); a cut-off last one dropped, noted."""
+        if not os.path.exists(self.log):
+            return []
+        kept, lines = [], [line for line in open(self.log).read().splitlines() if line.strip()]
+        for i, line in enumerate(lines):
+            try:
+                if json.loads(line)['iter'] < iter_num:
+                    kept.append(line)
+            except ValueError:
+                if i < len(lines) - 1:
+                    sys.exit(f"{self.log}: line {i + 1} is not JSON: repair or delete it, then resume again")
+                print(f"{self.log}: its last line is cut short, dropped: {line[:60]!r}")
+        return kept
+
+    def finish(self, final, examples, eval_iters, max_iters, ctx_lengths):
+        """final.json written, and the end of the run in words: which numbers are which, and where the files are."""
+        self.save(self.final, lambda tmp: pathlib.Path(tmp).write_text(json.dumps(final, indent=1)))
+        scores = [f"{k} {final[k]:.4f}" for k in ('val_loss', 'val_acc', 'test_loss', 'test_acc') if k in final]
+        early_stop = final.get('early_stop', {}).get('reason')
+        print(f"done: {final['iter']} iterations in {final['minutes']:.1f} minutes"
+              + (f", stopped early ({early_stop}; max_iters={max_iters})" if early_stop else ""))
+        note = "" if examples else f" (the log lines' val_loss: an estimate on eval_iters={eval_iters} batches)"
+        print(f"final.json, the {final['weights']} weights (iter {final['weights_of_iter']}) on the whole splits: "
+              f"{', '.join(scores)}{note}")
+        if ctx_lengths:
+            block_size = final['block_size']
+            print('val loss at context | ' + ' | '.join(f"{f'{L // block_size}x = {L}':>10s}" for L in ctx_lengths)
+                  + '\n                    | ' + ' | '.join(f"{final[f'val_loss_ctx{L}']:10.4f}" for L in ctx_lengths))
+        files = {self.ckpt: f"the latest state, iter {self.saved_iter}", self.best: "the state of the lowest val_loss "
+                 "logged", self.log: "every evaluation", self.final: "the numbers above"}
+        print('files: ' + ', '.join(f"{path} ({what})" for path, what in files.items() if os.path.exists(path)))

@@ -1,0 +1,114 @@
+"""
+Generation, as gpt-fast's generate.py: a preallocated KVCache, sample() and generate(model, idx, max_new_tokens, ...),
+the prompt in one forward pass, then one token a step (decode_step; compile=True: one CUDA graph a step on a GPU).
+"""
+
+import torch
+from torch.nn import functional as F
+
+
+class KVCache:
+    """The keys and values of a generation, preallocated: per layer k and v (B, n_kv_head, max_len, hd), written in
+    place at the positions of each forward pass (static shapes: a decoding step can be compiled into one CUDA graph).
+    PoPE caches mu(k), as wide as RoPE's keys (its keys k' = mu(k) e^{i s theta} are formed from it where they are
+    read: see CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until
+    written: a masked position gets attention weight 0, which must meet a finite value.
+    On a GPU (float16/bfloat16/float32, hd 16 to 128) a one-token step runs pope_decode.decode (decode_kernel True),
+    every encoding but ALiBi (its bias): PoPE's with decode_tables, the kernel's phase tables, built here (before any
+    CUDA-graph capture), the others' on their plain keys."""
+
+    def __init__(self, config, batch, max_len, device, dtype):
+        Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
+        self.k = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
+        self.decode_kernel, self.decode_tables = False, None
+        if config.pos_emb != 'alibi_half' and torch.device(device).type == 'cuda' and dtype != torch.float64:
+            import pope_decode  # Triton: imported only where the kernel runs
+            self.decode_kernel = hd in pope_decode.DECODE_HEAD_DIMS
+            if self.decode_kernel and config.pos_emb == 'pope':  # (2 tiles' rows at least: under torch.compile a
+                # dimension of size 1 is specialised, and the next length would compile a graph of its own)
+                rows = max(max_len, 2 * pope_decode.DECODE_BLOCK)
+                self.decode_tables = pope_decode.decode_tables(hd, rows, device, config.pos_base)
+        # under torch.compile: written (or read) in place by the CUDA graph, never copied in, and the lengths (the
+        # caches', and the rows of the table of tiles) symbols from the first graph on (no graph per length)
+        for t in self.k + self.v + list(self.decode_tables or ()):
+            torch._dynamo.mark_static_address(t, guard=False)
+        for t in self.k + self.v:
+            torch._dynamo.maybe_mark_dynamic(t, 2)
+        if self.decode_tables:
+            torch._dynamo.maybe_mark_dynamic(self.decode_tables[0], 0)
+
+    @property
+    def max_len(self):  # a tensor's size: under torch.compile a symbol of the graph, not an int guarded on
+        return self.k[0].shape[2]
+
+    def update(self, layer, input_pos, k, v):
+        """k (B, n_kv_head, T, hd) and v written at positions input_pos (T,); the layer's whole cache returned."""
+        self.k[layer].index_copy_(2, input_pos, k.to(self.k[layer].dtype))
+        self.v[layer].index_copy_(2, input_pos, v.to(self.v[layer].dtype))
+        return self.k[layer], self.v[layer]
+
+
+def sample(logits, temperature, top_k=None):
+    """Next tokens (B,) drawn from softmax(logits / temperature) of logits (B, V), over the top_k most likely tokens
+    (all if None), in float32 (bf16 would tie scores). Drawn as argmax p_i / E_i, E_i ~ Exponential(1) independent:
+    exact, since P(E_i / p_i is the smallest) = p_i / sum(p) for exponentials of rates p_i (torch.multinomial draws one
+    sample so too, behind checks of its input that can wait for the GPU: not in a CUDA graph). E = -log U, U uniform on
+    [0, 1), is never 0, so a token of probability 0 (outside the top k) scores 0 and is never drawn."""
+    logits = logits.float() / temperature
+    if top_k is not None:
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits = logits.masked_fill(logits < v[:, [-1]], float('-inf'))
+    p = F.softmax(logits, dim=-1)
+    return (p / -torch.rand_like(p).log()).argmax(-1)
+
+
+def decode_step(model, out, cache, input_pos, temperature, top_k):
+    """generate's one-token step, in place: the token out[:, input_pos] (input_pos (1,): its position in out and in
+    the cache) through the cache, the next token sampled into out[:, input_pos + 1], input_pos moved on to it.
+    Compiled (compiled_step), the step is one graph with nothing outside it: one CUDA graph a step on a GPU."""
+    logits, _ = model(out.index_select(1, input_pos), cache=cache, input_pos=input_pos)
+    input_pos += 1
+    out.index_copy_(1, input_pos, sample(logits[:, -1], temperature, top_k)[:, None])
+
+
+# decode_step under torch.compile (compiled on its first call): mode 'reduce-overhead', one CUDA graph a step on a GPU;
+# fullgraph, a graph break is an error. The first call compiles, and so does the first with another batch size or
+# top_k (from then on symbols of the graph: dynamo's automatic dynamic shapes); a new length, temperature or set of
+# tensors compiles nothing (generate marks the lengths dynamic)
+compiled_step = torch.compile(decode_step, mode='reduce-overhead', fullgraph=True)
+
+
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=False):
+    """Sample max_new_tokens after idx (B, T) (see sample) through a KVCache of T + max_new_tokens positions: the
+    prompt in one forward pass, then one token a step (decode_step; compile: compiled_step), written into an
+    output (B, T + max_new_tokens) allocated once with the cache. top_k (an int) is fixed for the call: a
+    constant of the compiled step. With learned/sinusoidal positions, which stop at block_size, the cache holds
+    block_size positions and each token past them is predicted from the last block_size tokens, re-encoded from
+    position 0 (no cached key can be reused: every position moves)."""
+    if max_new_tokens < 1:
+        return idx
+    B, T = idx.size()
+    absolute = model.config.pos_emb in ('learned', 'sinusoidal')
+    max_len = min(T + max_new_tokens, model.config.block_size) if absolute else T + max_new_tokens
+    device = idx.device
+    autocast = torch.is_autocast_enabled(device.type)  # then k and v come in its dtype
+    dtype = torch.get_autocast_dtype(device.type) if autocast else model.wte.weight.dtype
+    cache = KVCache(model.config, B, max_len, device, dtype)
+    out = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=device)
+    out[:, :T] = idx
+    input_pos = torch.tensor([T], device=device)  # the position of the token the next step feeds
+    temperature = torch.tensor(float(temperature), device=device)  # a tensor: a new value, the same graph
+    for t in (out, input_pos, temperature):  # as the cache's (KVCache): read and written in place by the graph
+        torch._dynamo.mark_static_address(t, guard=False)
+    torch._dynamo.maybe_mark_dynamic(out, 1)  # its length a symbol, as the cache's
+    step = compiled_step if compile else decode_step
+    for n in range(T, T + max_new_tokens):  # out[:, n]: the token drawn now
+        if n == T or n > max_len:  # the prompt, or (learned/sinusoidal past block_size) the last max_len tokens,
+            fed = out[:, max(0, n - max_len):n]  # from cache position 0
+            logits, _ = model(fed, cache=cache, input_pos=torch.arange(fed.size(1), device=device))
+            out[:, n] = sample(logits[:, -1], temperature, top_k)
+        else:  # the token at n - 1 through the cache
+            step(model, out, cache, input_pos, temperature, top_k)
+    return out
