@@ -36,6 +36,7 @@ import torch
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import pretrained
 from model import GPT, GPTConfig, read_checkpoint
 from prepare import indirect_indexing, shakespeare_char
 from prepare.common import SPLITS, example_batch, pass_rows
@@ -54,7 +55,7 @@ eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of bl
 eval_context_tokens = 65536  # val tokens scored at each of those lengths (the same tokens, non-overlapping windows)
 early_stop_acc = 0.0  # examples: end the run once val accuracy has been >= this at early_stop_evals evaluations in
 early_stop_evals = 2  # a row (checkpoint saved, the stop in final.json); 0.0 = never. Test accuracy never decides
-init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), or a path to a ckpt.pt to fine-tune from
+init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), a ckpt.pt to fine-tune from, or GPT-2 (pretrained.py)
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
 dataset = 'indirect_indexing'  # folder under data/
@@ -153,7 +154,9 @@ saved_iter = None  # the iteration of this run's ckpt.pt on disk, once there is 
 checkpoint = None
 if init_from != 'scratch':
     init_path = ckpt_path if init_from == 'resume' else init_from
-    checkpoint = read_checkpoint(init_path)  # (on the CPU: the model and the optimizer take it to the device)
+    # a ckpt.pt, or GPT-2 by name or in a Hugging Face folder (pretrained.py); on the CPU: the model and the optimizer
+    # take it to the device
+    checkpoint = read_checkpoint(init_path) if init_from == 'resume' else pretrained.read_source(init_path)
     if init_from == 'resume':  # the run goes on as it was: its config, where the command line does not change it
         saved, saved_iter = checkpoint.get('config', {}), checkpoint['iter_num']
         if saved.get('delta_lr_mult', 1.0) != 1.0:  # an earlier version's probe
@@ -437,14 +440,14 @@ model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that
 iter_num, best_val_loss = 0, 1e9
 log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
 if checkpoint is not None:
+    if init_from != 'resume':  # its architecture; this run's context, dropout...; a new encoding converts it
+        model_args = pretrained.fine_tune_args(checkpoint, model_args, given, init_from, meta, data_dir)
     if checkpoint['model_args']['vocab_size'] != vocab_size:
         sys.exit(f"{init_path} has a vocabulary of {checkpoint['model_args']['vocab_size']} tokens, {data_dir} one of "
                  f"{vocab_size}: train on the data set it was trained on (its config: dataset="
                  f"{checkpoint.get('config', {}).get('dataset')!r})")
-    # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
-    keep = ('attn_impl',) if init_from == 'resume' else ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout',
-                                                          'attn_impl')
-    model_args.update({k: v for k, v in checkpoint['model_args'].items() if k not in keep})
+    if init_from == 'resume':  # the run goes on with the checkpoint's model
+        model_args.update({k: v for k, v in checkpoint['model_args'].items() if k != 'attn_impl'})
 for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
     config[k] = globals()[k] = model_args[k]
 if early_stop_acc and not examples:
@@ -460,9 +463,8 @@ for split in SPLITS:  # train and val are needed, test is scored where it exists
 try:
     model = GPT(GPTConfig(**model_args))
     if checkpoint is not None:
-        state = checkpoint['model']
-        if model_args['pos_emb'] == 'learned' and state['wpe.weight'].shape != model.wpe.weight.shape:
-            sys.exit("a learned-position model cannot change block_size when fine-tuning")
+        state = checkpoint['model'] if init_from == 'resume' else pretrained.convert(
+            checkpoint, model, init_from, print if master_process else lambda line: None)
         model.load_state_dict(state)
 except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit the model
     sys.exit(' '.join(str(err).split())[:500])
