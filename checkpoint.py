@@ -109,13 +109,15 @@ class RunFolder:
                         f"{shlex.join(sys.argv)}\n")
         self.lock.flush()
 
-    def start_from(self, init_from):
+    def start_from(self, init_from, read=None):
         """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'), its path at 'path';
-        a fine-tune may not start from a file of out_dir, which it replaces."""
+        a fine-tune may not start from a file of out_dir, which it replaces. read(path) reads a fine-tune's source
+        (default: read_checkpoint)."""
         if init_from == 'scratch':
             return None
         path = self.ckpt if init_from == 'resume' else init_from
-        checkpoint = read_checkpoint(path)  # (on the CPU: the model and the optimizer take it to the device)
+        # on the CPU: the model and the optimizer take it to the device
+        checkpoint = read_checkpoint(path) if init_from == 'resume' or read is None else read(path)
         if init_from == 'resume':
             self.saved_iter = checkpoint['iter_num']
         elif os.path.realpath(path) in map(os.path.realpath, self.files):

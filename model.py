@@ -214,6 +214,7 @@ class GPTConfig:
     norm: str = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm' (with a bias when bias=True)
     tie_embeddings: bool = True  # the output layer shares the token embedding's weights (GPT-2)
     init: str = 'gpt2'  # 'gpt2': N(0, 0.02), residual projections / sqrt(2 n_layer); 'torch': PyTorch's defaults
+    gelu_approximate: str = 'none'  # the MLP's F.gelu(approximate=): 'none' (exact, erf) or 'tanh' (GPT-2's weights)
 
 
 def attention_function(config):
@@ -336,9 +337,10 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.approximate = config.gelu_approximate
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate)))
 
 
 def make_norm(config):
@@ -368,7 +370,8 @@ class GPT(nn.Module):
         if config.attn_impl not in ATTN_IMPLS:
             raise ValueError(f"attn_impl={config.attn_impl!r}; choose one of {ATTN_IMPLS}")
         for key, choices in (('pope_mu', tuple(POPE_MUS)), ('pope_delta', POPE_DELTAS),
-                             ('norm', ('rmsnorm', 'layernorm')), ('init', ('gpt2', 'torch'))):
+                             ('norm', ('rmsnorm', 'layernorm')), ('init', ('gpt2', 'torch')),
+                             ('gelu_approximate', ('none', 'tanh'))):
             if getattr(config, key) not in choices:
                 raise ValueError(f"{key}={getattr(config, key)!r}; choose one of {choices}")
         self.config = config

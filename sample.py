@@ -5,6 +5,7 @@ Sample from a trained model, decoding with the data set's own tokenizer:
     python sample.py --out_dir=out-indirect-pope-leftpad --start="NZTUIGWkXFrhCJDzscat, N, +4, "
     python sample.py --out_dir=out-shakespeare-pope --start=FILE:prompt.txt --num_samples=3
     python sample.py --out_dir=out-owt-pope --num_samples=8 --max_new_tokens=500 --compile=True
+    python sample.py --init_from=gpt2 --start="The meaning of life is" --top_k=50   # OpenAI's GPT-2 (pretrained.py)
 
 An indirect-indexing model answers one token, the most likely, to a question written as its training rows hold
 it (the data set's separator, '<bos>', left padding: prepare/indirect_indexing.py's question), typed either way.
@@ -17,6 +18,7 @@ import os
 
 import torch
 
+import pretrained
 from eval import ABSOLUTE, autocast, default_dtype, device_arg, load_checkpoint, parser, tokenizer
 from generate import generate
 from prepare import indirect_indexing
@@ -24,6 +26,8 @@ from prepare import indirect_indexing
 p = parser(__doc__)
 p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
 p.add_argument('--ckpt', default='ckpt.pt', help='ckpt.pt (the latest weights) or best.pt (the lowest val loss)')
+p.add_argument('--init_from', help="instead of out_dir: GPT-2 (gpt2, gpt2-medium, gpt2-large, gpt2-xl) or a folder of "
+               "Hugging Face's files (pretrained.py)")
 p.add_argument('--start', default='\n', help='the prompt, or FILE:path to read it from a file')
 p.add_argument('--num_samples', type=int, default=1)
 p.add_argument('--max_new_tokens', type=int, default=200)
@@ -45,7 +49,10 @@ if args.start.startswith('FILE:') and not os.path.isfile(args.start[5:]):
     raise SystemExit(f"--start={args.start}: no such file")
 
 torch.manual_seed(args.seed)
-model, ckpt = load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device)
+if args.init_from:
+    model, ckpt = pretrained.load(args.init_from, args.device)
+else:
+    model, ckpt = load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device)
 meta = ckpt['meta']
 encode, decode = tokenizer(meta)  # the data set's own: GPT-2 BPE, or its token list
 

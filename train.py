@@ -32,6 +32,7 @@ from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import configurator
+import pretrained
 from checkpoint import RunFolder, read_checkpoint
 from model import GPT, GPTConfig
 from prepare.common import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
@@ -50,7 +51,7 @@ eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of bl
 eval_context_tokens = 65536  # val tokens scored at each of those lengths (the same tokens, non-overlapping windows)
 early_stop_acc = 0.0  # examples: end the run once val accuracy has been >= this at early_stop_evals evaluations in
 early_stop_evals = 2  # a row (checkpoint saved, the stop in final.json); 0.0 = never. Test accuracy never decides
-init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), or a path to a ckpt.pt to fine-tune from
+init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), a ckpt.pt to fine-tune from, or GPT-2 (pretrained.py)
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
 dataset = 'indirect_indexing'  # folder under data/
@@ -101,7 +102,8 @@ config_keys = [k for k, v in globals().items() if not k.startswith('_') and isin
 config = {k: globals()[k] for k in config_keys}  # for logging and the checkpoint
 given = configurator.configure(config, sys.argv[1:])  # train.py is a script: it reads its arguments and trains
 run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in configurator.MACHINE if k in given])
-checkpoint = run.start_from(config['init_from'])  # read first, before anything in out_dir changes
+# read first, before anything in out_dir changes: a ckpt.pt, or GPT-2 by name or in a Hugging Face folder
+checkpoint = run.start_from(config['init_from'], read=pretrained.read_source)
 if config['init_from'] == 'resume':  # the run goes on as it was: its config, where the command line does not change it
     configurator.resume(config, given, checkpoint, run.ckpt)
 configurator.check(config, given)  # values that cannot work stop here, one line each
@@ -221,19 +223,18 @@ model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that
 iter_num, best_val_loss = 0, 1e9
 log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
 if checkpoint is not None:
-    # the architecture comes from the checkpoint; a fine-tune may change context, YaRN, dropout, kernel
-    keep = ('attn_impl',) if init_from == 'resume' else ('block_size', 'yarn_scale', 'yarn_orig_ctx', 'dropout',
-                                                          'attn_impl')
-    model_args.update({k: v for k, v in checkpoint['model_args'].items() if k not in keep})
+    if init_from == 'resume':  # the run goes on with the checkpoint's model
+        model_args.update({k: v for k, v in checkpoint['model_args'].items() if k != 'attn_impl'})
+    else:  # its architecture; this run's context, dropout...; a new encoding converts it (pretrained.py)
+        model_args = pretrained.fine_tune_args(checkpoint, model_args, given, init_from, meta, f'data/{dataset}')
 for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
     config[k] = globals()[k] = model_args[k]
 configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data, one line each
 try:
     model = GPT(GPTConfig(**model_args))
     if checkpoint is not None:
-        state = checkpoint['model']
-        if model_args['pos_emb'] == 'learned' and state['wpe.weight'].shape != model.wpe.weight.shape:
-            sys.exit("a learned-position model cannot change block_size when fine-tuning")
+        state = checkpoint['model'] if init_from == 'resume' else pretrained.convert(
+            checkpoint, model, init_from, print if master_process else lambda line: None)
         model.load_state_dict(state)
 except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit the model
     sys.exit(' '.join(str(err).split())[:500])

@@ -1,0 +1,233 @@
+"""pretrained.py: GPT-2 read from Hugging Face's files (a tiny one, written here by transformers itself: no network),
+and models converted to PoPE, as train.py and sample.py use them."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+import torch
+
+import pretrained
+from model import GPT, GPTConfig
+from test_train import ROOT, run, train_here, write_data
+
+transformers = pytest.importorskip('transformers')
+TINY = ['--batch_size=8', '--eval_iters=2', '--log_interval=1', '--warmup_iters=2', '--learning_rate=0.003',
+        '--device=cpu', '--compile=False', '--eval_contexts=']
+N_POSITIONS = 64
+
+
+@pytest.fixture(scope='module')
+def hf_gpt2(tmp_path_factory):
+    """(folder, model): a 2-layer GPT-2 of GPT-2's vocabulary in Hugging Face's layout (config.json,
+    model.safetensors), every weight drawn at random so that each one shows in the logits."""
+    folder = tmp_path_factory.mktemp('hf') / 'tiny-gpt2'
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=50257, n_positions=N_POSITIONS)
+    hf = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters():  # (the tied wte/lm_head once)
+            p.add_(torch.randn_like(p) * 0.2)
+    hf.save_pretrained(folder)
+    return folder, hf
+
+
+@pytest.fixture(scope='module')
+def workdir(tmp_path_factory, hf_gpt2):
+    """Data sets: GPT-2 tokens, and a cycle of 20 tokens (next = current + 1) that a model learns in a few steps."""
+    d = tmp_path_factory.mktemp('run')
+    rng = np.random.default_rng(0)
+    gpt2 = dict(vocab_size=50257, dtype='uint16', kind='stream', tokenizer='gpt2')
+    write_data(d, 'gpt2_tokens', gpt2, rng.integers(0, 50257, 1000).astype(np.uint16),
+               rng.integers(0, 50257, 300).astype(np.uint16))
+    cycle = dict(vocab_size=20, dtype='uint8', kind='stream', tokenizer='itos', itos=[chr(65 + i) for i in range(20)])
+    write_data(d, 'cycle', cycle, (np.arange(4000) % 20).astype(np.uint8), (np.arange(1000) % 20).astype(np.uint8))
+    return d
+
+
+def hf_logits(hf, idx):
+    with torch.no_grad():
+        return hf(idx).logits
+
+
+def our_logits(model, idx):
+    with torch.no_grad():
+        return model(idx, idx)[0]  # (with targets: the logits at every position)
+
+
+def test_gpt2_logits_equal_transformers(hf_gpt2):
+    folder, hf = hf_gpt2
+    model, ckpt = pretrained.load(str(folder))
+    cfg = model.config
+    assert (cfg.norm, cfg.bias, cfg.pos_emb, cfg.tie_embeddings, cfg.gelu_approximate, cfg.block_size) == (
+        'layernorm', True, 'learned', True, 'tanh', N_POSITIONS)
+    assert ckpt['meta']['tokenizer'] == 'gpt2'
+    idx = torch.randint(0, 50257, (2, N_POSITIONS), generator=torch.Generator().manual_seed(1))
+    ref = hf_logits(hf, idx)
+    assert ref.abs().max() > 1  # weights large enough that a wrong one shows
+    torch.testing.assert_close(our_logits(model, idx), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_gpt2_from_pytorch_model_bin_in_openai_names(hf_gpt2, tmp_path):
+    """The older file layout: pytorch_model.bin, names without 'transformer.', the attention mask buffers saved."""
+    folder, hf = hf_gpt2
+    state = {k.removeprefix('transformer.'): v for k, v in hf.state_dict().items()}
+    for i in range(hf.config.n_layer):
+        state[f'h.{i}.attn.bias'] = torch.tril(torch.ones(1, 1, N_POSITIONS, N_POSITIONS))
+        state[f'h.{i}.attn.masked_bias'] = torch.tensor(-1e4)
+    torch.save(state, tmp_path / 'pytorch_model.bin')
+    (tmp_path / 'config.json').write_text((folder / 'config.json').read_text())
+    model, _ = pretrained.load(str(tmp_path))
+    idx = torch.randint(0, 50257, (1, 20), generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
+
+
+def test_sample_generates_from_a_hugging_face_folder(hf_gpt2, tmp_path):
+    try:
+        from prepare.common import gpt2_encoding
+        gpt2_encoding()
+    except Exception as e:  # no offline BPE files
+        pytest.skip(f'no GPT-2 tokenizer: {e}')
+    p = run(tmp_path, 'sample.py', f'--init_from={hf_gpt2[0]}', '--device=cpu', '--start=Hello there',
+            '--max_new_tokens=8', '--num_samples=2')
+    samples = p.stdout.split('---------------\n')
+    assert len(samples) == 3 and all(s.startswith('Hello there') for s in samples[:2]), p.stdout
+
+
+def test_train_fine_tunes_gpt2_at_a_shorter_context_and_converts_it_to_pope(workdir, hf_gpt2, capsys):
+    folder, hf = hf_gpt2
+    common = [f'--init_from={folder}', '--dataset=gpt2_tokens', '--max_iters=2', '--eval_interval=2', *TINY,
+              '--batch_size=2']
+    assert train_here(workdir, *common, '--block_size=32', '--out_dir=ft') is None
+    said = capsys.readouterr().out
+    assert (f"init_from={folder}: 29 tensors copied (learned -> learned, wpe.weight cropped to 32 of 64 positions), "
+            "dropped: none, new: none") in said, said
+    ckpt = torch.load(workdir / 'ft' / 'ckpt.pt', weights_only=False)
+    assert ckpt['model_args']['block_size'] == 32 and ckpt['model']['wpe.weight'].shape == (32, 32)
+    assert ckpt['model_args']['gelu_approximate'] == 'tanh' and ckpt['model_args']['dropout'] == 0.0
+    assert train_here(workdir, *common, '--pos_emb=pope', '--block_size=128', '--out_dir=ft_pope') is None
+    said = capsys.readouterr().out
+    assert (f"init_from={folder}: 28 tensors copied (learned -> pope), dropped: wpe.weight, new: h.*.attn.delta, "
+            "init zero") in said, said
+    ckpt = torch.load(workdir / 'ft_pope' / 'ckpt.pt', weights_only=False)
+    assert ckpt['model_args']['pos_emb'] == 'pope' and ckpt['model_args']['block_size'] == 128
+    assert 'wpe.weight' not in ckpt['model'] and 'h.1.attn.delta' in ckpt['model']
+
+
+def checkpoint(path, pos_emb, seed=0, **kw):
+    """A train.py-style checkpoint of a tiny model on the 'cycle' data, its weights as GPT draws them."""
+    args = asdict(GPTConfig(block_size=16, vocab_size=20, n_layer=1, n_head=2, n_embd=32, pos_emb=pos_emb,
+                            pope_delta='uniform', **kw))
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(**args))
+    meta = dict(vocab_size=20, dtype='uint8', kind='stream', tokenizer='itos', itos=[chr(65 + i) for i in range(20)])
+    torch.save({'model': model.state_dict(), 'model_args': args, 'meta': meta, 'config': {'dataset': 'cycle'}}, path)
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize('pos_emb', ['learned', 'rope'])
+def test_conversion_to_pope_copies_every_other_weight_exactly(workdir, pos_emb):
+    path = workdir / f'{pos_emb}.pt'
+    old = checkpoint(path, pos_emb)
+    ckpt = pretrained.read_source(str(path))
+    args = {**ckpt['model_args'], 'pos_emb': 'pope', 'block_size': 48}
+    new_args = pretrained.fine_tune_args(ckpt, args, {'pos_emb', 'block_size'}, path, ckpt['meta'], 'data/cycle')
+    assert new_args == {**ckpt['model_args'], 'pos_emb': 'pope', 'block_size': 48, 'pope_delta': 'zero'}
+    lines = []
+    model = GPT(GPTConfig(**new_args))
+    state = pretrained.convert(ckpt, model, path, lines.append)
+    model.load_state_dict(state)
+    new = model.state_dict()
+    own = {'wpe.weight'} if pos_emb == 'learned' else set()
+    assert set(old) - set(new) == own and set(new) - set(old) == {'h.0.attn.delta'}
+    for k in set(old) & set(new):
+        assert torch.equal(new[k], old[k]), k
+    assert torch.equal(new['h.0.attn.delta'], torch.zeros(2, 16))  # the init chosen for a conversion
+    dropped = 'wpe.weight' if pos_emb == 'learned' else 'none'
+    assert lines == [f"init_from={path}: {len(set(old) & set(new))} tensors copied ({pos_emb} -> pope), dropped: "
+                     f"{dropped}, new: h.*.attn.delta, init zero"]
+
+
+@pytest.mark.parametrize('pos_emb', ['learned', 'rope'])
+def test_a_converted_model_trains(workdir, pos_emb, capsys):
+    checkpoint(workdir / f'trains_{pos_emb}.pt', pos_emb)
+    out = f'converted_{pos_emb}'
+    assert train_here(workdir, f'--init_from=trains_{pos_emb}.pt', '--pos_emb=pope', '--dataset=cycle',
+                      '--block_size=16', '--max_iters=30', '--eval_interval=30', f'--out_dir={out}', *TINY) is None
+    assert f'({pos_emb} -> pope)' in capsys.readouterr().out
+    first, last = [json.loads(line)['val_loss'] for line in open(workdir / out / 'eval_log.jsonl')]
+    assert last < first - 1, (first, last)
+    assert torch.load(workdir / out / 'ckpt.pt', weights_only=False)['model_args']['pos_emb'] == 'pope'
+
+
+def test_what_a_fine_tune_cannot_do_is_refused_with_one_line(workdir, hf_gpt2):
+    folder = hf_gpt2[0]
+    checkpoint(workdir / 'refuse.pt', 'learned')
+    (workdir / 'not_gpt2').mkdir()
+    (workdir / 'not_gpt2' / 'config.json').write_text(json.dumps({'model_type': 'llama'}))
+    (workdir / 'run_folder').mkdir()
+    (workdir / 'run_folder' / 'ckpt.pt').write_bytes((workdir / 'refuse.pt').read_bytes())
+    (workdir / 'no_weights').mkdir()
+    (workdir / 'no_weights' / 'config.json').write_text((folder / 'config.json').read_text())
+    cycle = ['--dataset=cycle', '--block_size=16', '--out_dir=refused', *TINY]
+    for args, message in (
+            (['--init_from=refuse.pt', '--n_layer=2', '--norm=layernorm', *cycle],
+             "init_from=refuse.pt keeps its architecture, but n_layer=2 (the model's: 1), norm='layernorm' (the "
+             "model's: 'rmsnorm'): drop these flags"),
+            (['--init_from=refuse.pt', '--dataset=cycle', '--block_size=32', '--out_dir=refused', *TINY],
+             "init_from=refuse.pt has learned positions up to block_size=16: give --block_size=16 or less, or "
+             "convert it to an encoding without a table (--pos_emb=pope)"),
+            ([f'--init_from={folder}', *cycle],
+             f"init_from={folder} reads 'gpt2' tokens, data/cycle holds 'itos' ones: fine-tune on a data set of its "
+             "tokenizer"),
+            ([f'--init_from={folder}', '--dataset=gpt2_tokens', '--block_size=128', '--out_dir=refused', *TINY],
+             f"init_from={folder} has learned positions up to block_size={N_POSITIONS}"),
+            (['--init_from=run_folder', *cycle], "run_folder is the folder of a train.py run: give "
+             "--init_from=run_folder/ckpt.pt (or best.pt)"),
+            (['--init_from=not_gpt2', *cycle],
+             "not_gpt2/config.json is of model_type='llama': only GPT-2 ('gpt2') is read here"),
+            (['--init_from=no_weights', *cycle], "no_weights holds no model.safetensors or pytorch_model.bin")):
+        msg = train_here(workdir, *args)
+        assert isinstance(msg, str) and message in msg and '\n' not in msg, msg
+        assert not (workdir / 'refused').exists()
+
+
+def test_gpt2_by_name_offline_without_a_cache_is_one_line(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT, HF_HOME=str(tmp_path / 'hf'), HF_HUB_OFFLINE='1')  # an empty cache
+    p = subprocess.run([sys.executable, os.path.join(ROOT, 'sample.py'), '--init_from=gpt2', '--device=cpu'],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(lines) == 1, p.stderr
+    assert lines[0].startswith("could not fetch openai-community/gpt2 from the Hugging Face hub (")
+    assert lines[0].endswith("): go online, or put its config.json and model.safetensors into a folder and give "
+                             "--init_from=<that folder>")
+
+
+def test_a_weight_file_of_another_model_is_one_line(hf_gpt2, tmp_path):
+    folder, hf = hf_gpt2
+    cfg = json.loads((folder / 'config.json').read_text())
+    (tmp_path / 'config.json').write_text(json.dumps({**cfg, 'n_layer': 3}))
+    os.symlink(folder / 'model.safetensors', tmp_path / 'model.safetensors')
+    with pytest.raises(SystemExit, match=r"is not the model its config describes: missing h\.2\.ln_1\.weight"):
+        pretrained.load(str(tmp_path))
+    (tmp_path / 'config.json').write_text(json.dumps({**cfg, 'activation_function': 'relu'}))
+    with pytest.raises(SystemExit, match=r"has activation_function='relu': this repository builds GPT-2 as OpenAI"):
+        pretrained.load(str(tmp_path))
+
+
+def test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes(hf_gpt2, monkeypatch):
+    huggingface_hub = pytest.importorskip('huggingface_hub')
+    fetched = []
+
+    def snapshot_download(repo, allow_patterns):  # the hub, answered by the tiny model's folder
+        fetched.append((repo, allow_patterns))
+        return str(hf_gpt2[0])
+    monkeypatch.setattr(huggingface_hub, 'snapshot_download', snapshot_download)
+    with pytest.raises(SystemExit, match=r"the cached gpt2-medium is of n_layer, n_head, n_embd = \(2, 2, 32\), not "
+                                         r"\(24, 16, 1024\): delete it"):
+        pretrained.read_source('gpt2-medium')
+    assert fetched == [('openai-community/gpt2-medium', ['config.json', 'model.safetensors'])]
