@@ -16,6 +16,7 @@ import socket
 import sys
 import time
 from contextlib import suppress
+from dataclasses import fields
 
 import torch
 
@@ -56,6 +57,10 @@ def read_checkpoint(path, device='cpu'):
         ckpt['model_args'] = upgrade_model_args(ckpt['model_args'])
     except ValueError as err:
         raise SystemExit(f"{path}: {err}")
+    unknown = sorted(set(ckpt['model_args']) - {f.name for f in fields(GPTConfig)})
+    if unknown:
+        raise SystemExit(f"{path}: its model_args name {', '.join(unknown)}, which this model.py does not have (a "
+                         "checkpoint of another version): use that version's code, or train again")
     return ckpt
 
 
@@ -75,6 +80,9 @@ def load_checkpoint(path, device='cpu', **overrides):
     return model.eval().to(device), ckpt
 
 
+RESUME_KEYS = ('model', 'model_args', 'optimizer', 'iter_num', 'best_val_loss', 'rng')  # what init_from='resume' reads
+
+
 class RunFolder:
     """out_dir of one run; resume_flags: the flags of this command that going on from it needs (its machine's)."""
 
@@ -88,6 +96,7 @@ class RunFolder:
         self.master = True  # the process that writes the files (DDP: rank 0)
         self.saved_iter = None  # the iteration of this run's ckpt.pt on disk, once there is one
         self.lock = None  # out_dir/train.lock, held by this run (flock: until its process ends, however it ends)
+        self.files_seen = {}  # data file -> (inode, size, mtime) when the run first read it (check_unchanged)
         self.saving = self.ctrl_c_waiting = False  # a Ctrl-C during ckpt.pt's save and saved_iter's update waits
 
     def take_lock(self):
@@ -119,6 +128,10 @@ class RunFolder:
         # on the CPU: the model and the optimizer take it to the device
         checkpoint = read_checkpoint(path) if init_from == 'resume' or read is None else read(path)
         if init_from == 'resume':
+            missing = [k for k in RESUME_KEYS if k not in checkpoint]
+            if missing:
+                sys.exit(f"{path} lacks {', '.join(missing)}, which going on with a run needs (a checkpoint of weights "
+                         f"alone?): fine-tune from it with --init_from={path} and a new out_dir")
             self.saved_iter = checkpoint['iter_num']
         elif os.path.realpath(path) in map(os.path.realpath, self.files):
             sys.exit(f"init_from={init_from} is a file of out_dir={self.out_dir}, which a new run there replaces: "
@@ -168,6 +181,15 @@ class RunFolder:
             self.interrupted(signal.SIGINT, None)
         if is_best:
             self.save(self.best, lambda tmp: shutil.copyfile(self.ckpt, tmp))
+
+    def check_unchanged(self, tokens):
+        """Stops with one line if the file behind the memmap tokens was cut short, rewritten or replaced since it was
+        opened (reading past its new end would end the process with a bus error)."""
+        st = os.stat(tokens.filename)
+        seen = self.files_seen.setdefault(tokens.filename, (st.st_ino, st.st_size, st.st_mtime_ns))
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != seen:
+            sys.exit(f"{tokens.filename} changed while the run read it (now {st.st_size} bytes, {seen[1]} when it "
+                     f"began): make the data again, and let it be while a run reads it; {self.last_good()}")
 
     def stop(self, why):
         """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep the last good one."""

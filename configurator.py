@@ -5,6 +5,7 @@ defaults, a resumed run's config merged in, and every value checked (a bad one s
 
 import os
 import sys
+import traceback
 from ast import literal_eval
 from dataclasses import fields
 from types import SimpleNamespace
@@ -17,6 +18,24 @@ from prepare.common import SPLITS, remake_command
 # keys of this command and machine, never taken from a checkpoint; and those a resumed run may not change
 MACHINE = ('backend', 'device', 'dtype', 'compile', 'cuda_graph', 'attn_impl')
 LOCAL = ('out_dir', 'init_from', 'overwrite', 'eval_only') + MACHINE
+
+
+def read_config_file(path):
+    """A config file's code, compiled and run in a scope of its own; one line for a file that is missing, is no text,
+    does not parse or raises."""
+    if not os.path.isfile(path):
+        sys.exit(f"config file {path} " + ("is a folder" if os.path.isdir(path) else "not found")
+                 + " (arguments are config files and --key=value overrides)")
+    try:
+        code = compile(open(path, encoding='utf-8').read(), path, 'exec')
+    except UnicodeDecodeError:
+        sys.exit(f"config file {path} is not text: a config file holds Python assignments, e.g. n_layer = 8")
+    except SyntaxError as err:
+        sys.exit(f"config file {path}, line {err.lineno}: {err.msg}: a config file holds Python assignments, "
+                 "e.g. n_layer = 8")
+    except ValueError as err:  # (a NUL byte)
+        sys.exit(f"config file {path} is not text ({err}): a config file holds Python assignments")
+    return code
 
 
 def configure(config, args):
@@ -34,11 +53,14 @@ def configure(config, args):
                 val = text  # a string key takes the text as written: --eval_contexts=1,2,4
             items = [(key, val)]
         else:
-            if not os.path.exists(arg):
-                sys.exit(f"config file {arg} not found (arguments are config files and --key=value overrides)")
             print(f"config: {arg}")
             scope = {}
-            exec(open(arg).read(), scope)
+            try:
+                exec(read_config_file(arg), scope)
+            except Exception as err:  # the file's own code failed: its line, not ours
+                line = next((f.lineno for f in reversed(traceback.extract_tb(err.__traceback__))
+                             if f.filename == arg), '?')
+                sys.exit(f"config file {arg}, line {line}: {type(err).__name__}: {err}")
             items = [(k, v) for k, v in scope.items()
                      if not k.startswith('_') and not callable(v) and type(v).__name__ != 'module']
         for key, val in items:
@@ -83,6 +105,14 @@ def check(config, given):
                 'gradient_accumulation_steps', 'block_size', 'n_layer', 'n_head', 'n_embd'):
         if config[key] < 1:
             sys.exit(f"{key}={config[key]}: must be 1 or more")
+    if not 0 <= c.dropout < 1:
+        sys.exit(f"dropout={c.dropout}: a probability in [0, 1) (0 = off)")
+    if not c.yarn_scale > 0 or c.yarn_orig_ctx < 1:
+        sys.exit(f"yarn_scale={c.yarn_scale}, yarn_orig_ctx={c.yarn_orig_ctx}: YaRN's scale is above 0 (1.0 = off) "
+                 "and its pre-training context 1 token or more")
+    if c.eval_only and c.init_from == 'scratch':
+        sys.exit("eval_only=True evaluates a checkpoint: add --init_from=resume (out_dir's ckpt.pt) or "
+                 "--init_from=<a ckpt.pt>")
     if not 0 <= c.early_stop_acc <= 1:
         sys.exit(f"early_stop_acc={c.early_stop_acc}: an accuracy in [0, 1] (0 = never stop early)")
     for key in ('max_iters', 'warmup_iters', 'lr_decay_iters', 'min_lr', 'weight_decay', 'grad_clip',
@@ -139,6 +169,11 @@ def check_data(config, meta, data, ddp, checkpoint):
     if checkpoint is not None and checkpoint['model_args']['vocab_size'] != vocab_size:
         sys.exit(f"{checkpoint['path']} has a vocabulary of {checkpoint['model_args']['vocab_size']} tokens, "
                  f"data/{c.dataset} one of {vocab_size}: train on the data set it was trained on (its config: "
+                 f"dataset={checkpoint.get('config', {}).get('dataset')!r})")
+    theirs = {} if checkpoint is None else checkpoint.get('meta') or {}
+    if theirs.get('itos') and meta.get('itos') and theirs['itos'] != meta['itos']:  # as many tokens, other ones
+        sys.exit(f"{checkpoint['path']} was trained on a token list other than data/{c.dataset}'s (as many tokens, "
+                 f"other ones or in another order): train on the data set it was trained on (its config: "
                  f"dataset={checkpoint.get('config', {}).get('dataset')!r})")
     if c.early_stop_acc and not examples:
         sys.exit(f"early_stop_acc={c.early_stop_acc} stops on val accuracy, which only data of examples has "

@@ -44,7 +44,7 @@ out_dir = 'out'  # checkpoint, eval log and final results go here
 eval_interval = 2000  # iterations between evaluations (and checkpoints)
 log_interval = 100  # iterations between log lines
 eval_iters = 100  # batches per train/val loss estimate (indirect indexing's val/test use the whole split)
-eval_only = False  # evaluate once and exit
+eval_only = False  # evaluate the checkpoint of init_from once and exit, writing nothing
 final_weights = 'last'  # final.json scores the 'last' weights (indirect indexing) or the 'best' (best.pt, lowest val)
 divergence_margin = 3.0  # stop (saving nothing) when val loss exceeds the best so far by this many nats (0 = never)
 eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size (extrapolation); '' = off
@@ -134,7 +134,7 @@ ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torc
 ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=ptdtype)
 if master_process and os.path.isdir(out_dir):  # a busy out_dir stops a run at once; a new one is made only when
     run.take_lock()  # the run starts training (a run that stops before leaves nothing behind)
-run.refuse_earlier_run(init_from != 'resume' and not overwrite)
+run.refuse_earlier_run(init_from != 'resume' and not overwrite and not eval_only)
 signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line that says what is kept (checkpoint.py)
 
 # -----------------------------------------------------------------------------
@@ -157,6 +157,7 @@ def batch_from(split, ix, all_tokens=False):
     if examples:
         return example_batch(data[split][ix], pad_id, all_tokens)
     d = data[split]
+    run.check_unchanged(d)  # a file cut short under the run would end it with a bus error, not a line
     x = torch.stack([torch.from_numpy(d[i:i + block_size].astype(np.int64)) for i in ix])
     y = torch.stack([torch.from_numpy(d[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
     if device_type == 'cuda':
@@ -220,7 +221,7 @@ def get_lr(it):
 # model, optimizer, resume
 model_args = {f.name: config[f.name] for f in fields(GPTConfig) if f.name in config}  # the model's config keys
 model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that the data set gives
-iter_num, best_val_loss = 0, 1e9
+iter_num, best_val_loss, minutes_before = 0, 1e9, 0.0
 log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
 if checkpoint is not None:
     if init_from == 'resume':  # the run goes on with the checkpoint's model
@@ -244,13 +245,14 @@ optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
+    minutes_before = checkpoint.get('minutes', 0.0)  # (a checkpoint of an older version counted none)
     torch.set_rng_state(checkpoint['rng']['torch'].cpu())  # RNG states are CPU tensors, wherever the checkpoint is
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
     if master_process:  # the log goes on from the checkpoint: what came after it is dropped
         log_lines = run.log_before(iter_num)
 checkpoint = None  # free memory
-if master_process:
+if master_process and not eval_only:
     run.start(new=init_from != 'resume')  # locked (if it was not yet); a new run: nothing of an earlier one stays
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it below)
@@ -280,6 +282,7 @@ def context_losses():
     if not ctx_lengths:
         return {}
     n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
+    run.check_unchanged(data['val'])
     tokens = torch.from_numpy(data['val'][:n + 1].astype(np.int64))
     out = {}
     raw_model.eval()
@@ -359,7 +362,8 @@ while True:
         record.update(context_losses())
         print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))
         log_lines.append(json.dumps(record))
-        run.save(run.log, lambda tmp: pathlib.Path(tmp).write_text(''.join(line + '\n' for line in log_lines)))
+        if not eval_only:  # an evaluation alone writes nothing (nor a checkpoint: iter_num is it_first)
+            run.save(run.log, lambda tmp: pathlib.Path(tmp).write_text(''.join(line + '\n' for line in log_lines)))
         val_loss = record['val_loss']
         if not math.isfinite(val_loss):
             run.stop(f"val loss is {val_loss} at iter {iter_num}")
@@ -370,6 +374,7 @@ while True:
             is_best, best_val_loss = val_loss < best_val_loss, min(best_val_loss, val_loss)
             ckpt = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'model_args': model_args,
                     'iter_num': iter_num, 'best_val_loss': best_val_loss, 'config': config, 'meta': meta,
+                    'minutes': minutes_before + (time.time() - t_start) / 60,  # of training, every process of it
                     'rng': {'torch': torch.get_rng_state(),
                             'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
             run.save_checkpoint(ckpt, is_best)  # each file written atomically: a crash mid-save leaves the last one
@@ -395,14 +400,14 @@ while True:
         now = time.time()
         dt = (now - t_last) / (iter_num - it_last)
         t_last, it_last = now, iter_num
-        mfu = raw_model.estimate_mfu(tokens_per_iter / ddp_world_size, dt) if device_type == 'cuda' else 0.0  # per GPU
+        mfu = raw_model.estimate_mfu(tokens_per_iter / ddp_world_size, dt)  # per GPU, of an H100/H200's bf16 peak
         eta = dt * (max_iters - iter_num)
-        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms/it, "
-              f"{tokens_per_iter / dt:,.0f} tok/s, mfu {mfu * 100:.1f}%, eta {eta // 60:.0f}m{eta % 60:02.0f}s")
+        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms/it, {tokens_per_iter / dt:,.0f} tok/s, "
+              + (f"mfu {mfu * 100:.1f}%, " if device_type == 'cuda' else '') + f"eta {eta // 60:.0f}m{eta % 60:02.0f}s")
 
 if master_process and not eval_only:
     # the paper's numbers: the last weights' test accuracy (indirect indexing), else the best checkpoint's test NLL
-    final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': (time.time() - t_start) / 60,
+    final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': minutes_before + (time.time() - t_start) / 60,
              'weights': 'last', 'weights_of_iter': iter_num}
     if early_stop:
         final['early_stop'] = {'iter': iter_num, 'reason': early_stop}

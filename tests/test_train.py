@@ -96,6 +96,10 @@ def workdir(tmp_path_factory):
     write_data(d, 'short', dict(vocab_size=20, dtype='uint8', kind='stream', tokenizer='itos'),
                np.arange(20, dtype=np.uint8))
     (d / 'a_file').write_text('not a folder')
+    (d / 'a_folder').mkdir()  # config files that cannot be one
+    (d / 'binary.py').write_bytes(b'\x89PNG\r\n\x1a\n\xff\xfe')
+    (d / 'broken.py').write_text('n_layer = 2\nn_head = = 4\n')
+    (d / 'raises.py').write_text('n_layer = 2\n# the next line fails\nn_head = 1 / 0\n')
     return d
 
 
@@ -561,6 +565,15 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--dataset=not_json'], 'data/not_json/meta.json is damaged or incomplete (JSONDecodeError'),
     (['--dataset=no_dtype'], "data/no_dtype/meta.json is damaged or incomplete (KeyError: 'dtype')"),
     (['--dataset=bad_rows'], 'data/bad_rows/train.bin holds 12 bytes, not a whole number of 5-token rows'),
+    (['--dropout=1.0'], 'dropout=1.0: a probability in [0, 1)'),
+    (['--yarn_scale=0'], "yarn_scale=0.0, yarn_orig_ctx=1024: YaRN's scale is above 0"),
+    (['--yarn_scale=-4'], "yarn_scale=-4.0, yarn_orig_ctx=1024: YaRN's scale is above 0"),
+    (['--yarn_orig_ctx=0'], "yarn_scale=1.0, yarn_orig_ctx=0: YaRN's scale"),
+    (['--eval_only=True'], 'eval_only=True evaluates a checkpoint: add --init_from=resume'),
+    (['a_folder'], 'config file a_folder is a folder'),
+    (['binary.py'], 'config file binary.py is not text'),
+    (['broken.py'], 'config file broken.py, line 2: invalid syntax'),
+    (['raises.py'], "config file raises.py, line 3: ZeroDivisionError: division by zero"),
 ])
 def test_bad_configuration_exits_with_a_clear_message(workdir, args, message):
     msg = train_here(workdir, *TINY, '--max_iters=1', '--out_dir=bad_config', *args)
@@ -604,3 +617,72 @@ def test_an_unreadable_checkpoint_is_one_clear_line(workdir, content):
 def test_sample_bad_arguments_exit_with_a_clear_message(workdir, args, message):
     p = run(workdir, 'sample.py', '--out_dir=straight', '--device=cpu', *args, check=False)
     assert p.returncode != 0 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
+
+
+def test_eval_only_evaluates_a_checkpoint_and_writes_nothing(workdir, stream_run):
+    folder, before = copy_run(stream_run, 'eval_only')
+    for flags in ([f'--out_dir={folder.name}', '--init_from=resume'],
+                  [f'--out_dir={folder.name}', '--init_from=resume', '--overwrite=True'],
+                  ['--out_dir=eval_elsewhere', f'--init_from={folder}/best.pt', '--overwrite=True']):
+        p = run(workdir, 'train.py', *TINY, *STREAM, '--eval_only=True', *flags)
+        assert re.search(r'^iter \d+ train_loss [0-9.]+ val_loss', p.stdout, re.M), p.stdout
+        assert {f: (folder / f).read_bytes() for f in before} == before  # every file of the run as it was
+    assert not (workdir / 'eval_elsewhere').exists()
+    # the evaluation is of the checkpoint's weights: its val loss is the one the run logged at that iteration
+    logged = json.loads((folder / 'eval_log.jsonl').read_text().splitlines()[-1])
+    p = run(workdir, 'train.py', *TINY, *STREAM, '--eval_only=True', f'--out_dir={folder.name}', '--init_from=resume',
+            '--eval_iters=2')
+    assert f"val_loss {logged['val_loss']:.4f}" in p.stdout
+
+
+def test_resume_needs_a_whole_checkpoint_of_this_version(workdir, stream_run):
+    for name, change, message in (
+            ('no_optimizer', lambda c: c.pop('optimizer'), 'lacks optimizer, which going on with a run needs'),
+            ('no_iter', lambda c: c.pop('iter_num'), 'lacks iter_num'),
+            ('unknown_args', lambda c: c['model_args'].update(warp_drive=3),
+             'its model_args name warp_drive, which this model.py does not have')):
+        folder, _ = copy_run(stream_run, name)
+        ckpt = torch.load(folder / 'ckpt.pt', weights_only=False)
+        change(ckpt)
+        torch.save(ckpt, folder / 'ckpt.pt')
+        msg = train_here(workdir, *TINY, *STREAM, '--max_iters=6', f'--out_dir={name}', '--init_from=resume')
+        assert isinstance(msg, str) and message in msg and '\n' not in msg, msg
+
+
+def test_a_resumed_run_counts_the_minutes_of_every_process(workdir, stream_run):
+    folder, _ = copy_run(stream_run, 'minutes')
+    first = torch.load(folder / 'ckpt.pt', weights_only=False)['minutes']
+    assert first > 0
+    run(workdir, 'train.py', *TINY, *STREAM, '--max_iters=6', '--out_dir=minutes', '--init_from=resume')
+    final = json.load(open(folder / 'final.json'))
+    later = torch.load(folder / 'ckpt.pt', weights_only=False)['minutes']
+    assert final['minutes'] >= later > first
+
+
+def test_a_fine_tune_onto_another_token_list_of_the_same_size_is_refused(workdir, stream_run):
+    meta = json.loads((workdir / 'data' / 'stream' / 'meta.json').read_text())
+    train = np.fromfile(workdir / 'data' / 'stream' / 'train.bin', dtype=np.uint8)
+    write_data(workdir, 'stream_other', {**meta, 'itos': meta['itos'][::-1]}, train, train[:600])
+    msg = train_here(workdir, *TINY, '--dataset=stream_other', '--block_size=16', '--max_iters=2',
+                     f'--init_from={stream_run[0]}/ckpt.pt', '--out_dir=other_tokens')
+    assert isinstance(msg, str) and 'was trained on a token list other than data/stream_other' in msg, msg
+
+
+def test_a_data_file_changed_under_the_run_is_one_line(tmp_path):
+    from checkpoint import RunFolder
+    path = tmp_path / 'train.bin'
+    path.write_bytes(bytes(range(100)))
+    tokens = np.memmap(path, dtype=np.uint8, mode='r')
+    folder = RunFolder(str(tmp_path / 'out'))
+    folder.check_unchanged(tokens)  # as it was opened: nothing to say
+    folder.check_unchanged(tokens)
+    with open(path, 'r+b') as f:
+        f.truncate(50)  # cut short in place: reading the memmap's end now would be a bus error
+    with pytest.raises(SystemExit) as e:
+        folder.check_unchanged(tokens)
+    assert f'{path} changed while the run read it (now 50 bytes, 100 when it began)' in str(e.value)
+
+
+def test_the_log_lines_of_a_cpu_run_give_no_mfu(stream_run):
+    lines = [line for line in stream_run[1].stdout.splitlines() if line.startswith('iter ') and 'ms/it' in line]
+    assert lines and not any('mfu' in line for line in lines), lines[:2]
