@@ -188,14 +188,15 @@ def test_reproduce_scripts_use_existing_configs_and_known_keys():
     keys, configs = set(), set()
     for script in scripts:
         code = ''.join(line for line in open(script) if not line.lstrip().startswith('#')).replace('\\\n', ' ')
-        train_lines = [line for line in code.split('\n') if 'train.py' in line]
+        # train.py's own lines, and those of a script's function that runs it: train NAME CONFIG FLAGS...
+        train_lines = [line for line in code.split('\n') if 'train.py' in line or re.match(r'\s*train ', line)]
         for name, value in re.findall(r'(\w+)="([^"]*)"', code, flags=re.DOTALL):
             if any('$' + name in line for line in train_lines):
                 train_lines.append(value)
         for line in train_lines:
             keys |= set(re.findall(r'--(\w+)=', line.split('>')[0]))
-            for c in re.findall(r'train\.py (config/\S+\.py)', line):
-                configs |= {c.replace('$pe', pe) for pe in ('rope', 'pope')}
+        for c in re.findall(r'(config/[\w$]+\.py)', code):  # every config a script names, in a line or an echo
+            configs |= {c.replace('$pe', pe).replace('$2', pe) for pe in ('rope', 'pope')}
     assert keys <= set(merged()), sorted(keys - set(merged()))
     assert len(configs) >= 10, configs  # quick start, indirect, shakespeare, fine-tunes, music and genome
     assert all(os.path.exists(os.path.join(ROOT, c)) for c in configs), configs
