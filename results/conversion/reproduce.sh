@@ -11,7 +11,7 @@
 #     bash results/conversion/reproduce.sh             # from the repository root, one GPU
 #     bash results/conversion/reproduce.sh --help      # this text; nothing runs
 #     SOURCES=rope PERCENTS=10 bash results/conversion/reproduce.sh      # some of it
-#     SOURCES=rope PERCENTS=2 PRE_ITERS=50 OUT=/tmp/conversion EVAL_EXTRA="--device cpu --tokens 5121" \
+#     SOURCES=rope PERCENTS=2 PRE_ITERS=50 OUT=out-conversion-smoke EVAL_EXTRA="--device cpu --tokens 5121" \
 #       EXTRA="--n_layer=1 --n_head=2 --n_embd=64 --batch_size=4 --eval_iters=1 --device=cpu --compile=False" \
 #       bash results/conversion/reproduce.sh   # a CPU smoke test of the pipeline, a 1-layer model: ~8 minutes on 2 cores
 #
