@@ -10,9 +10,8 @@ Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: tok
 (kind 'stream', random windows of block_size + 1) or fixed examples (kind 'examples', the
 indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
 
-configurator.py reads the config and checks every value; checkpoint.py keeps the run folder (out_dir: ckpt.pt,
-best.pt, eval_log.jsonl, final.json), locked while the run lives. --init_from=resume goes on with the checkpoint's
-config; the command line may change it, but not the model or the data (dataset, loss_on, example_order). Bad values,
+configurator.py reads and checks the config, checkpoint.py keeps the run folder (out_dir: ckpt.pt, best.pt,
+eval_log.jsonl, final.json), pretrained.py starts from GPT-2 or converts a model to another encoding. Bad values,
 damaged data, a failed save and Ctrl-C stop with one line that says what is kept and what to do.
 """
 
@@ -59,8 +58,7 @@ gradient_accumulation_steps = 1  # micro-steps per optimizer step, summed over a
 batch_size = 64  # sequences per micro-step and GPU
 block_size = 48  # context length in tokens
 loss_on = 'target'  # examples: train on the 'target' token alone (the paper) or on 'all' next tokens (val/test: target)
-example_order = 'random'  # examples: 'random' rows, drawn with replacement; 'epochs': each pass over the split in a
-# new order, so that no row comes twice within a pass
+example_order = 'random'  # examples: 'random' rows (with replacement) or 'epochs' (each pass over the split reordered)
 # model
 n_layer = 8
 n_head = 8
@@ -130,8 +128,7 @@ master_process = run.master = ddp_rank == 0
 torch.manual_seed(seed)
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
-ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
-ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=ptdtype)
+ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=getattr(torch, dtype))
 if master_process and os.path.isdir(out_dir):  # a busy out_dir stops a run at once; a new one is made only when
     run.take_lock()  # the run starts training (a run that stops before leaves nothing behind)
 run.refuse_earlier_run(init_from != 'resume' and not overwrite and not eval_only)
@@ -146,10 +143,10 @@ if ddp:
 meta, data = open_data(dataset)  # split -> its tokens (a memmap), checked against meta.json, or None where missing
 examples = meta['kind'] == 'examples'  # fixed examples, one a row (else a token stream)
 pad_id = meta.get('pad_id')  # examples: the padding of the rows
-for split in SPLITS:
-    if examples and data[split] is not None:  # one example a row, padded; the target is its last real token
-        # kept in the file's dtype (uint8 here: 12.8M rows are 0.6 GB), made int64 a batch at a time
-        data[split] = torch.from_numpy(np.array(data[split]).reshape(-1, meta['row_len'])).to(device)
+if examples:  # one example a row, padded, its target the last real token; on the device in the file's dtype (uint8
+    # here: 12.8M rows are 0.6 GB), made int64 a batch at a time
+    data = {split: d if d is None else torch.from_numpy(np.array(d).reshape(-1, meta['row_len'])).to(device)
+            for split, d in data.items()}
 
 
 def batch_from(split, ix, all_tokens=False):
@@ -385,11 +382,8 @@ while True:
     if iter_num >= max_iters or eval_only or early_stop:
         break
     lr = get_lr(iter_num)
-    for group in optimizer.param_groups:
-        if torch.is_tensor(group['lr']):
-            group['lr'].fill_(lr)  # a capturable optimizer reads lr on the GPU
-        else:
-            group['lr'] = lr
+    for group in optimizer.param_groups:  # (a capturable optimizer reads lr from a tensor on the GPU)
+        group['lr'] = group['lr'].fill_(lr) if torch.is_tensor(group['lr']) else lr
     loss = step([sample_ix('train', iter_num * gradient_accumulation_steps + m)
                  for m in range(gradient_accumulation_steps)])
     iter_num += 1
