@@ -3,8 +3,19 @@ Generation, as gpt-fast's generate.py: a preallocated KVCache, sample() and gene
 the prompt in one forward pass, then one token a step (decode_step; compile=True: one CUDA graph a step on a GPU).
 """
 
+import math
+
 import torch
 from torch.nn import functional as F
+
+
+def decode_kernel_for(config, device, dtype):
+    """Whether a KVCache's one-token steps run pope_decode.decode: on a GPU, in the kernel's dtypes and head dims,
+    for every encoding but ALiBi (the kernel adds no bias: ALiBi's steps take the plain path)."""
+    if config.pos_emb == 'alibi_half' or torch.device(device).type != 'cuda':
+        return False
+    import pope_decode  # Triton: imported only where the kernel runs
+    return dtype in pope_decode.DTYPES and config.n_embd // config.n_head in pope_decode.DECODE_HEAD_DIMS
 
 
 class KVCache:
@@ -14,21 +25,26 @@ class KVCache:
     read: see CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until
     written: a masked position gets attention weight 0, which must meet a finite value.
     On a GPU (float16/bfloat16/float32, hd 16 to 128) a one-token step runs pope_decode.decode (decode_kernel True),
-    every encoding but ALiBi (its bias): PoPE's with decode_tables, the kernel's phase tables, built here (before any
-    CUDA-graph capture), the others' on their plain keys."""
+    every encoding but ALiBi (its bias; decode_kernel_for decides, unless decode_kernel says): PoPE's with
+    decode_tables, the kernel's phase tables at the model's pos_base, built here (before any CUDA-graph capture), the
+    others' on their plain keys."""
 
-    def __init__(self, config, batch, max_len, device, dtype):
+    def __init__(self, config, batch, max_len, device, dtype, decode_kernel=None):
         Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
         self.k = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
-        self.decode_kernel, self.decode_tables = False, None
-        if config.pos_emb != 'alibi_half' and torch.device(device).type == 'cuda' and dtype != torch.float64:
-            import pope_decode  # Triton: imported only where the kernel runs
-            self.decode_kernel = hd in pope_decode.DECODE_HEAD_DIMS
-            if self.decode_kernel and config.pos_emb == 'pope':  # (2 tiles' rows at least: under torch.compile a
-                # dimension of size 1 is specialised, and the next length would compile a graph of its own)
-                rows = max(max_len, 2 * pope_decode.DECODE_BLOCK)
-                self.decode_tables = pope_decode.decode_tables(hd, rows, device, config.pos_base)
+        # decode_kernel None: as decode_kernel_for says (a GPU); True forces it (CPU tensors under TRITON_INTERPRET=1)
+        self.decode_kernel = decode_kernel_for(config, device, dtype) if decode_kernel is None else decode_kernel
+        if self.decode_kernel and config.pos_emb == 'alibi_half':
+            raise ValueError("decode_kernel=True with pos_emb='alibi_half': the decode kernel has no ALiBi bias; "
+                             "leave decode_kernel None (or False)")
+        self.decode_tables = None
+        if self.decode_kernel and config.pos_emb == 'pope':  # the model's frequencies: its pos_base (2 tiles' rows
+            # at least: under torch.compile a dimension of size 1 is specialised, and the next length would compile
+            # a graph of its own)
+            import pope_decode
+            rows = max(max_len, 2 * pope_decode.DECODE_BLOCK)
+            self.decode_tables = pope_decode.decode_tables(hd, rows, device, config.pos_base)
         # under torch.compile: written (or read) in place by the CUDA graph, never copied in, and the lengths (the
         # caches', and the rows of the table of tiles) symbols from the first graph on (no graph per length)
         for t in self.k + self.v + list(self.decode_tables or ()):
@@ -49,12 +65,25 @@ class KVCache:
         return self.k[layer], self.v[layer]
 
 
+def check_temperature(temperature):
+    """temperature as a float, if sample can draw at it: finite and above 0 (at 0 softmax(logits / 0) is undefined;
+    the most likely token is top_k=1)."""
+    t = float(temperature)
+    if not (math.isfinite(t) and t > 0):
+        raise ValueError(f"temperature={t}: must be a finite number above 0; for greedy decoding use top_k=1")
+    return t
+
+
 def sample(logits, temperature, top_k=None):
     """Next tokens (B,) drawn from softmax(logits / temperature) of logits (B, V), over the top_k most likely tokens
     (all if None), in float32 (bf16 would tie scores). Drawn as argmax p_i / E_i, E_i ~ Exponential(1) independent:
     exact, since P(E_i / p_i is the smallest) = p_i / sum(p) for exponentials of rates p_i (torch.multinomial draws one
     sample so too, behind checks of its input that can wait for the GPU: not in a CUDA graph). E = -log U, U uniform on
-    [0, 1), is never 0, so a token of probability 0 (outside the top k) scores 0 and is never drawn."""
+    [0, 1), is never 0, so a token of probability 0 (outside the top k) scores 0 and is never drawn.
+    temperature: a number (check_temperature), or a 0-d tensor checked where it was made (generate's, on the host
+    before its loop: a check here would wait for the GPU at every step, and break the compiled step's graph)."""
+    if not torch.is_tensor(temperature):
+        check_temperature(temperature)
     logits = logits.float() / temperature
     if top_k is not None:
         v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
@@ -87,6 +116,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=Fa
     constant of the compiled step. With learned/sinusoidal positions, which stop at block_size, the cache holds
     block_size positions and each token past them is predicted from the last block_size tokens, re-encoded from
     position 0 (no cached key can be reused: every position moves)."""
+    temperature = check_temperature(temperature)  # (before anything runs)
     if max_new_tokens < 1:
         return idx
     B, T = idx.size()
@@ -99,7 +129,7 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=Fa
     out = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=device)
     out[:, :T] = idx
     input_pos = torch.tensor([T], device=device)  # the position of the token the next step feeds
-    temperature = torch.tensor(float(temperature), device=device)  # a tensor: a new value, the same graph
+    temperature = torch.tensor(temperature, device=device)  # a tensor: a new value, the same graph
     for t in (out, input_pos, temperature):  # as the cache's (KVCache): read and written in place by the graph
         torch._dynamo.mark_static_address(t, guard=False)
     torch._dynamo.maybe_mark_dynamic(out, 1)  # its length a symbol, as the cache's

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 import generate as gen
 from eval import code_commit
@@ -80,26 +81,81 @@ def test_pope_caches_mu_of_its_keys():
 
 
 def kernel_cache(m, B, L):
-    """A KVCache whose one-token steps run pope_decode.decode, as on a GPU (here the Triton interpreter on the CPU)."""
-    pope_decode = pytest.importorskip('pope_decode')
+    """A KVCache whose one-token steps run pope_decode.decode, as on a GPU (here the Triton interpreter on the CPU):
+    built by KVCache itself, PoPE's tables too."""
+    pytest.importorskip('pope_decode')
     if os.environ.get('TRITON_INTERPRET', '0') != '1':  # compiled Triton needs CUDA tensors (a GPU runs the gpu tests)
         pytest.skip('the decode kernel on CPU tensors needs TRITON_INTERPRET=1')
-    cache = KVCache(m.config, B, L, 'cpu', torch.float32)
-    cache.decode_kernel = True
-    if m.config.pos_emb == 'pope':
-        cache.decode_tables = pope_decode.decode_tables(m.config.n_embd // m.config.n_head, L, 'cpu')
-    return cache
+    return KVCache(m.config, B, L, 'cpu', torch.float32, decode_kernel=True)
+
+
+def test_the_decode_kernel_runs_on_a_gpu_for_every_encoding_but_alibi():
+    """decode_kernel_for, the choice KVCache makes by default: on a GPU (CUDA, whatever its index), in the kernel's
+    dtypes and head dims, every encoding but ALiBi (the kernel has no bias); never on the CPU or in float64."""
+    pope_decode = pytest.importorskip('pope_decode')
+    from generate import decode_kernel_for
+    for pos_emb in POS_EMBS:
+        cfg = GPTConfig(n_embd=64, n_head=4, pos_emb=pos_emb)  # head dim 16
+        for dtype in (torch.float16, torch.bfloat16, torch.float32):
+            for device in ('cuda', torch.device('cuda', 1)):
+                assert decode_kernel_for(cfg, device, dtype) == (pos_emb != 'alibi_half'), (pos_emb, dtype, device)
+            assert not decode_kernel_for(cfg, 'cpu', dtype)
+        assert not decode_kernel_for(cfg, 'cuda', torch.float64)
+        for hd in (8, 16, 128, 256):
+            assert decode_kernel_for(GPTConfig(n_embd=2 * hd, n_head=2, pos_emb=pos_emb), 'cuda', torch.float32) == (
+                hd in pope_decode.DECODE_HEAD_DIMS and pos_emb != 'alibi_half')
+    m = small('pope', n_embd=64)
+    assert not KVCache(m.config, 1, 8, 'cpu', torch.float32).decode_kernel  # the CPU default: the plain path
+
+
+def test_the_kernel_cache_tables_are_at_the_model_pos_base():
+    """A KVCache with the kernel on (forced: CPU tensors, the Triton interpreter) builds PoPE's phase tables at the
+    model's pos_base (here 500: the default base's tables differ), 2 tiles' rows at least; RoPE's step needs no
+    tables; ALiBi's cannot run the kernel (no bias in it), and a cache forced to is refused in one line."""
+    pope_decode = pytest.importorskip('pope_decode')
+    m = small('pope', n_embd=64, pos_base=500.0)
+    cache = kernel_cache(m, 1, 20)
+    want = pope_decode.decode_tables(16, 2 * pope_decode.DECODE_BLOCK, 'cpu', 500.0)
+    assert cache.decode_kernel and all(torch.equal(a, b) for a, b in zip(cache.decode_tables, want, strict=True))
+    assert not torch.allclose(cache.decode_tables[0], pope_decode.decode_tables(16, 32, 'cpu')[0], atol=0.1)
+    assert kernel_cache(small('rope', n_embd=64), 1, 20).decode_tables is None
+    with pytest.raises(ValueError, match=r"^decode_kernel=True with pos_emb='alibi_half': the decode kernel has no "
+                                         r"ALiBi bias; leave decode_kernel None \(or False\)$"):
+        kernel_cache(small('alibi_half', n_embd=64), 1, 20)
+
+
+@pytest.mark.parametrize('base', [10000.0, 500.0])
+def test_decode_tables_phases_are_exact_at_long_positions(base):
+    """decode_tables for a cache of 2^20 + 5 positions: every phase e^{i s theta} the kernel forms (T1 of the tiles'
+    starts 16 a, T2 of the offsets b) within 1e-6 of float64 maths (float32 storage: ~6e-8), checked
+    for every table entry and at positions 1e5 to 1e6 against Python's own float64 cos and sin. In float32 the angle
+    s theta at s = 1e5 is already off by up to ~0.008 rad (at 1e6 ~0.06)."""
+    pope_decode = pytest.importorskip('pope_decode')
+    d, L, block = 16, 2 ** 20 + 5, pope_decode.DECODE_BLOCK
+    t1, t2 = pope_decode.decode_tables(d, L, 'cpu', base)
+    assert t1.shape == (-(-L // block), 2 * d) and t2.shape == (block, 2 * d) and t1.dtype == t2.dtype == torch.float32
+    theta = base ** (-torch.arange(d, dtype=F64) / d)
+    for table, pos in ((t1, block * torch.arange(t1.shape[0], dtype=F64)), (t2, torch.arange(block, dtype=F64))):
+        angle = pos[:, None] * theta
+        err = (table.double() - torch.cat([angle.cos(), angle.sin()], -1)).abs()
+        assert err.max() < 1e-6, (err.max().item(), pos[err.amax(-1).argmax()].item())
+    for s in (100_000, 123_457, 524_287, 999_999, L - 1):  # phase at s: e^{i 16 a theta} e^{i b theta}
+        a, b = divmod(s, block)
+        phase = torch.complex(*t1[a].double().view(2, d)) * torch.complex(*t2[b].double().view(2, d))
+        ref = torch.tensor([complex(math.cos(s * base ** (-c / d)), math.sin(s * base ** (-c / d))) for c in range(d)])
+        assert (phase - ref).abs().max() < 1e-6, s
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'rope'])
 def test_decode_kernel_step_equals_the_plain_path(pos_emb, monkeypatch):
     """The one-token steps through pope_decode.decode (PoPE's with its phase tables; RoPE's on its plain keys, as
-    every encoding's but ALiBi's; float32, head dim 16, grouped-query attention, a cache of 70 positions: tiles of 16,
-    the last ragged; steps that see 61 to 70 of them, across a tile boundary) give the logits of the plain path (for
-    PoPE k' formed from the cache), and of a full forward pass, to float32's rounding."""
+    every encoding's but ALiBi's; float32, head dim 16, grouped-query attention, pos_base 500 (PoPE's tables built
+    by KVCache at the model's base), a cache of 70 positions: tiles of 16, the last ragged; steps that see 61 to 70
+    of them, across a tile boundary) give the logits of the plain path (for PoPE k' formed from the cache), and of a
+    full forward pass, to float32's rounding."""
     pope_decode = pytest.importorskip('pope_decode')
     assert 64 % pope_decode.DECODE_BLOCK == 0 and 70 % pope_decode.DECODE_BLOCK
-    m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2).eval()
+    m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2, pos_base=500.0).eval()
     idx = torch.randint(0, 17, (2, 70))
     caches = [KVCache(m.config, 2, 70, 'cpu', torch.float32), kernel_cache(m, 2, 70)]
     assert not caches[0].decode_kernel
@@ -217,6 +273,48 @@ def test_sample_draws_from_the_softmax_of_the_top_k():
     freq = torch.bincount(draws, minlength=7).double() / N
     assert torch.equal(freq == 0, p == 0)
     assert ((freq - p).abs() <= 6 * (p * (1 - p) / N).sqrt()).all(), (freq, p)
+
+
+@pytest.mark.parametrize('temperature', [0, -1.0, float('nan'), float('inf')])
+def test_temperature_not_above_0_is_refused(temperature, monkeypatch):
+    """generate (eager and compiled) and sample refuse a temperature that is not a finite number above 0 with one
+    line that names greedy decoding (top_k=1), before any forward pass (at 0 the draws would be token 0 in every
+    row, silently)."""
+    m = small('rope').eval()
+    passes = []
+    m.register_forward_hook(lambda *a: passes.append(1))
+    monkeypatch.setattr(gen, 'compiled_step', lambda *a: pytest.fail('compiled a refused generation'))
+    line = r'^temperature=\S+: must be a finite number above 0; for greedy decoding use top_k=1$'
+    for compile in (False, True):
+        with pytest.raises(ValueError, match=line):
+            generate(m, torch.zeros(2, 3, dtype=torch.long), 4, temperature=temperature, compile=compile)
+    with pytest.raises(ValueError, match=line):
+        sample(torch.randn(2, 17), temperature)
+    assert not passes
+
+
+@pytest.mark.parametrize('temperature', [0.6, 1.7])
+def test_every_token_is_drawn_at_the_given_temperature(temperature):
+    """Each of the 3 tokens that generate draws (the first after the prompt's pass, then the cached steps) follows
+    softmax(logits / temperature) of the model's logits before it. In 4000 sequences from one prompt, at each step:
+    the sum of the drawn tokens' logits (what the temperature acts on: a step at temperature 1 is off by over 30
+    standard errors) and each token's count are within 6 standard errors of their expectations."""
+    m = small('pope', n_kv_head=2).double().eval()
+    with torch.no_grad():  # untied from wte and 5x: logits about 1 apart, so that the temperature matters
+        m.lm_head.weight = torch.nn.Parameter(m.lm_head.weight * 5)
+    N, T = 4000, 4
+    torch.manual_seed(2)
+    out = generate(m, torch.randint(0, 17, (1, T)).expand(N, -1), 3, temperature=temperature)
+    with torch.no_grad():
+        logits = m(out, torch.zeros_like(out))[0][:, T - 1:-1]  # (N, 3, V): those that predict the 3 tokens
+    p = torch.softmax(logits / temperature, -1)
+    drawn = logits.gather(-1, out[:, T:, None])[..., 0].sum(0)  # (3,)
+    mean = (p * logits).sum(-1)
+    z = (drawn - mean.sum(0)) / ((p * logits ** 2).sum(-1) - mean ** 2).sum(0).sqrt()
+    assert (z.abs() <= 6).all(), z
+    counts = F.one_hot(out[:, T:], 17).double().sum(0)  # (3, V)
+    expected, sd = p.sum(0), (p * (1 - p)).sum(0).sqrt()
+    assert ((counts - expected).abs() <= 6 * sd + 1e-9).all(), (counts - expected) / sd
 
 
 @pytest.mark.parametrize('pos_emb', ['pope', 'alibi_half', 'learned'])
