@@ -21,12 +21,9 @@
 # $OUT/<run>.log; a run whose final.json exists is not trained again. The perplexities: $OUT/extrapolation/
 # (extrapolation.csv, .json, .png) and its log $OUT/extrapolation.log.
 set -euo pipefail
-case "${1:-}" in
-  -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-  '') ;;
-  *) echo "unknown argument $1: settings are environment variables (--help lists them)" >&2; exit 2 ;;
-esac
 cd "$(dirname "$0")/../.."
+. results/common.sh
+only_args "" "$@"
 OUT=${OUT:-out-conversion}; SEEDS=${SEEDS:-1337}; SOURCES=${SOURCES:-rope learned}; PERCENTS=${PERCENTS:-2 10 30}
 PRE_ITERS=${PRE_ITERS:-1000}; EXTRA=${EXTRA:---compile=True}; EVAL_EXTRA=${EVAL_EXTRA:-}
 [ -f data/shakespeare/test.bin ] || { echo "no data/shakespeare: run python -m prepare.shakespeare first" >&2; exit 1; }
