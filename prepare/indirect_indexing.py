@@ -181,6 +181,10 @@ def ask(string, source, shift, task):
     them, a shift the data set draws, and the target inside the string."""
     if not all(c in LETTERS for c in string + source):
         raise ValueError(f"{string!r} and {source!r}: the string and the source are letters")
+    lengths = task.get('lengths', (0, len(string)))
+    if lengths[0] == lengths[1] != len(string):  # a layout of one string length (fixedlen): its rows have no other
+        raise ValueError(f"the string has {len(string)} letters, this data set's strings {lengths[0]}: give a string "
+                         f"of {lengths[0]} letters")
     repeated = sorted({c for c in string if string.count(c) > 1})
     if repeated:
         raise ValueError(f"{''.join(repeated)} repeat in the string: its letters are distinct, or the source's place "

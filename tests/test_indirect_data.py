@@ -137,3 +137,5 @@ def test_fixedlen_rows_fix_the_query_position_without_padding(tmp_path):
     assert (f['q_last'] == 36).all() and (f['start'] == 0).all()
     assert ii.question('ABCDEFGHIJKLMNOPQRSTUVWXYZabcd,C,+4', meta) == [
         meta['itos'].index(c) for c in 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcd,C,+04,']
+    with pytest.raises(ValueError, match="the string has 20 letters, this data set's strings 30"):
+        ii.question('ABCDEFGHIJKLMNOPQRST,C,+4', meta)
