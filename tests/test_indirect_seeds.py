@@ -63,3 +63,33 @@ def test_the_committed_page_is_what_the_script_makes_of_the_committed_runs(tmp_p
     subprocess.run([sys.executable, os.path.join(STUDY, 'seeds.py'), str(tmp_path)], check=True, capture_output=True)
     made = open(tmp_path / 'seeds.md').read().replace(str(tmp_path), 'results/indirect_indexing')
     assert made == committed
+
+
+def test_each_layout_has_the_ingredients_its_table_says(tmp_path):
+    """layouts.py's columns, read off rows the data set's own generator makes: a pad run before the string, one
+    query position for every row, ', ' separators, shifts of 0."""
+    import numpy as np
+
+    from eval.indirect_probe import parse_rows
+    from layouts import LAYOUTS
+    from prepare import indirect_indexing as ii
+    for layout, (dataset, pad_prefix, fixed_query, spaces, shift0) in LAYOUTS.items():
+        ii.prepare(str(tmp_path / dataset), seed=0, sizes={'train': 300, 'val': 300, 'test': 300}, variant=dataset)
+        meta = json.load(open(tmp_path / dataset / 'meta.json'))
+        rows = np.fromfile(tmp_path / dataset / 'test.bin', dtype=meta['dtype']).reshape(-1, meta['row_len'])
+        f = parse_rows(rows, meta)
+        first = [meta['itos'][t] for t in rows[:, 0]]
+        seen = ('yes' if all(t == '<pad>' for t in first) else 'one <bos>' if all(t == '<bos>' for t in first)
+                else 'no', 'yes' if len(set(f['q_last'].tolist())) == 1 else 'no',
+                'yes' if ' ' in meta['itos'] else 'no', 'yes' if (f['shift'] == 0).any() else 'no')
+        assert seen == (pad_prefix, fixed_query, spaces, shift0), (layout, seen)
+
+
+def test_the_committed_layout_page_is_what_the_script_makes(tmp_path):
+    committed = open(os.path.join(STUDY, 'layouts.md')).read()
+    os.makedirs(tmp_path / 'runs')
+    for name in os.listdir(os.path.join(STUDY, 'runs')):
+        os.symlink(os.path.join(STUDY, 'runs', name), tmp_path / 'runs' / name)
+    subprocess.run([sys.executable, os.path.join(STUDY, 'layouts.py'), str(tmp_path)], check=True,
+                   capture_output=True)
+    assert open(tmp_path / 'layouts.md').read().replace(str(tmp_path), 'results/indirect_indexing') == committed
