@@ -118,15 +118,14 @@ class RunFolder:
                         f"{shlex.join(sys.argv)}\n")
         self.lock.flush()
 
-    def start_from(self, init_from, read=None):
-        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'), its path at 'path';
-        a fine-tune may not start from a file of out_dir, which it replaces. read(path) reads a fine-tune's source
-        (default: read_checkpoint)."""
+    def start_from(self, init_from, read=read_checkpoint):
+        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'), read by read(path)
+        (train.py's reads GPT-2 too), its path at 'path'; a fine-tune may not start from a file of out_dir, which it
+        replaces."""
         if init_from == 'scratch':
             return None
         path = self.ckpt if init_from == 'resume' else init_from
-        # on the CPU: the model and the optimizer take it to the device
-        checkpoint = read_checkpoint(path) if init_from == 'resume' or read is None else read(path)
+        checkpoint = read(path)  # (on the CPU: the model and the optimizer take it to the device)
         if init_from == 'resume':
             missing = [k for k in RESUME_KEYS if k not in checkpoint]
             if missing:

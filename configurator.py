@@ -6,12 +6,14 @@ defaults, a resumed run's config merged in, and every value checked (a bad one s
 import os
 import sys
 import traceback
+from argparse import ArgumentTypeError
 from ast import literal_eval
 from dataclasses import fields
 from types import SimpleNamespace
 
 import torch
 
+from eval import device_arg
 from model import GPTConfig
 from prepare.common import SPLITS, remake_command
 
@@ -143,17 +145,13 @@ def check(config, given):
         ctx_multiples = [0]
     if any(m < 1 for m in ctx_multiples):
         sys.exit(f"eval_contexts={c.eval_contexts!r}: give multiples of block_size, e.g. '1,2,4,8' ('' = off)")
-    # the machine
+    # the machine (the device as sample.py and the eval tools check it)
     try:
-        device_type = torch.device(c.device).type
-    except RuntimeError:  # not a device string at all
-        device_type = None
-    if device_type not in ('cpu', 'cuda'):
-        sys.exit(f"device={c.device!r}: use cpu, cuda or cuda:<n>"
-                 + (" (MPS has no float64, in which the model forms its phases)" if device_type == 'mps' else ""))
-    if device_type == 'cuda' and (torch.device(c.device).index or 0) >= torch.cuda.device_count():
-        sys.exit(f"device={c.device!r}, but torch finds " + (f"{torch.cuda.device_count()} CUDA GPUs here"
-                 if torch.cuda.device_count() else "no CUDA GPU here: use --device=cpu"))
+        device_arg(c.device)
+    except ArgumentTypeError as err:
+        sys.exit(f"device={err}" + (" (MPS has no float64, in which the model forms its phases)"
+                                    if c.device.startswith('mps') else ""))
+    device_type = torch.device(c.device).type
     if c.attn_impl == 'triton' and device_type == 'cpu':
         sys.exit("attn_impl='triton' is PoPE's CUDA kernel: on the CPU use attn_impl='sdpa' (or 'auto', which "
                  "picks it)")
