@@ -231,3 +231,25 @@ def test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes(hf_g
                                          r"\(24, 16, 1024\): delete it"):
         pretrained.read_source('gpt2-medium')
     assert fetched == [('openai-community/gpt2-medium', ['config.json', 'model.safetensors'])]
+
+
+def test_conversion_table_is_made_from_the_published_runs(tmp_path):
+    """results/conversion/table.md is table.py's output on the committed runs (not typed by hand), and a cell is the
+    mean of the seeds' perplexities in their extrapolation.csv files."""
+    import csv
+    import shutil
+    published = os.path.join(ROOT, 'results', 'conversion')
+    shutil.copytree(os.path.join(published, 'runs'), tmp_path / 'runs')
+    subprocess.run([sys.executable, os.path.join(published, 'table.py'), str(tmp_path)], check=True,
+                   capture_output=True)
+    made = (tmp_path / 'table.md').read_text()
+    assert made == open(os.path.join(published, 'table.md')).read()
+    assert made in open(os.path.join(published, 'README.md')).read()  # the page shows this table
+    ppl = []
+    for seed in os.listdir(tmp_path / 'runs'):
+        with open(tmp_path / 'runs' / seed / 'extrapolation' / 'extrapolation.csv') as f:
+            ppl += [float(r['ppl']) for r in csv.DictReader(f) if r['label'].startswith('rope-pope30-')
+                    and r['length'] == '2560']
+    assert len(ppl) == 3
+    row = next(line for line in made.splitlines() if line.startswith('| RoPE -> PoPE, 30 %'))
+    assert row.split(' | ')[-1].startswith(f'{sum(ppl) / 3:.1f} ({min(ppl):.1f}-{max(ppl):.1f})')

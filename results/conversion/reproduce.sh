@@ -19,7 +19,8 @@
 # PRE_ITERS (1000), EXTRA (flags for every training, default --compile=True), EVAL_EXTRA (flags for eval.extrapolation).
 # Needs data/shakespeare (python -m prepare.shakespeare). Writes only under $OUT: a run in $OUT/<run>/ with its log
 # $OUT/<run>.log; a run whose final.json exists is not trained again. The perplexities: $OUT/extrapolation/
-# (extrapolation.csv, .json, .png) and its log $OUT/extrapolation.log.
+# (extrapolation.csv, .json, .png) and its log $OUT/extrapolation.log; the table $OUT/table.md and figure
+# $OUT/conversion.png (table.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . results/common.sh
@@ -68,4 +69,5 @@ done
 python -m eval.extrapolation --data data/shakespeare/test.bin --lengths 256,1024,2560 --tokens 61440 \
   --out "$OUT/extrapolation" "${ckpts[@]}" $EVAL_EXTRA > "$OUT/extrapolation.log" 2>&1 \
   || { echo "the evaluation failed: see $OUT/extrapolation.log" >&2; exit 1; }
-echo "done: $OUT/extrapolation/extrapolation.csv"
+python results/conversion/table.py "$OUT" > /dev/null
+echo "done: $OUT/extrapolation/extrapolation.csv; the table $OUT/table.md, the figure $OUT/conversion.png"

@@ -1,0 +1,110 @@
+"""
+The conversion experiment's table and figure from its runs: per model (a pre-trained original, RoPE + YaRN, a
+converted model, PoPE from scratch) the test perplexity at each context length, the mean over seeds and their range;
+for each conversion, the val loss the model starts its recalibration from and the one it ends with.
+
+    python results/conversion/table.py DIR   # reads DIR/**/extrapolation/extrapolation.json and the runs beside it;
+                                             # writes DIR/table.md and DIR/conversion.png
+
+reproduce.sh runs it last; `python results/conversion/table.py results/conversion` redraws the published ones.
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from eval import save_figure, subplots  # noqa: E402
+
+
+def name(run):  # a label of reproduce.sh without its seed -> (its row's name, colour, line style)
+    if m := re.fullmatch(r'(rope|learned)-pope(\d+)', run):
+        src = 'RoPE' if m[1] == 'rope' else 'learned'
+        return f'{src} -> PoPE, {m[2]} % recalibration', 'tab:orange' if m[1] == 'rope' else 'tab:green', \
+            {'2': ':', '10': '--', '30': '-'}[m[2]] if m[2] in ('2', '10', '30') else '-.'
+    if m := re.fullmatch(r'pope-scratch(\d+)', run):
+        return f'PoPE from scratch ({m[1]} % more steps)', 'tab:red', \
+            {'2': ':', '10': '--', '30': '-'}.get(m[1], '-.')
+    if m := re.fullmatch(r'rope\+yarn(\d+)', run):
+        return f'RoPE + YaRN s={m[1]} (no fine-tune)', 'tab:purple', ':' if m[1] == '4' else '--'
+    return {'rope': ('RoPE (pre-trained)', 'tab:blue', '-'),
+            'learned': ('learned positions (pre-trained)', 'tab:gray', '-')}[run]
+
+
+def read_log(d):
+    with open(os.path.join(d, 'eval_log.jsonl')) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+if len(sys.argv) != 2:
+    sys.exit(__doc__)
+out = sys.argv[1]
+paths = sorted(glob.glob(os.path.join(out, '**', 'extrapolation', 'extrapolation.json'), recursive=True))
+if not paths:
+    sys.exit(f'no extrapolation/extrapolation.json below {out}: run results/conversion/reproduce.sh (its last step, '
+             f'eval.extrapolation, writes one)')
+ppl = defaultdict(lambda: defaultdict(list))  # run -> length -> perplexity of each seed, labels '<run>-s<seed>'
+steps = {}  # run -> training steps in all (pre-training + recalibration for a conversion)
+start = defaultdict(list)  # conversion run -> (its source's best val loss, its own at step 0, its best), per seed
+lengths, seeds, about = set(), set(), None
+for path in paths:
+    ev = json.load(open(path))
+    about = about or ev
+    for r in ev['results']:
+        run, seed = r['label'].rsplit('-s', 1)
+        seeds.add(seed)
+        lengths.add(r['length'])
+        if r['ppl'] is not None:
+            ppl[run][r['length']].append(r['ppl'])
+        if r['length'] != ev['lengths'][0]:
+            continue
+        # reproduce.sh's layout: each run's folder beside extrapolation/, the ckpt's folder name its run's
+        d = os.path.join(os.path.dirname(os.path.dirname(path)), os.path.basename(os.path.dirname(r['ckpt'])))
+        final = json.load(open(os.path.join(d, 'final.json')))
+        if re.fullmatch(r'(rope|learned)-pope\d+', run):  # the pre-training's steps it started from, then its own
+            pre = json.load(open(os.path.join(os.path.dirname(d), f"{run.split('-')[0]}-s{seed}", 'final.json')))
+            steps[run] = f"{pre['iter']} + {final['iter']}"
+            pre_log, log = read_log(os.path.join(os.path.dirname(d), f"{run.split('-')[0]}-s{seed}")), read_log(d)
+            best = lambda entries: min(e['val_loss'] for e in entries)
+            start[run].append((best(pre_log), log[0]['val_loss'], best(log)))
+        else:
+            steps[run] = str(final['iter'])
+lengths = sorted(lengths)
+base = lengths[0]  # the training context
+mean = lambda v: sum(v) / len(v)
+cell = lambda v, d=1: f'{mean(v):.{d}f} ({min(v):.{d}f}-{max(v):.{d}f})' if v else '-'
+
+lines = ['| model | steps | ' + ' | '.join(f'test ppl at {L} ({L // base}x)' for L in lengths) + ' |',
+         '|---|---|' + '---|' * len(lengths)]
+lines += [f'| {name(run)[0]} | {steps.get(run, "")} | ' + ' | '.join(cell(by_length[L]) for L in lengths) + ' |'
+          for run, by_length in ppl.items()]
+lines += ['', f"Each cell: the mean over {len(seeds)} seeds ({', '.join(sorted(seeds))}), their range in brackets; "
+          f"test perplexity on the first {about['tokens']:,} tokens of {about['data']}, in windows of each length; '-': "
+          f"learned positions stop at {base}.", '',
+          '| conversion | val loss of the pre-trained model | converted, at step 0 | converted, best |',
+          '|---|---|---|---|']
+lines += [f'| {name(run)[0]} | ' + ' | '.join(cell([x[i] for x in v], 2) for i in range(3)) + ' |'
+          for run, v in start.items()]
+lines += ['', 'Val loss: train.py\'s estimate on eval_iters batches (eval_log.jsonl), mean over seeds (range).']
+with open(os.path.join(out, 'table.md'), 'w') as f:
+    f.write('\n'.join(lines) + '\n')
+print('\n'.join(lines))
+
+fig, ax = subplots(figsize=(9.6, 4.6))
+for run, by_length in ppl.items():
+    xs = [L for L in lengths if by_length[L]]
+    label, colour, style = name(run)
+    ax.plot(xs, [mean(by_length[L]) for L in xs], marker='o', color=colour, ls=style, label=label)
+ax.axvline(base, color='grey', ls='--', lw=1)
+ax.set(xscale='log', xlabel='context length (tokens; training context: the dashed line)',
+       ylabel=f'test perplexity (mean of {len(seeds)} seeds)',
+       title='Converted to PoPE: 6 x 384 GPT on Shakespeare, context 256')
+ax.set_xticks(lengths, [str(L) for L in lengths])
+ax.minorticks_off()
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8, loc='center left', bbox_to_anchor=(1.01, 0.5))
+save_figure(fig, os.path.join(out, 'conversion.png'), dpi=120)
+print(f"wrote {os.path.join(out, 'table.md')} and conversion.png")
