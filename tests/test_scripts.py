@@ -6,6 +6,7 @@ import glob
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -17,7 +18,9 @@ case $1 in
   -c) case $2 in *torch.cuda.is_available*) [ -n "${FAKE_GPU:-}" ]; exit ;; esac
       exec "$REAL_PYTHON" "$@" ;;
   train.py) for a in "$@"; do case $a in --out_dir=*) d=${a#--out_dir=} ;; esac; done
-            mkdir -p "$d" && echo '{"iter": 2, "val_loss": 1.25, "test_loss": 1.5}' > "$d/final.json"; exit 0 ;;
+            [ -n "${STUB_SLEEP:-}" ] && sleep "$STUB_SLEEP"
+            mkdir -p "$d" && echo '{"iter": 2, "val_loss": 1.25, "test_loss": 1.5}' > "$d/final.json"
+            echo "ended $d" >> "$STUB_LOG"; exit 0 ;;
   -m) exit 0 ;;
   *) exit "${STUB_RC:-0}" ;;
 esac
@@ -121,6 +124,36 @@ def test_jobs_below_one_is_refused(sandbox, jobs):
     p = run(root, env, 'results/ablations/reproduce.sh', JOBS=jobs)
     assert p.returncode == 2 and f'JOBS={jobs}: give a whole number of 1 or more' in p.stderr
     assert not log.exists() and files(root) == before
+
+
+def test_indirect_study_runs_jobs_at_a_time_from_its_queue(sandbox):
+    """JOBS=1: the second run starts only once the first has ended, and wait returns when the queue is empty."""
+    root, env, log = sandbox
+    study = dict(JOBS='1', FIRST_LOOK='0', STUB_SLEEP='1', STUDY='st')
+    script = 'results/indirect_indexing/reproduce.sh'
+    p = run(root, env, script, 'start', 'leftpad_pope_s1', 'leftpad_rope_s1', 'shift0_pope_s2', **study)
+    assert p.returncode == 0 and 'queued, 1 at a time: leftpad_rope_s1 shift0_pope_s2' in p.stdout, p.stdout + p.stderr
+    p = run(root, env, script, 'wait', '30', **study)
+    assert p.returncode == 0, p.stdout + p.stderr
+    runs = [line.split('--out_dir=')[1] if 'train.py' in line else line for line in log.read_text().splitlines()
+            if 'train.py' in line or line.startswith('ended')]
+    assert runs == ['st/leftpad_pope_s1', 'ended st/leftpad_pope_s1', 'st/leftpad_rope_s1', 'ended st/leftpad_rope_s1',
+                    'st/shift0_pope_s2', 'ended st/shift0_pope_s2']
+    assert not any(f.endswith(('pid', 'queue')) for f in files(root / 'st'))
+
+
+def test_indirect_study_finish_ends_the_queue_and_its_runs(sandbox):
+    root, env, log = sandbox
+    study = dict(JOBS='1', FIRST_LOOK='0', STUB_SLEEP='30', STUDY='st')
+    script = 'results/indirect_indexing/reproduce.sh'
+    assert run(root, env, script, 'start', 'leftpad_pope_s1', 'leftpad_rope_s1', **study).returncode == 0
+    p = run(root, env, script, 'start', 'shift0_pope_s1', **study)  # a second start while runs are queued
+    assert p.returncode == 2 and 'st has runs queued' in p.stderr
+    p = run(root, env, script, 'finish', **study)
+    assert p.returncode == 0, p.stdout + p.stderr
+    time.sleep(3)  # longer than the runner's poll: had it survived, it would have started the queued run
+    assert 'leftpad_rope_s1' not in log.read_text() and 'ended' not in log.read_text()
+    assert not any(f.endswith(('pid', 'queue')) for f in files(root / 'st'))
 
 
 def test_no_script_ends_processes_by_name():

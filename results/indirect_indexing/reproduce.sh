@@ -9,15 +9,19 @@
 # leftpad_nospace shift0 bos fixedlen fresh. Each run writes $STUDY/<arm>/ (default out-study/: train.log,
 # eval_log.jsonl, ckpt.pt, final.json when it ended, probe/ when its last checkpoint was probed, pid while it runs).
 # A run ends at STEPS, or once its val accuracy has been >= STOP_ACC at two evaluations in a row (STOP_ACC=0: never);
-# the probe of its last checkpoint follows. With $OUT set (the GPU machine), each step packs the small files into
-# $OUT/study.tgz.
+# the probe of its last checkpoint follows. JOBS=N runs N at a time (default 0: all at once): the rest wait in
+# $STUDY/queue, and each starts when a run ends (a runner in the background, its id in $STUDY/queue.pid). With $OUT
+# set (the GPU machine), each step packs the small files into $OUT/study.tgz.
 set -u
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-200000}
 STOP_ACC=${STOP_ACC:-0.9}
 STUDY=${STUDY:-out-study}
+JOBS=${JOBS:-0}
+FIRST_LOOK=${FIRST_LOOK:-60}  # seconds from the start to the first look at the runs' logs
+export STEPS STOP_ACC STUDY JOBS  # for the queue's runner
 
-usage() { sed -n 2,13p "$0"; }
+usage() { sed -n 2,14p "$0"; }
 
 args() {  # the config file and train.py flags of a setting, for encoding $2
   case $1 in
@@ -54,8 +58,36 @@ pack() {
   tar czf "$OUT/study.tgz" --exclude='*.pt' "$STUDY" 2>/dev/null
 }
 
+launch() {  # one run, then the probe of its last checkpoint: its own process group, its id in $STUDY/<arm>/pid
+  parse "$1"
+  local dir=$STUDY/$1
+  mkdir -p "$dir"
+  setsid nohup bash -c 'python train.py "$@" > "$0/train.log" 2>&1
+    [ -f "$0/ckpt.pt" ] && python -m eval.indirect_probe probe "$0/ckpt.pt" --out "$0/probe" > "$0/probe.log" 2>&1
+    rm -f "$0/pid"' "$dir" $(args "$setting" "$pe") --seed="$seed" --compile=True --cuda_graph=True \
+    --max_iters="$STEPS" --lr_decay_iters="$STEPS" --eval_interval=4000 --log_interval=2000 \
+    --early_stop_acc="$STOP_ACC" --out_dir="$dir" < /dev/null > /dev/null 2>&1 &
+  echo $! > "$dir/pid"
+  echo "started $1 (pid $!): $(args "$setting" "$pe")"
+}
+
+queue() {  # the runner of $STUDY/queue: whenever fewer than JOBS runs run, the next one starts
+  local arm
+  while [ -s "$STUDY/queue" ]; do
+    if (( $(compgen -G "$STUDY/*/pid" | wc -l) < JOBS )); then
+      arm=$(head -n 1 "$STUDY/queue"); sed -i 1d "$STUDY/queue"
+      launch "$arm"
+    fi
+    sleep 2
+  done
+  rm -f "$STUDY/queue" "$STUDY/queue.pid"
+}
+
 start() {
   [ $# -gt 0 ] || { usage; exit 2; }
+  [[ $JOBS =~ ^[0-9]+$ ]] || { echo "JOBS=$JOBS: a whole number of runs at a time (0: all at once)" >&2; exit 2; }
+  [ -e "$STUDY/queue.pid" ] && { echo "$STUDY has runs queued (runner pid $(cat "$STUDY/queue.pid")): wait, or" \
+                                      "finish first" >&2; exit 2; }
   for arm in "$@"; do  # every name checked before anything starts
     parse "$arm" || { echo "bad run name $arm: <setting>_<encoding>_s<seed> (settings and encodings: --help)" >&2
                       exit 2; }
@@ -71,23 +103,19 @@ start() {
       || { echo "preparing $d failed: $STUDY/prepare_$d.log" >&2; exit 1; }
   done
   command -v nvidia-cuda-mps-control > /dev/null && { nvidia-cuda-mps-control -d 2>/dev/null || true; }  # overlap
-  for arm in "$@"; do
-    parse "$arm"
-    local dir=$STUDY/$arm
-    mkdir -p "$dir"
-    # the run, then the probe of its last checkpoint; its own process group, whose id is in $dir/pid while it runs
-    setsid nohup bash -c 'python train.py "$@" > "$0/train.log" 2>&1
-      [ -f "$0/ckpt.pt" ] && python -m eval.indirect_probe probe "$0/ckpt.pt" --out "$0/probe" > "$0/probe.log" 2>&1
-      rm -f "$0/pid"' "$dir" $(args "$setting" "$pe") --seed="$seed" --compile=True --cuda_graph=True \
-      --max_iters="$STEPS" --lr_decay_iters="$STEPS" --eval_interval=4000 --log_interval=2000 \
-      --early_stop_acc="$STOP_ACC" --out_dir="$dir" < /dev/null > /dev/null 2>&1 &
-    echo $! > "$dir/pid"
-    echo "started $arm (pid $!): $(args "$setting" "$pe")"
-  done
-  sleep 60; show; pack
+  local n=$(( JOBS > 0 && JOBS < $# ? JOBS : $# ))
+  for arm in "${@:1:n}"; do launch "$arm"; done
+  if (( n < $# )); then
+    printf '%s\n' "${@:n+1}" > "$STUDY/queue"
+    setsid nohup bash "$0" _queue < /dev/null >> "$STUDY/queue.log" 2>&1 &
+    echo $! > "$STUDY/queue.pid"
+    echo "queued, $JOBS at a time: ${*:n+1}"
+  fi
+  sleep "$FIRST_LOOK"; show; pack
 }
 
 show() {
+  [ -s "$STUDY/queue" ] && echo "queued: $(tr '\n' ' ' < "$STUDY/queue")"
   for f in "$STUDY"/*/train.log; do
     [ -f "$f" ] || continue
     echo "== $f: $(grep -c '^iter [0-9]* train_loss' "$f") evaluations$([ -f "$(dirname "$f")/pid" ] || echo ', ended')"
@@ -96,7 +124,7 @@ show() {
   done
 }
 
-running() { compgen -G "$STUDY/*/pid" > /dev/null; }
+running() { compgen -G "$STUDY/*/pid" > /dev/null || [ -s "$STUDY/queue" ]; }
 
 wait_for() {
   [[ ${1:-540} =~ ^[0-9]+$ ]] || { usage; exit 2; }
@@ -105,8 +133,10 @@ wait_for() {
   show; pack
 }
 
-finish() {  # ends this study's runs (the process groups it started), then probes their last checkpoints
+finish() {  # ends this study's queue and runs (the process groups it started), then probes their last checkpoints
   local p d
+  [ -f "$STUDY/queue.pid" ] && kill -- "-$(cat "$STUDY/queue.pid")" 2>/dev/null
+  rm -f "$STUDY/queue" "$STUDY/queue.pid"
   for p in "$STUDY"/*/pid; do
     [ -f "$p" ] || continue
     kill -- "-$(cat "$p")" 2>/dev/null; rm -f "$p"
@@ -123,6 +153,7 @@ case ${1:-} in
   start) shift; start "$@" ;;
   wait) wait_for "${2:-540}" ;;
   finish) finish ;;
+  _queue) queue ;;  # start's runner of the queue
   -h|--help) usage ;;
   *) usage; exit 2 ;;
 esac
