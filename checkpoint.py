@@ -1,8 +1,7 @@
 """
-The run folder of train.py and its checkpoints. An out_dir holds one run: ckpt.pt (its latest state), best.pt (its
-lowest val loss), eval_log.jsonl and final.json. RunFolder locks it while the run lives, saves each file atomically,
-turns a failed save or a Ctrl-C into one line that says what is kept and how to go on, and repairs a resumed run's
-log. read_checkpoint and load_checkpoint read a ckpt.pt back (an older version's too).
+The run folder of train.py (out_dir: ckpt.pt, best.pt, eval_log.jsonl, final.json): RunFolder locks it while the
+run lives, saves each file atomically, turns a failed save or a Ctrl-C into one line that says what is kept and how
+to go on, and repairs a resumed run's log. read_checkpoint and load_checkpoint read a ckpt.pt back (older ones too).
 """
 
 import fcntl
@@ -24,10 +23,8 @@ from model import GPT, GPTConfig
 
 
 def upgrade_model_args(model_args):
-    """GPTConfig's fields from a checkpoint's model_args, also from one written before pope_mu and pope_delta:
-    pope_softplus True / False is pope_mu 'softplus' / 'identity', pope_delta_init is pope_delta, and qk_init_scale
-    (how the weights were drawn; the checkpoint holds them) goes. A model with pope_zero_freqs > 0 (a probe that
-    this version no longer computes) is refused with a ValueError."""
+    """GPTConfig's fields from a checkpoint's model_args, also from one written before pope_mu and pope_delta
+    (qk_init_scale, how the weights were drawn, goes); pope_zero_freqs > 0, a probe no longer computed: ValueError."""
     args = dict(model_args)
     if 'pope_softplus' in args:
         args['pope_mu'] = 'softplus' if args.pop('pope_softplus') else 'identity'
@@ -119,9 +116,8 @@ class RunFolder:
         self.lock.flush()
 
     def start_from(self, init_from, read=read_checkpoint):
-        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'), read by read(path)
-        (train.py's reads GPT-2 too), its path at 'path'; a fine-tune may not start from a file of out_dir, which it
-        replaces."""
+        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'), read by read(path),
+        its path at 'path'; a fine-tune may not start from a file of out_dir, which it replaces."""
         if init_from == 'scratch':
             return None
         path = self.ckpt if init_from == 'resume' else init_from
@@ -195,9 +191,8 @@ class RunFolder:
         sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({self.last_good()})")
 
     def interrupted(self, signum, frame):
-        """Ctrl-C: one line that says what is kept, no traceback; a save it cut short leaves no partial file. During
-        ckpt.pt's save the first Ctrl-C waits for it, so that the line names the file on disk (a second one stops
-        at once)."""
+        """Ctrl-C: one line that says what is kept, no traceback, no partial file. During ckpt.pt's save the first
+        Ctrl-C waits for it, so that the line names the file on disk (a second one stops at once)."""
         if self.saving and not self.ctrl_c_waiting:
             self.ctrl_c_waiting = True
             return

@@ -22,27 +22,8 @@ MACHINE = ('backend', 'device', 'dtype', 'compile', 'cuda_graph', 'attn_impl')
 LOCAL = ('out_dir', 'init_from', 'overwrite', 'eval_only') + MACHINE
 
 
-def read_config_file(path):
-    """A config file's code, compiled and run in a scope of its own; one line for a file that is missing, is no text,
-    does not parse or raises."""
-    if not os.path.isfile(path):
-        sys.exit(f"config file {path} " + ("is a folder" if os.path.isdir(path) else "not found")
-                 + " (arguments are config files and --key=value overrides)")
-    try:
-        code = compile(open(path, encoding='utf-8').read(), path, 'exec')
-    except UnicodeDecodeError:
-        sys.exit(f"config file {path} is not text: a config file holds Python assignments, e.g. n_layer = 8")
-    except SyntaxError as err:
-        sys.exit(f"config file {path}, line {err.lineno}: {err.msg}: a config file holds Python assignments, "
-                 "e.g. n_layer = 8")
-    except ValueError as err:  # (a NUL byte)
-        sys.exit(f"config file {path} is not text ({err}): a config file holds Python assignments")
-    return code
-
-
 def configure(config, args):
-    """Apply config files and --key=value overrides, in order, to config (train.py's defaults, changed in place);
-    the keys they set (resume checks them against the checkpoint)."""
+    """Apply config files and --key=value overrides in order to config (in place); the keys they set (for resume)."""
     given = set()
     for arg in args:
         if arg.startswith('--'):
@@ -54,11 +35,23 @@ def configure(config, args):
             if isinstance(config.get(key), str) and not isinstance(val, str):
                 val = text  # a string key takes the text as written: --eval_contexts=1,2,4
             items = [(key, val)]
-        else:
+        else:  # a config file, run in a scope of its own: one line if it is missing, no text, does not parse or raises
             print(f"config: {arg}")
+            if not os.path.isfile(arg):
+                sys.exit(f"config file {arg} " + ("is a folder" if os.path.isdir(arg) else "not found")
+                         + " (arguments are config files and --key=value overrides)")
+            try:
+                code = compile(open(arg, encoding='utf-8').read(), arg, 'exec')
+            except UnicodeDecodeError:
+                sys.exit(f"config file {arg} is not text: a config file holds Python assignments, e.g. n_layer = 8")
+            except SyntaxError as err:
+                sys.exit(f"config file {arg}, line {err.lineno}: {err.msg}: a config file holds Python assignments, "
+                         "e.g. n_layer = 8")
+            except ValueError as err:  # (a NUL byte)
+                sys.exit(f"config file {arg} is not text ({err}): a config file holds Python assignments")
             scope = {}
             try:
-                exec(read_config_file(arg), scope)
+                exec(code, scope)
             except Exception as err:  # the file's own code failed: its line, not ours
                 line = next((f.lineno for f in reversed(traceback.extract_tb(err.__traceback__))
                              if f.filename == arg), '?')
@@ -199,9 +192,7 @@ def context_lengths(config, n_val):
     lengths = [int(m) * c.block_size for m in c.eval_contexts.split(',') if m.strip()] if n_val else []
     skipped = [L for L in lengths if L > c.block_size and c.pos_emb in ('learned', 'sinusoidal')]
     short = [L for L in lengths if L not in skipped and L > n_ctx]
-    notes = []
-    if skipped:
-        notes.append(f"{c.pos_emb} positions stop at block_size={c.block_size}: lengths {skipped} skipped")
+    notes = [f"{c.pos_emb} positions stop at block_size={c.block_size}: lengths {skipped} skipped"] if skipped else []
     if short:
         notes.append(f"{n_ctx} val tokens to score (eval_context_tokens or the split): lengths {short} skipped")
     note = 'eval_contexts: ' + '; '.join(notes) if notes else None

@@ -10,8 +10,7 @@ from torch.nn import functional as F
 
 
 def decode_kernel_for(config, device, dtype):
-    """Whether a KVCache's one-token steps run pope_decode.decode: on a GPU, in the kernel's dtypes and head dims,
-    for every encoding but ALiBi (the kernel adds no bias: ALiBi's steps take the plain path)."""
+    """Whether a KVCache's one-token steps run pope_decode.decode (a GPU, its dtypes and head dims; not ALiBi)."""
     if config.pos_emb == 'alibi_half' or torch.device(device).type != 'cuda':
         return False
     import pope_decode  # Triton: imported only where the kernel runs
@@ -21,13 +20,8 @@ def decode_kernel_for(config, device, dtype):
 class KVCache:
     """The keys and values of a generation, preallocated: per layer k and v (B, n_kv_head, max_len, hd), written in
     place at the positions of each forward pass (static shapes: a decoding step can be compiled into one CUDA graph).
-    PoPE caches mu(k), as wide as RoPE's keys (its keys k' = mu(k) e^{i s theta} are formed from it where they are
-    read: see CausalSelfAttention.attend_cached), the other encodings their keys as attention reads them. Zeros until
-    written: a masked position gets attention weight 0, which must meet a finite value.
-    On a GPU (float16/bfloat16/float32, hd 16 to 128) a one-token step runs pope_decode.decode (decode_kernel True),
-    every encoding but ALiBi (its bias; decode_kernel_for decides, unless decode_kernel says): PoPE's with
-    decode_tables, the kernel's phase tables at the model's pos_base, built here (before any CUDA-graph capture), the
-    others' on their plain keys."""
+    PoPE caches mu(k) (CausalSelfAttention.attend_cached), the others their keys as attention reads them. Zeros until
+    written: a masked position gets attention weight 0, which must meet a finite value."""
 
     def __init__(self, config, batch, max_len, device, dtype, decode_kernel=None):
         Hkv, hd = config.n_kv_head or config.n_head, config.n_embd // config.n_head
@@ -39,9 +33,8 @@ class KVCache:
             raise ValueError("decode_kernel=True with pos_emb='alibi_half': the decode kernel has no ALiBi bias; "
                              "leave decode_kernel None (or False)")
         self.decode_tables = None
-        if self.decode_kernel and config.pos_emb == 'pope':  # the model's frequencies: its pos_base (2 tiles' rows
-            # at least: under torch.compile a dimension of size 1 is specialised, and the next length would compile
-            # a graph of its own)
+        if self.decode_kernel and config.pos_emb == 'pope':  # PoPE's phase tables, before any CUDA-graph capture, at
+            # its pos_base; 2 tiles' rows at least (compiled, a size of 1 is specialised: the next would compile again)
             import pope_decode
             rows = max(max_len, 2 * pope_decode.DECODE_BLOCK)
             self.decode_tables = pope_decode.decode_tables(hd, rows, device, config.pos_base)
@@ -66,8 +59,7 @@ class KVCache:
 
 
 def check_temperature(temperature):
-    """temperature as a float, if sample can draw at it: finite and above 0 (at 0 softmax(logits / 0) is undefined;
-    the most likely token is top_k=1)."""
+    """temperature as a float, if sample can draw at it: finite and above 0 (the most likely token is top_k=1)."""
     t = float(temperature)
     if not (math.isfinite(t) and t > 0):
         raise ValueError(f"temperature={t}: must be a finite number above 0; for greedy decoding use top_k=1")
@@ -76,11 +68,10 @@ def check_temperature(temperature):
 
 def sample(logits, temperature, top_k=None):
     """Next tokens (B,) drawn from softmax(logits / temperature) of logits (B, V), over the top_k most likely tokens
-    (all if None), in float32 (bf16 would tie scores). Drawn as argmax p_i / E_i, E_i ~ Exponential(1) independent:
-    exact, since P(E_i / p_i is the smallest) = p_i / sum(p) for exponentials of rates p_i (torch.multinomial draws one
-    sample so too, behind checks of its input that can wait for the GPU: not in a CUDA graph). E = -log U, U uniform on
-    [0, 1), is never 0, so a token of probability 0 (outside the top k) scores 0 and is never drawn.
-    temperature: a number (check_temperature), or a 0-d tensor checked where it was made (generate's, on the host
+    (all if None), in float32 (bf16 would tie scores), as argmax p_i / E_i, E_i ~ Exponential(1) independent: exact,
+    since P(E_i / p_i is the smallest) = p_i / sum(p) (torch.multinomial draws so too, behind checks of its input that
+    can wait for the GPU: not in a CUDA graph). E = -log U, U uniform on [0, 1), is never 0: a token of probability 0
+    is never drawn. temperature: a number (check_temperature), or a 0-d tensor checked where it was made (generate's,
     before its loop: a check here would wait for the GPU at every step, and break the compiled step's graph)."""
     if not torch.is_tensor(temperature):
         check_temperature(temperature)
@@ -94,37 +85,32 @@ def sample(logits, temperature, top_k=None):
 
 def decode_step(model, out, cache, input_pos, temperature, top_k):
     """generate's one-token step, in place: the token out[:, input_pos] (input_pos (1,): its position in out and in
-    the cache) through the cache, the next token sampled into out[:, input_pos + 1], input_pos moved on to it.
-    Compiled (compiled_step), the step is one graph with nothing outside it: one CUDA graph a step on a GPU."""
+    the cache) through the cache, the next token sampled into out[:, input_pos + 1], input_pos moved on to it."""
     logits, _ = model(out.index_select(1, input_pos), cache=cache, input_pos=input_pos)
     input_pos += 1
     out.index_copy_(1, input_pos, sample(logits[:, -1], temperature, top_k)[:, None])
 
 
-# decode_step under torch.compile (compiled on its first call): mode 'reduce-overhead', one CUDA graph a step on a GPU;
-# fullgraph, a graph break is an error. The first call compiles, and so does the first with another batch size or
-# top_k (from then on symbols of the graph: dynamo's automatic dynamic shapes); a new length, temperature or set of
-# tensors compiles nothing (generate marks the lengths dynamic)
+# decode_step compiled on its first call ('reduce-overhead': one CUDA graph a step on a GPU; fullgraph: a graph break
+# is an error); the first call with another batch size or top_k compiles again (then they are symbols of the graph), a
+# new length, temperature or set of tensors compiles nothing (generate marks the lengths dynamic)
 compiled_step = torch.compile(decode_step, mode='reduce-overhead', fullgraph=True)
 
 
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=False):
-    """Sample max_new_tokens after idx (B, T) (see sample) through a KVCache of T + max_new_tokens positions: the
-    prompt in one forward pass, then one token a step (decode_step; compile: compiled_step), written into an
-    output (B, T + max_new_tokens) allocated once with the cache. top_k (an int) is fixed for the call: a
-    constant of the compiled step. With learned/sinusoidal positions, which stop at block_size, the cache holds
-    block_size positions and each token past them is predicted from the last block_size tokens, re-encoded from
-    position 0 (no cached key can be reused: every position moves)."""
+    """Sample max_new_tokens after idx (B, T) (see sample) through a KVCache: the prompt in one forward pass, then one
+    token a step (decode_step; compile: compiled_step) into an output allocated once. top_k (an int) is a constant
+    of the compiled step. With learned/sinusoidal positions, which stop at block_size, each token past them is
+    predicted from the last block_size tokens, re-encoded from position 0 (every position moves)."""
     temperature = check_temperature(temperature)  # (before anything runs)
     if max_new_tokens < 1:
         return idx
     B, T = idx.size()
     absolute = model.config.pos_emb in ('learned', 'sinusoidal')
     max_len = min(T + max_new_tokens, model.config.block_size) if absolute else T + max_new_tokens
-    device = idx.device
-    autocast = torch.is_autocast_enabled(device.type)  # then k and v come in its dtype
-    dtype = torch.get_autocast_dtype(device.type) if autocast else model.wte.weight.dtype
+    device = idx.device  # under autocast, k and v come in its dtype
+    dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else model.wte.weight.dtype
     cache = KVCache(model.config, B, max_len, device, dtype)
     out = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=device)
     out[:, :T] = idx

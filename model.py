@@ -1,19 +1,15 @@
 """
-One readable GPT with switchable position encodings, PoPE first.
+One readable GPT with switchable position encodings (POS_EMBS: the paper's baselines), PoPE first.
 
-PoPE (Polar Coordinate Positional Embeddings, Gopalakrishnan et al. 2025) turns each real query
-and key of head dimension d into d complex numbers whose magnitude carries content ("what") and
-whose phase carries position ("where"):
+PoPE (Polar Coordinate Positional Embeddings, Gopalakrishnan et al. 2025) turns each real query and key of head
+dimension d into d complex numbers whose magnitude carries content ("what") and whose phase carries position ("where"):
 
     mu_q = softplus(q_t),  phi_q = t * theta          mu_k = softplus(k_s),  phi_k = s * theta + delta
     theta_c = base ** (-c / d),  c = 0..d-1
     a_ts = Re(sum_c conj(q~_tc) k~_sc) = sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c)
 
 delta is a learnable phase bias per (layer, head, frequency), kept in [-2pi, 0] (train.py projects it after each
-optimizer step); values are untouched and the logits keep the usual 1/sqrt(d) scale. The paper's ablations are
-switches of GPTConfig: the magnitude mu = relu(x) or mu = x (pope_mu), and no delta at all (pope_delta='none').
-
-Other encodings (baselines of the paper): rope, rope_half, alibi_half, learned, sinusoidal, none.
+optimizer step); values are untouched, the logits keep the usual 1/sqrt(d) scale. Ablations: pope_mu, pope_delta.
 """
 
 import functools
@@ -37,21 +33,18 @@ POPE_DELTAS = ('uniform', 'zero', 'none')  # delta learned from init U(-2pi, 0) 
 
 def causal_mask(Tq, Tk, q_offset, device):
     """True where key s is visible to query i, which sits at absolute position q_offset + i."""
-    t = torch.arange(q_offset, q_offset + Tq, device=device)
-    s = torch.arange(Tk, device=device)
+    t, s = torch.arange(q_offset, q_offset + Tq, device=device), torch.arange(Tk, device=device)
     return s[None, :] <= t[:, None]
 
 
 def repeat_kv(x, n_head):
-    """Grouped-query attention: (B, n_kv_head, T, d) -> (B, n_head, T, d), query head h reading kv head
-    h // (n_head // n_kv_head)."""
+    """Grouped-query attention: (B, n_kv_head, T, d) -> (B, n_head, T, d), query head h reading kv head h // group."""
     return x if x.shape[1] == n_head else x.repeat_interleave(n_head // x.shape[1], dim=1)
 
 
 def pope_cartesian(x, pos, base, delta=None, mu='softplus'):
-    """mu e^{i phi} as its real and imaginary parts (mu cos phi, mu sin phi), each of x's shape:
-    mu = POPE_MUS[mu](x), phi = pos * theta (+ delta (H, d), if any). Phases are formed in float64, exact to
-    ~1e-12 rad even at position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
+    """mu e^{i phi} as (mu cos phi, mu sin phi), each of x's shape; phases in float64, exact to ~1e-12 rad even at
+    position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
     d = x.shape[-1]
     dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
     theta = base ** (-torch.arange(d, dtype=torch.float64, device=x.device) / d)
@@ -63,25 +56,20 @@ def pope_cartesian(x, pos, base, delta=None, mu='softplus'):
 
 
 def pope_qk(q, k, delta, base, q_offset, mu):
-    """Cartesian queries Qc, Qs at positions q_offset.. and keys Kc, Ks at positions 0.. (with delta, if any);
-    k may have fewer heads than q (grouped-query attention): it is repeated per group first."""
-    t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
-    s = torch.arange(k.shape[-2], device=k.device)
-    k = repeat_kv(k, q.shape[1])
-    return (*pope_cartesian(q, t, base, mu=mu), *pope_cartesian(k, s, base, delta, mu))
+    """Cartesian queries Qc, Qs at positions q_offset.. and keys Kc, Ks (repeated per group) at positions 0.."""
+    t, s = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device), torch.arange(k.shape[-2], device=k.device)
+    return (*pope_cartesian(q, t, base, mu=mu), *pope_cartesian(repeat_kv(k, q.shape[1]), s, base, delta, mu))
 
 
 def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, mu='softplus'):
-    """Plain PoPE attention with explicit scores: the ground truth for every faster path.
-    q (B, H, Tq, d), k and v (B, H_kv, Tk, d) with H_kv dividing H, delta (H, d) or None (no delta), mu one of
-    POPE_MUS; returns (B, H, Tq, d) in v's dtype."""
+    """Plain PoPE attention with explicit scores, the ground truth for every faster path: q (B, H, Tq, d), k and v
+    (B, H_kv, Tk, d) with H_kv dividing H, delta (H, d) or None (no delta) -> (B, H, Tq, d) in v's dtype."""
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
     Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, mu)
     att = (Qc @ Kc.transpose(-2, -1) + Qs @ Ks.transpose(-2, -1)) * sm_scale
     if causal:
         att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
-    att = F.softmax(att, dim=-1)
-    return (att @ repeat_kv(v, q.shape[1]).to(att.dtype)).to(v.dtype)
+    return (F.softmax(att, dim=-1) @ repeat_kv(v, q.shape[1]).to(att.dtype)).to(v.dtype)
 
 
 def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, mu='softplus'):
@@ -93,11 +81,9 @@ def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=1000
 
 
 def pope_attention_auto(q, k, v, delta, kernel, **kw):
-    """kernel (pope_kernel.pope_attention) for the CUDA tensors it takes (fp16/bf16/fp32), PoPE's SDPA form for
-    the rest (a model on the CPU, or in float64, on a machine with a GPU)."""
-    if q.is_cuda and q.dtype != torch.float64:
-        return kernel(q, k, v, delta, **kw)
-    return pope_attention_sdpa(q, k, v, delta, **kw)
+    """kernel for the CUDA tensors it takes (fp16/bf16/fp32), the SDPA form for the rest (CPU, or float64)."""
+    attend = kernel if q.is_cuda and q.dtype != torch.float64 else pope_attention_sdpa
+    return attend(q, k, v, delta, **kw)
 
 
 def sdpa(q, k, v, causal, q_offset, bias=None, scale=None):
@@ -124,12 +110,9 @@ def plain_attention(q, k, v, causal, q_offset, bias=None, scale=None):
 
 
 def cache_attention(q, k, v, visible, bias=None, scale=None):
-    """Attention of q (B, H, T, w) over a preallocated KVCache k (B, H_kv, L, w), v (B, H_kv, L, dv) (w may differ
-    from dv: PoPE's 2d-wide q', k'); visible (T, L) True where a query sees a key, bias (H, T, L) added to the scores
-    or None. One query a sequence (a decoding step, two matrix-vector products over the cache): the scores by matmul,
-    each kv head read once for its group of query heads; more (a prompt): SDPA."""
-    B, H, T, w = q.shape
-    Hkv = k.shape[1]
+    """Attention of q (B, H, T, w) over a KVCache's k (B, H_kv, L, w), v (B, H_kv, L, dv) where visible (T, L), plus
+    bias (H, T, L) if any: SDPA for a prompt, for one query (a decoding step) matmuls that read each kv head once."""
+    (B, H, T, w), Hkv = q.shape, k.shape[1]
     if T > 1:
         mask = visible if bias is None else bias.to(q.dtype).masked_fill(~visible, float('-inf'))
         return F.scaled_dot_product_attention(q, repeat_kv(k, H), repeat_kv(v, H), attn_mask=mask, scale=scale)
@@ -157,14 +140,12 @@ def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, bet
 
 
 def rope_angles(pos, theta):
-    """cos and sin of the exact (float64) angles pos * theta_i: (T, n) each, float64."""
     ang = pos.to(torch.float64)[:, None] * theta.to(pos.device)[None, :]
     return ang.cos(), ang.sin()
 
 
 def rope_rotate(x, cos, sin):
-    """Rotate the pairs (x[i], x[i + n]) of the first 2n channels of x by the angles whose cos and sin are given
-    (n wide, broadcast against x's leading dimensions)."""
+    """The pairs (x[i], x[i + n]) of x's first 2n channels rotated by the angles of cos and sin (n wide)."""
     n = cos.shape[-1]
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2, rest = x[..., :n], x[..., n:2 * n], x[..., 2 * n:]
@@ -174,8 +155,7 @@ def rope_rotate(x, cos, sin):
 def alibi_slopes(n_head):
     """ALiBi on the first half of the heads (geometric slopes 2^(-8i/(H/2))), none on the rest."""
     h = n_head // 2
-    slopes = [2 ** (-8 * (i + 1) / h) for i in range(h)] + [0.0] * (n_head - h)
-    return torch.tensor(slopes)
+    return torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)] + [0.0] * (n_head - h))
 
 
 def sinusoidal_table(T, n_embd):
@@ -202,11 +182,8 @@ class GPTConfig:
     bias: bool = False  # biases in Linear layers
     pos_emb: str = 'pope'  # one of POS_EMBS
     pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
-    # PoPE's magnitude mu(x): 'softplus' (the paper); 'relu' or 'identity' (mu = x) are the paper's ablations
-    pope_mu: str = 'softplus'
-    # PoPE's phase bias delta, learned from the init 'uniform' in [-2pi, 0] (the paper's runs but OpenWebText) or 'zero'
-    # (its OpenWebText runs); 'none': no delta at all, phases from positions alone (the paper's ablation)
-    pope_delta: str = 'uniform'
+    pope_mu: str = 'softplus'  # mu(x): 'softplus' (the paper), or the paper's ablations 'relu' and 'identity' (mu = x)
+    pope_delta: str = 'uniform'  # delta from U(-2pi, 0) or 'zero' (OpenWebText runs); 'none': no delta (the ablation)
     attn_impl: str = 'auto'  # PoPE: 'auto' (pope_kernel's fastest path on CUDA, else sdpa), 'torch', 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
@@ -218,9 +195,7 @@ class GPTConfig:
 
 
 def attention_function(config):
-    """The attention of config's encoding and attn_impl. PoPE: 'torch' pope_attention (explicit scores), 'sdpa' its
-    SDPA form, 'triton' pope_kernel.py's all-Triton path, 'auto' pope_kernel's fastest path for CUDA tensors and the
-    SDPA form for the rest. The other encodings: 'torch' plain_attention, else sdpa (the kernel is PoPE's)."""
+    """The attention of config's encoding and attn_impl (pope_kernel's for PoPE alone)."""
     impl = config.attn_impl
     if config.pos_emb != 'pope':
         return plain_attention if impl == 'torch' else sdpa
@@ -260,17 +235,15 @@ class CausalSelfAttention(nn.Module):
             self.register_buffer('theta', rope_frequencies(n, self.base, config.yarn_scale, config.yarn_orig_ctx),
                                  persistent=False)
             # cos/sin of the training context's angles, computed once (exact; longer contexts compute their own)
-            cos, sin = rope_angles(torch.arange(config.block_size), self.theta)
-            self.register_buffer('rope_cos', cos, persistent=False)
-            self.register_buffer('rope_sin', sin, persistent=False)
+            for name, table in zip(('rope_cos', 'rope_sin'), rope_angles(torch.arange(config.block_size), self.theta)):
+                self.register_buffer(name, table, persistent=False)
             # YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 multiplies q and k alike
             self.yarn_mscale = 0.1 * math.log(config.yarn_scale) + 1.0 if config.yarn_scale > 1 else 1.0
         if self.pos_emb == 'alibi_half':
             self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
 
     def rope(self, q, k, input_pos):
-        """q and k (B, T, heads, hd) at positions input_pos (T,), or 0..T-1 if None, rotated by RoPE's angles (and
-        YaRN's temperature), in this layout (contiguous: fast)."""
+        """q and k (B, T, heads, hd) at positions input_pos (or 0..T-1), rotated by RoPE and YaRN's temperature."""
         T = q.shape[1]
         if input_pos is None and T <= self.rope_cos.shape[0]:
             cos, sin = self.rope_cos[:T], self.rope_sin[:T]
@@ -284,13 +257,11 @@ class CausalSelfAttention(nn.Module):
         return -self.slopes[:, None, None] * (t[:, None] - s[None, :])
 
     def attend_cached(self, q, k, v, cache, input_pos):
-        """Attention of the T tokens at positions input_pos over a KVCache, after writing their keys and values into
-        it there; a query sees the keys up to its own position (the rest of the cache: masked, not yet written).
-        PoPE puts delta on the query side, q' = mu(q) e^{i (t theta - delta)}, k' = mu(k) e^{i s theta}: q'.k' is
-        mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and a key's k' depends on mu(k) and its position
-        alone (shared by a group of query heads). The cache holds mu(k). A one-token step on a GPU (the cache's
-        decode_kernel) runs pope_decode.decode over the visible positions, which for PoPE forms no k' (it reads mu(k)
-        and v: RoPE's bytes); otherwise (the plain path) k' is formed here from the whole cache."""
+        """Attention of the tokens at positions input_pos over a KVCache, after writing their keys and values into it;
+        a query sees the keys up to its own position. PoPE puts delta on the query side, q' = mu(q) e^{i (t theta -
+        delta)}, k' = mu(k) e^{i s theta}: q'.k' = mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and k'
+        depends on mu(k) and s alone (shared by a group of query heads), so the cache holds mu(k); a one-token step on
+        a GPU reads it and v (RoPE's bytes) in pope_decode.decode, the plain path forms k' from the whole cache."""
         if self.pos_emb == 'pope':
             minus_delta = None if self.delta is None else -self.delta
             q = torch.cat(pope_cartesian(q, input_pos, self.base, minus_delta, self.mu), -1)
@@ -299,8 +270,7 @@ class CausalSelfAttention(nn.Module):
         if q.shape[2] == 1 and cache.decode_kernel:
             import pope_decode  # (KVCache imported it)
             tables = cache.decode_tables or (None, None)  # PoPE's phases; plain keys otherwise
-            y = pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, *tables, 1.0 / math.sqrt(self.hd))
-            return y[:, :, None]
+            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, *tables, 1.0 / math.sqrt(self.hd))[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
         if self.pos_emb == 'pope':  # the plain path: k' = mu(k) e^{i s theta} of every cache position
             k = torch.cat(pope_cartesian(k, s, self.base, mu='identity'), -1).to(v.dtype)
@@ -320,12 +290,11 @@ class CausalSelfAttention(nn.Module):
             y = self.attend_cached(q, k, v, cache, input_pos)
         elif self.pos_emb == 'pope':  # PoPE: q and k become mu e^{i phi} inside the attention (attention_function)
             y = self.attend(q, k, v, self.delta, causal=True, base=self.base, mu=self.mu)
+        elif self.pos_emb == 'alibi_half':  # ALiBi: a bias on the scores of positions 0..T-1
+            pos = torch.arange(T, device=x.device)
+            y = self.attend(q, k, v, True, 0, self.alibi(pos, pos))
         else:
-            bias = None
-            if self.pos_emb == 'alibi_half':
-                pos = torch.arange(T, device=x.device)
-                bias = self.alibi(pos, pos)
-            y = self.attend(q, k, v, True, 0, bias)
+            y = self.attend(q, k, v, True, 0)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -365,13 +334,9 @@ class GPT(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        if config.pos_emb not in POS_EMBS:
-            raise ValueError(f"pos_emb={config.pos_emb!r}; choose one of {POS_EMBS}")
-        if config.attn_impl not in ATTN_IMPLS:
-            raise ValueError(f"attn_impl={config.attn_impl!r}; choose one of {ATTN_IMPLS}")
-        for key, choices in (('pope_mu', tuple(POPE_MUS)), ('pope_delta', POPE_DELTAS),
-                             ('norm', ('rmsnorm', 'layernorm')), ('init', ('gpt2', 'torch')),
-                             ('gelu_approximate', ('none', 'tanh'))):
+        for key, choices in (('pos_emb', POS_EMBS), ('attn_impl', ATTN_IMPLS), ('pope_mu', tuple(POPE_MUS)),
+                             ('pope_delta', POPE_DELTAS), ('norm', ('rmsnorm', 'layernorm')),
+                             ('init', ('gpt2', 'torch')), ('gelu_approximate', ('none', 'tanh'))):
             if getattr(config, key) not in choices:
                 raise ValueError(f"{key}={getattr(config, key)!r}; choose one of {choices}")
         self.config = config
@@ -384,8 +349,6 @@ class GPT(nn.Module):
         self.ln_f = make_norm(config)
         tied = config.tie_embeddings
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias and not tied)
-        if tied:
-            self.wte.weight = self.lm_head.weight  # weight tying
         if config.init == 'gpt2':  # else every module keeps PyTorch's own init
             self.apply(self._init_weights)
             for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
@@ -398,7 +361,7 @@ class GPT(nn.Module):
         self.lm_head.weight = nn.Parameter(F.pad(self.lm_head.weight.detach(), (0, 0, 0, n_pad)))
         if self.lm_head.bias is not None:
             self.lm_head.bias = nn.Parameter(F.pad(self.lm_head.bias.detach(), (0, n_pad)))
-        if tied:
+        if tied:  # weight tying: wte's own init is dropped (the same random numbers drawn as tied before the init)
             self.wte.weight = self.lm_head.weight
         self.register_buffer('vocab_padding', torch.arange(config.vocab_size + n_pad) >= config.vocab_size,
                              persistent=False)
@@ -415,9 +378,8 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def project_delta(self):
-        """PoPE's delta onto [-2pi, 0], in place. train.py calls it after every optimizer step (the forward pass
-        uses delta as it is, so no value loses its gradient) and on loading a checkpoint (an older version's,
-        whose forward pass clamped instead, may hold values outside)."""
+        """PoPE's delta onto [-2pi, 0], in place: after every optimizer step (the forward pass uses delta as it is, so
+        no value loses its gradient), and on loading a checkpoint (an older version's forward pass clamped instead)."""
         for block in self.h if self.config.pos_emb == 'pope' and self.config.pope_delta != 'none' else ():
             block.attn.delta.clamp_(-2 * math.pi, 0.0)
 
@@ -447,8 +409,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None, cache=None, input_pos=None):
         """Logits at every position when targets are given (loss ignores targets == -1; the logits come back
-        detached, the loss is what trains), else at the last position only. With a KVCache: idx's tokens sit at
-        positions input_pos (T,) (see hidden_states)."""
+        detached, the loss is what trains), else at the last position only; cache, input_pos: see hidden_states."""
         x = self.hidden_states(idx, cache, input_pos)
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
@@ -476,8 +437,7 @@ class GPT(nn.Module):
     def flops_per_token(self, T):
         """6N for the matrices plus attention: 12 * L * d_model * T for fwd+bwd of q k^T and att v;
         PoPE's q k^T is twice as wide (2d real numbers), so its attention costs 1.5x (18 instead of 12)."""
-        cfg = self.config
-        attn = (18 if cfg.pos_emb == 'pope' else 12) * cfg.n_layer * cfg.n_embd * T
+        attn = (18 if self.config.pos_emb == 'pope' else 12) * self.config.n_layer * self.config.n_embd * T
         return 6 * self.get_num_params() + attn
 
     def estimate_mfu(self, tokens_per_iter, dt, peak_flops=989e12):
@@ -494,8 +454,7 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def sequence_nll(self, idx, targets, chunk=1024):
-        """Summed NLL of targets (B, T) given idx (B, T), per sequence, in float64; logits for chunk positions at a
-        time (never all of them at once)."""
+        """Summed NLL (float64) per sequence of targets (B, T) given idx, the logits chunk positions at a time."""
         h = self.hidden_states(idx)
         nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
         for t0 in range(0, h.size(1), chunk):

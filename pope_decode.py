@@ -97,9 +97,8 @@ def _decode_combine(M_IN, L_IN, ACC, O, sob, soh, H, SPLITS: tl.constexpr, d: tl
 
 
 def decode_tables(d, max_len, device, base=10000.0):
-    """The decode kernel's phase tables for a cache of max_len positions: T1 (cdiv(max_len, DECODE_BLOCK), 2d) of
-    e^{i DECODE_BLOCK a theta} and T2 (DECODE_BLOCK, 2d) of e^{i b theta}, each row [cos | sin], float64 maths and
-    float32 storage. Build them once per cache, before any CUDA-graph capture."""
+    """The decode kernel's phase tables for max_len positions, rows [cos | sin]: T1 (cdiv(max_len, DECODE_BLOCK), 2d)
+    of e^{i DECODE_BLOCK a theta}, T2 (DECODE_BLOCK, 2d) of e^{i b theta}; built once per cache, before CUDA graphs."""
     f64 = dict(dtype=torch.float64, device=device)
     theta = float(base) ** (-torch.arange(d, **f64) / d)
     tables = []
@@ -116,8 +115,7 @@ def decode_splits(B, H, L):
 
 
 def _check_decode(q, k, v, n, t1, t2):
-    B, H, w = q.shape
-    _, Hkv, L, d = k.shape
+    (B, H, w), (_, Hkv, L, d) = q.shape, k.shape
     phases = t1 is not None
     if d not in DECODE_HEAD_DIMS or w != (2 * d if phases else d):
         want = "2d wide (PoPE's q', with the phase tables)" if phases else "d wide (plain keys, no tables)"
@@ -152,8 +150,7 @@ def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n: torch.Tensor, t
     cached mu(k), the phases s theta from the tables (decode_tables). Plain keys (RoPE's): t1 = t2 = None, the query
     d wide. n is read on the device only (no host sync: fits a CUDA graph), and taken as L where it exceeds L."""
     _check_decode(q, k, v, n, t1, t2)
-    B, H, _ = q.shape
-    Hkv, L, d = k.shape[1:]
+    (B, H, _), (Hkv, L, d) = q.shape, k.shape[1:]
     splits = decode_splits(B, H, L)
     m = torch.empty((B * H * splits,), dtype=torch.float32, device=v.device)
     l_sum = torch.empty_like(m)

@@ -30,17 +30,14 @@ _FASTEST; the measurements: results/kernel/README.md): SDPA lets cuDNN's Hopper 
 all-Triton path has small tiles and few launches for short sequences.
 
 How the all-Triton attention differs from the Triton fused-attention tutorial (FlashAttention-2), whose structure it
-follows: q' and k' are 2d wide while v and the output are d wide; lengths need not be multiples of the tiles
-(ragged tails are masked); queries may start at position q_offset > 0 among Tk >= Tq keys (a KV cache);
-grouped-query attention, dk' and dv summed over a kv head's query heads in one program; fp32 inputs get
-true fp32 dots; no TMA, warp specialisation or fp8. The polar <-> Cartesian step is a separate elementwise kernel,
-so the same q', k' also feed SDPA.
+follows: q' and k' are 2d wide while v and the output are d wide; lengths need not be multiples of the tiles (ragged
+tails are masked); queries may start at position q_offset > 0 among Tk >= Tq keys (a KV cache); grouped-query attention,
+dk' and dv summed over a kv head's query heads in one program; fp32 inputs get true fp32 dots; no TMA, warp
+specialisation or fp8. The polar <-> Cartesian step is a separate elementwise kernel, so the same q', k' also feed SDPA.
 
-Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64, so the phase at
-position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad); delta's
-cos and sin (delta in [-2pi, 0]) come from the GPU's approximate functions (FAST_MATH: ~5e-7 absolute).
-The table is cached per (device, d, base) and only grows: build it before a CUDA-graph capture (one eager step,
-or phase_table(d, n, device, base)), since a table cannot be built inside one.
+Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64 (phase_table), so the
+phase at position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad);
+delta's cos and sin (delta in [-2pi, 0]) come from the GPU's approximate functions (FAST_MATH: ~5e-7 absolute).
 """
 
 import math
@@ -59,8 +56,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 FAST_MATH = tl.constexpr(not INTERPRET)
 IMPLS = ("auto", "sdpa", "triton")
 MUS = ("softplus", "relu", "identity")  # the magnitude mu(x): PoPE's softplus, the paper's ablations relu and mu = x
-TRITON_HEAD_DIMS = (32, 64, 128)  # the all-Triton attention; the sdpa path takes any d up to MAX_HEAD_DIM
-MAX_HEAD_DIM = 256
+TRITON_HEAD_DIMS, MAX_HEAD_DIM = (32, 64, 128), 256  # the all-Triton attention's d; the sdpa path's, any up to 256
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): base-2 exponent -> natural (constexpr: usable inside kernels)
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): natural exponent -> base 2
@@ -72,25 +68,15 @@ _UPCAST_DOTS = tl.constexpr(INTERPRET)
 
 
 @triton.jit
-def _softplus(x):
-    # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), in base 2 for the fast special-function units
-    y = 1.0 + tl.exp2(-tl.abs(x) * LOG2E)
-    if FAST_MATH:
-        return tl.maximum(x, 0.0) + LN2 * libdevice.fast_log2f(y)
-    else:
-        return tl.maximum(x, 0.0) + LN2 * tl.log2(y)
-
-
-@triton.jit
-def _sigmoid(x):
-    return tl.fdiv(tl.full(x.shape, 1.0, tl.float32), 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
-
-
-@triton.jit
 def _mu(x, MU: tl.constexpr):
     # PoPE's magnitude mu(x) (MUS): softplus, or the paper's ablations relu and identity (mu = x)
     if MU == "softplus":
-        return _softplus(x)
+        # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), in base 2 for the fast special-function units
+        y = 1.0 + tl.exp2(-tl.abs(x) * LOG2E)
+        if FAST_MATH:
+            return tl.maximum(x, 0.0) + LN2 * libdevice.fast_log2f(y)
+        else:
+            return tl.maximum(x, 0.0) + LN2 * tl.log2(y)
     elif MU == "relu":
         return tl.maximum(x, 0.0)
     else:
@@ -99,8 +85,8 @@ def _mu(x, MU: tl.constexpr):
 
 @triton.jit
 def _dmu_dx(x, MU: tl.constexpr):
-    if MU == "softplus":
-        return _sigmoid(x)
+    if MU == "softplus":  # softplus' = sigmoid
+        return tl.fdiv(tl.full(x.shape, 1.0, tl.float32), 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
     elif MU == "relu":
         return tl.where(x > 0.0, 1.0, 0.0)  # (0 at x = 0, as torch's relu)
     else:
@@ -108,19 +94,10 @@ def _dmu_dx(x, MU: tl.constexpr):
 
 
 @triton.jit
-def _cos_sin(x):
-    if FAST_MATH:
-        return libdevice.fast_cosf(x), libdevice.fast_sinf(x)
-    else:
-        return tl.cos(x), tl.sin(x)
-
-
-@triton.jit
 def _dot(a, b, acc, FP32: tl.constexpr):
     # fp32 inputs get true fp32 products (no tf32), half inputs bf16/fp16 tensor-core dots
     if _UPCAST_DOTS:
-        a = a.to(tl.float32)
-        b = b.to(tl.float32)
+        a, b = a.to(tl.float32), b.to(tl.float32)
     if FP32:
         return tl.dot(a, b, acc, input_precision="ieee")
     else:
@@ -138,9 +115,8 @@ def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
 
 
 # -----------------------------------------------------------------------------
-# Prologue and epilogue: the polar <-> Cartesian step, elementwise over (B, heads, T, d). A program takes a
-# (BLOCK_T, BLOCK_H, BLOCK_D) tile of one sequence (positions x heads x d): the d numbers of a row are contiguous, so
-# its loads and stores are vectors, and the phase table's rows are read once for its BLOCK_H heads.
+# Prologue and epilogue, elementwise: a program takes a (BLOCK_T, BLOCK_H, BLOCK_D) tile (positions x heads x d) of one
+# sequence, whose rows of d contiguous numbers load and store as vectors; the table's rows are read once for its heads.
 
 
 @triton.jit
@@ -158,7 +134,10 @@ def _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d: tl.cons
     # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta
     if HAS_DELTA:
         delta = tl.load(DELTA + h * d + c, mask=(h < heads) & (c < d), other=0.0).to(tl.float32)  # (1, BLOCK_H, .)
-        cos_delta, sin_delta = _cos_sin(delta)  # (delta in [-2pi, 0])
+        if FAST_MATH:  # (delta in [-2pi, 0])
+            cos_delta, sin_delta = libdevice.fast_cosf(delta), libdevice.fast_sinf(delta)
+        else:
+            cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
         cos_phi, sin_phi = cos_phi * cos_delta + sin_phi * sin_delta, sin_phi * cos_delta - cos_phi * sin_delta
     return x, cos_phi, sin_phi, t, h, c, keep
 
@@ -194,14 +173,12 @@ def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, sxb, sxh, sxt, sgb,
     if HAS_DELTA:
         ddelta = _mu(x, MU) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
         row = tl.program_id(0) * tl.num_programs(2) + b
-        tl.store(DDELTA_PART + row * heads * d + h * d + c, tl.sum(ddelta, 0)[None, :, :],
-                 mask=(h < heads) & (c < d))
+        tl.store(DDELTA_PART + row * heads * d + h * d + c, tl.sum(ddelta, 0)[None, :, :], mask=(h < heads) & (c < d))
 
 
 # -----------------------------------------------------------------------------
-# The all-Triton attention on q' (2d wide), k' (2d wide) and v (d wide): FlashAttention-2 as in the Triton
-# fused-attention tutorial. Scores are kept in base 2 (qk_scale = sm_scale * log2(e)) so the softmax uses exp2;
-# LSE is the base-2 log-sum-exp of each query row. Query row i sits at position q_offset + i, key s at s.
+# The all-Triton attention on q', k' (2d wide) and v (d wide). Scores are kept in base 2 (qk_scale = sm_scale * log2(e))
+# so the softmax uses exp2; LSE is a query row's base-2 log-sum-exp. Row i sits at position q_offset + i, key s at s.
 
 
 @triton.jit
@@ -216,16 +193,11 @@ def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
 
 @triton.jit
 def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # For the query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, tiles [full, hi) need the
-    # causal / ragged mask, later tiles are skipped.
-    Tk_full = Tk // BLOCK_N * BLOCK_N
+    # query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, [full, hi) the causal / ragged one, later skipped
+    full, hi = Tk // BLOCK_N * BLOCK_N, Tk
     if CAUSAL:
         p0 = q_offset + q0  # position of the first row: keys 0..p0 are visible to every row
-        full = tl.minimum((p0 + 1) // BLOCK_N * BLOCK_N, Tk_full)
-        hi = tl.minimum(Tk, p0 + BLOCK_M)
-    else:
-        full = Tk_full
-        hi = Tk
+        full, hi = tl.minimum((p0 + 1) // BLOCK_N * BLOCK_N, full), tl.minimum(Tk, p0 + BLOCK_M)
     return full, hi
 
 
@@ -238,9 +210,8 @@ def _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM: tl.constexpr, MASK: 
 
 
 @triton.jit
-def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi,
-               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
-               FP32: tl.constexpr):
+def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
+               BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + tl.arange(0, BLOCK_N)
         k, v, qk = _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM, MASK, FP32)
@@ -257,15 +228,13 @@ def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, 
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale,
-              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale, HEAD_DIM: tl.constexpr,
+              CAUSAL: tl.constexpr, FP32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the heaviest (last) causal query blocks are launched first
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
-    bkv = b * (H // G) + h // G  # the kv head of query head h
-    K += bkv * Tk * 2 * HEAD_DIM
+    K += (b * (H // G) + h // G) * Tk * 2 * HEAD_DIM  # the kv head of query head h
     V += b * svb + (h // G) * svh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tq, True)
@@ -278,12 +247,10 @@ def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale,
                                0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
     acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale,
                                full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
-
     # every row sees key 0, so l_i > 0; rows >= Tq are never stored
     row_ok = offs_m < Tq
     tl.store(LSE + bh * Tq + offs_m, m_i + tl.log2(l_i), mask=row_ok)
-    offs_d = tl.arange(0, HEAD_DIM)
-    tl.store(O + bh * Tq * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+    tl.store(O + bh * Tq * HEAD_DIM + offs_m[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :],
              (acc / l_i[:, None]).to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
@@ -334,8 +301,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt
     # one key block of one kv head; dk', dv summed over the G query heads that read it
     start_n = tl.program_id(0)
     bkv = tl.program_id(1).to(tl.int64)
-    Hkv = H // G
-    b, hkv = bkv // Hkv, bkv % Hkv
+    b, hkv = bkv // (H // G), bkv % (H // G)
     offs_s = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_qk = tl.arange(0, 2 * HEAD_DIM)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -343,15 +309,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt
     v = _load_rows(V + b * svb + hkv * svh, offs_s, offs_d, svt, Tk, True)
     dk = tl.zeros([BLOCK_N, 2 * HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-
     # query tiles: masked [m_lo, u_lo) near the diagonal, unmasked [u_lo, Tq_full), masked ragged tail
+    m_lo, m_full = 0, 0
     if CAUSAL:
         k0 = start_n * BLOCK_N
         m_lo = tl.maximum(k0 - q_offset, 0) // BLOCK_M * BLOCK_M  # first row that sees any key of the block
         m_full = tl.cdiv(tl.maximum(k0 + BLOCK_N - 1 - q_offset, 0), BLOCK_M) * BLOCK_M  # rows seeing all
-    else:
-        m_lo = 0
-        m_full = 0
     Tq_full = Tq // BLOCK_M * BLOCK_M
     u_lo = tl.minimum(m_full, Tq_full)
     for g in range(G):
@@ -375,9 +338,8 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt
 
 
 @triton.jit
-def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi,
-              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
-              FP32: tl.constexpr):
+def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
+              BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + tl.arange(0, BLOCK_N)
         k, v, qk = _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM, MASK, FP32)
@@ -450,10 +412,9 @@ def phase_table(d, n, device, base=10000.0):
         if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise ValueError(f"pope_attention: the phase table for d={d}, {n} positions must exist before CUDA-graph "
                              f"capture: run one eager step first or call pope_kernel.phase_table({d}, {n}, device)")
-        n = triton.cdiv(n, 4096) * 4096
         f64 = dict(dtype=torch.float64, device=device)
         theta = float(base) ** (-torch.arange(d, **f64) / d)
-        angle = torch.arange(n, **f64)[:, None] * theta[None, :]
+        angle = torch.arange(triton.cdiv(n, 4096) * 4096, **f64)[:, None] * theta[None, :]
         _tables[key] = (angle.cos().float().contiguous(), angle.sin().float().contiguous())
     return _tables[key]
 
@@ -473,11 +434,8 @@ def _tiles(x, has_delta, mu):
 @torch.library.custom_op("pope::cartesian", mutates_args=())
 def cartesian(q: torch.Tensor, k: torch.Tensor, delta: Optional[torch.Tensor], q_offset: int, base: float,
               time_major: bool, mu: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The prologue for q (B, H, Tq, d) and k (B, Hkv, Tk, d): q' = [mu cos phi, mu sin phi] (B, H, Tq, 2d) with
-    phi = (q_offset + t) theta - delta[h] (delta None: no delta), and k' (B, Hkv, Tk, 2d) with phi = s theta, in q's
-    dtype; contiguous, or laid out (B, T, heads, 2d) in memory if time_major (for cuDNN, whose output then has that
-    layout too: the (B, T, C) input of the output projection as it stands, and the layout of the gradient that
-    comes back)."""
+    """The prologue (module docstring): q' (B, H, Tq, 2d) of q (B, H, Tq, d) and k' (B, Hkv, Tk, 2d) of k, in q's
+    dtype; contiguous, or laid out (B, T, heads, 2d) if time_major (cuDNN's output then needs no copy, nor its grad)."""
     (B, H, Tq, d), Tk = q.shape, k.shape[2]
     cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
     qp, kp = _cartesian_empty(q, k, time_major)
@@ -498,40 +456,31 @@ def _(q, k, delta, q_offset, base, time_major, mu):
     return _cartesian_empty(q, k, time_major)
 
 
-def _ddelta_empty(q, delta):
-    return delta.new_empty(delta.shape) if delta is not None else q.new_empty(0)  # (no delta: an empty tensor)
-
-
 @torch.library.custom_op("pope::cartesian_backward", mutates_args=())
 def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
                        delta: Optional[torch.Tensor], q_offset: int, base: float,
                        mu: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The epilogue: (dq, dk, ddelta) from dq', dk' (ddelta empty when delta is None). dq (B, H, Tq, d) and dk are
-    laid out (B, T, heads, d) in memory, like the model's q and k (views of one (B, T, 3C) projection): their
-    gradients then join into that projection's gradient by a plain copy, not a transposing one."""
+    """The epilogue: (dq, dk, ddelta) from dq', dk' (no delta: ddelta empty); dq, dk laid out (B, T, heads, d) as the
+    model's q, k (views of one (B, T, 3C) projection): their gradient joins that projection's by a plain copy."""
     (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
     cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
     dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # SDPA's grads: any layout
-    dq = torch.empty((B, Tq, H, d), dtype=q.dtype, device=q.device).transpose(1, 2)
-    dk = torch.empty((B, Tk, Hkv, d), dtype=k.dtype, device=k.device).transpose(1, 2)
-    if delta is None:
-        part = None
-    else:  # a row of ddelta's partial sums per (time block, b)
-        part = torch.empty((triton.cdiv(Tq, BLOCK_T), B, H * d), dtype=torch.float32, device=q.device)
+    dq, dk = q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2)
+    # a row of ddelta's partial sums per (time block, b)
+    part = None if delta is None else q.new_empty((triton.cdiv(Tq, BLOCK_T), B, H * d), dtype=torch.float32)
     for x, g, dx, pos0, has_delta in ((q, dqp, dq, q_offset, delta is not None), (k, dkp, dk, 0, False)):
         grid, meta = _tiles(x, has_delta, mu)
         _cartesian_bwd[grid](x, g, dx, cos, sin, delta, part, *x.stride()[:3], *g.stride()[:3], *x.shape[1:3], pos0,
                              **meta)
-    if delta is None:
-        return dq, dk, _ddelta_empty(q, delta)
-    return dq, dk, part.sum(dim=(0, 1)).view(H, d).to(delta.dtype)  # over the time blocks and the batch, in fp32
+    # ddelta summed over the time blocks and the batch, in fp32 (no delta: an empty tensor)
+    return dq, dk, q.new_empty(0) if delta is None else part.sum(dim=(0, 1)).view(H, d).to(delta.dtype)
 
 
 @cartesian_backward.register_fake
 def _(dqp, dkp, q, k, delta, q_offset, base, mu):
     (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
     return (q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2),
-            _ddelta_empty(q, delta))
+            q.new_empty(0) if delta is None else delta.new_empty(delta.shape))
 
 
 def _cartesian_setup(ctx, inputs, output):
@@ -554,15 +503,12 @@ def attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool,
               q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-2 forward on q' (B, H, Tq, 2d), k' (B, Hkv, Tk, 2d), v (B, Hkv, Tk, d), q'/k' contiguous:
     (out (B, H, Tq, d) in v's dtype, base-2 log-sum-exp (B, H, Tq) fp32)."""
-    B, H, Tq, d = v.shape[0], qp.shape[1], qp.shape[2], v.shape[3]
-    Tk = kp.shape[2]
-    o = torch.empty((B, H, Tq, d), dtype=v.dtype, device=v.device)
-    lse = torch.empty((B, H, Tq), dtype=torch.float32, device=v.device)
+    (B, H, Tq), (Tk, d) = qp.shape[:3], v.shape[2:]
+    o, lse = v.new_empty((B, H, Tq, d)), v.new_empty((B, H, Tq), dtype=torch.float32)
     bm, bn, warps, stages = _blocks("fwd", d, Tk, v.dtype)
     _attn_fwd[(triton.cdiv(Tq, bm), B * H)](
-        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset, sm_scale * LOG2E.value,
-        HEAD_DIM=d, CAUSAL=causal, FP32=v.dtype == torch.float32, BLOCK_M=bm, BLOCK_N=bn,
-        num_warps=warps, num_stages=stages)
+        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset, sm_scale * LOG2E.value, HEAD_DIM=d,
+        CAUSAL=causal, FP32=v.dtype == torch.float32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
     return o, lse
 
 
@@ -577,14 +523,11 @@ def attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: 
                        lse: torch.Tensor, causal: bool, sm_scale: float,
                        q_offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq', dk', dv (dk', dv summed over each kv head's group of query heads)."""
-    B, H, Tq, d = o.shape
-    Hkv, Tk = kp.shape[1], kp.shape[2]
+    (B, H, Tq, d), (Hkv, Tk) = o.shape, kp.shape[1:3]
     fp32 = v.dtype == torch.float32
     Delta = torch.empty_like(lse)  # rowsum(dO * O)
-    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, Delta, *do.stride()[:3], H, Tq, HEAD_DIM=d,
-                                                       BLOCK_M=64)
-    dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), torch.empty((B, Hkv, Tk, d), dtype=v.dtype,
-                                                                          device=v.device)
+    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, Delta, *do.stride()[:3], H, Tq, HEAD_DIM=d, BLOCK_M=64)
+    dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), v.new_empty((B, Hkv, Tk, d))
     args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale, sm_scale * LOG2E.value)
     bm, bn, warps, stages = _blocks("dkdv", d, Tk, v.dtype)
     _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](qp, kp, v, do, lse, Delta, dkp, dv, *args, HEAD_DIM=d,
@@ -592,8 +535,7 @@ def attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: 
                                                    num_warps=warps, num_stages=stages)
     bm, bn, warps, stages = _blocks("dq", d, Tk, v.dtype)
     _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](qp, kp, v, do, lse, Delta, dqp, *args, HEAD_DIM=d, CAUSAL=causal,
-                                               FP32=fp32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps,
-                                               num_stages=stages)
+                                               FP32=fp32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
     return dqp, dkp, dv
 
 
@@ -620,15 +562,13 @@ attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 # -----------------------------------------------------------------------------
 # The SDPA path and the entry point
 
-# impl='auto': the measured winner per head dim (results/kernel/README.md), as (up to this Tk, impl) in increasing
-# Tk: 'sdpa' for long sequences, 'triton' for short ones at d 64; head dims not measured: 'sdpa'
+# impl='auto': the measured winner per head dim (results/kernel/README.md) as (up to this Tk, impl), in increasing Tk
 _FASTEST = {32: [(2**31, "sdpa")], 64: [(SHORT_T, "triton"), (2**31, "sdpa")], 128: [(2**31, "sdpa")]}
 
 
 def _sdpa(qp, kp, v, causal, sm_scale, q_offset):
-    """softmax(sm_scale q' k'^T) v by F.scaled_dot_product_attention; its is_causal is top-left aligned, so a
-    query block that does not start at position 0 gets an explicit mask (or none when it sees every key).
-    Grouped k', v are copied per query head (bench_attention.py compares SDPA's own enable_gqa)."""
+    """softmax(sm_scale q' k'^T) v by SDPA, whose is_causal is top-left aligned: queries not from position 0 get a
+    mask (none where they see every key); grouped k', v copied per query head (enable_gqa: bench_attention.py)."""
     H, Hkv, Tq, Tk = qp.shape[1], kp.shape[1], qp.shape[2], kp.shape[2]
     if Hkv != H:
         kp, v = (x[:, :, None].expand(-1, -1, H // Hkv, -1, -1).flatten(1, 2) for x in (kp, v))
@@ -636,72 +576,60 @@ def _sdpa(qp, kp, v, causal, sm_scale, q_offset):
         return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale)
     if q_offset == 0 and Tq == Tk:
         return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=sm_scale)
-    t = torch.arange(q_offset, q_offset + Tq, device=qp.device)
-    mask = torch.arange(Tk, device=qp.device)[None, :] <= t[:, None]  # key s visible to query t iff s <= t
-    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=mask, scale=sm_scale)
+    s, t = torch.arange(Tk, device=qp.device), torch.arange(q_offset, q_offset + Tq, device=qp.device)
+    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=s[None, :] <= t[:, None], scale=sm_scale)  # s <= t
 
 
 def _check_inputs(q, k, v, delta, q_offset, impl, mu):
+    def fail(why):
+        raise ValueError(f"pope_attention: {why}")
     tensors = dict(q=q, k=k, v=v) if delta is None else dict(q=q, k=k, v=v, delta=delta)
     for name, x in tensors.items():
         if not isinstance(x, torch.Tensor):
-            raise ValueError(f"pope_attention: {name} must be a torch.Tensor, got {type(x).__name__}"
-                             + (" (or None: no delta)" if name == "delta" else ""))
+            fail(f"{name} must be a torch.Tensor, got {type(x).__name__}"
+                 + (" (or None: no delta)" if name == "delta" else ""))
     if impl not in IMPLS:
-        raise ValueError(f"pope_attention: impl={impl!r}; choose one of {IMPLS}")
+        fail(f"impl={impl!r}; choose one of {IMPLS}")
     if mu not in MUS:
-        raise ValueError(f"pope_attention: mu={mu!r}; choose one of {MUS}")
+        fail(f"mu={mu!r}; choose one of {MUS}")
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError("pope_attention: q, k, v must be 4-d (B, H, T, d); got shapes "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    B, H, Tq, D = q.shape
-    Hkv, Tk = k.shape[1], k.shape[2]
+        fail(f"q, k, v must be 4-d (B, H, T, d); got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    (B, H, Tq, D), (Hkv, Tk) = q.shape, k.shape[1:3]
     if impl == "triton" and D not in TRITON_HEAD_DIMS:
-        raise ValueError(f"pope_attention: head dim d={D} is not supported by impl='triton' (d in {TRITON_HEAD_DIMS});"
-                         " use impl='sdpa' or 'auto'")
+        fail(f"head dim d={D} is not supported by impl='triton' (d in {TRITON_HEAD_DIMS}); use impl='sdpa' or 'auto'")
     if not 1 <= D <= MAX_HEAD_DIM:
-        raise ValueError(f"pope_attention: head dim d={D} is not supported; need 1 <= d <= {MAX_HEAD_DIM}")
+        fail(f"head dim d={D} is not supported; need 1 <= d <= {MAX_HEAD_DIM}")
     if k.shape != (B, Hkv, Tk, D) or v.shape != (B, Hkv, Tk, D):
-        raise ValueError(f"pope_attention: expected k and v of one shape (B, n_kv_head, Tk, d) = ({B}, n_kv_head, Tk, "
-                         f"{D}) for q {tuple(q.shape)}; got k {tuple(k.shape)}, v {tuple(v.shape)}")
+        fail(f"expected k and v of one shape (B, n_kv_head, Tk, d) = ({B}, n_kv_head, Tk, {D}) for q {tuple(q.shape)}; "
+             f"got k {tuple(k.shape)}, v {tuple(v.shape)}")
     if min(B, H, Hkv, Tq, Tk) < 1:
-        raise ValueError(f"pope_attention: empty input (B={B}, H={H}, n_kv_head={Hkv}, Tq={Tq}, Tk={Tk}); "
-                         "need all >= 1")
+        fail(f"empty input (B={B}, H={H}, n_kv_head={Hkv}, Tq={Tq}, Tk={Tk}); need all >= 1")
     if H % Hkv:
-        raise ValueError(f"pope_attention: n_kv_head={Hkv} (k, v) must divide the {H} query heads")
+        fail(f"n_kv_head={Hkv} (k, v) must divide the {H} query heads")
     if Tq > Tk:
-        raise ValueError(f"pope_attention: Tq={Tq} > Tk={Tk}; queries must be a suffix-sized slice (Tq <= Tk)")
+        fail(f"Tq={Tq} > Tk={Tk}; queries must be a suffix-sized slice (Tq <= Tk)")
     if delta is not None and delta.shape != (H, D):
-        raise ValueError(f"pope_attention: delta must have shape (H, d) = ({H}, {D}), one row per query head; "
-                         f"got {tuple(delta.shape)}")
+        fail(f"delta must have shape (H, d) = ({H}, {D}), one row per query head; got {tuple(delta.shape)}")
     if delta is not None and not delta.is_floating_point():
-        raise ValueError(f"pope_attention: delta must be a floating tensor, got {delta.dtype}")
+        fail(f"delta must be a floating tensor, got {delta.dtype}")
     if q.dtype not in DTYPES or q.dtype != k.dtype or q.dtype != v.dtype:
-        raise ValueError(f"pope_attention: q, k, v must share one dtype among {DTYPES}; "
-                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
+        fail(f"q, k, v must share one dtype among {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}")
     if len({x.device for x in tensors.values()}) != 1:
-        raise ValueError(f"pope_attention: all inputs must be on one device, got "
-                         f"{[str(x.device) for x in tensors.values()]}")
+        fail(f"all inputs must be on one device, got {[str(x.device) for x in tensors.values()]}")
     if q.device.type != "cuda" and not INTERPRET:
-        raise ValueError(f"pope_attention: inputs on {q.device} need a CUDA device "
-                         "(or TRITON_INTERPRET=1 for the slow CPU interpreter)")
+        fail(f"inputs on {q.device} need a CUDA device (or TRITON_INTERPRET=1 for the slow CPU interpreter)")
     if not isinstance(q_offset, int) or q_offset < 0:
-        raise ValueError(f"pope_attention: q_offset must be a non-negative int, got {q_offset!r}")
+        fail(f"q_offset must be a non-negative int, got {q_offset!r}")
     if max(Tk, q_offset + Tq) > 2**24:
-        raise ValueError("pope_attention: positions up to 2**24 are supported")
+        fail("positions up to 2**24 are supported")
 
 
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, impl="auto",
-                   mu="softplus"):
-    """PoPE attention. q (B, H, Tq, d), k and v (B, n_kv_head, Tk, d) with n_kv_head dividing H (query head h
-    reads kv head h // (H / n_kv_head)), delta (H, d) used as given (clamp it before; None: no delta) -> out
-    (B, H, Tq, d) in v's dtype. Query i sits at position q_offset + i, key s at position s; causal: key s is
-    visible to query i iff s <= q_offset + i. sm_scale defaults to 1/sqrt(d). mu: the magnitude, one of MUS.
-    Differentiable w.r.t. q, k, v and delta.
-    impl: 'sdpa' runs F.scaled_dot_product_attention on q', k' (cuDNN on an H200; any d up to 256), 'triton' the
-    FlashAttention-2 kernels of this file (d 32/64/128), 'auto' the faster of the two as measured (_FASTEST: 'sdpa'
-    but at short sequences of d 64, see the module docstring). Extra memory: q', k' (2x q and k) saved for the
-    backward."""
+def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, impl="auto", mu="softplus"):
+    """PoPE attention. q (B, H, Tq, d), k and v (B, n_kv_head, Tk, d) with n_kv_head dividing H, delta (H, d) used as
+    given (clamp it before; None: no delta) -> out (B, H, Tq, d) in v's dtype. Query i sits at position q_offset + i,
+    key s at position s; causal: key s is visible to query i iff s <= q_offset + i. sm_scale defaults to 1/sqrt(d);
+    mu: one of MUS; impl: one of IMPLS (module docstring). Differentiable w.r.t. q, k, v and delta; extra memory:
+    q', k' (2x q and k) saved for the backward."""
     if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
         q_offset = int(q_offset)
     _check_inputs(q, k, v, delta, q_offset, impl, mu)

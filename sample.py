@@ -15,6 +15,7 @@ the sampling together (generate.decode_step: one CUDA graph a step on a GPU; the
 """
 
 import os
+import pathlib
 
 import torch
 
@@ -49,17 +50,12 @@ if args.start.startswith('FILE:') and not os.path.isfile(args.start[5:]):
     raise SystemExit(f"--start={args.start}: no such file")
 
 torch.manual_seed(args.seed)
-if args.init_from:
-    model, ckpt = pretrained.load(args.init_from, args.device)
-else:
-    model, ckpt = load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device)
+model, ckpt = (pretrained.load(args.init_from, args.device) if args.init_from
+               else load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device))
 meta = ckpt['meta']
 encode, decode = tokenizer(meta)  # the data set's own: GPT-2 BPE, or its token list
 
-start = args.start
-if start.startswith('FILE:'):
-    with open(start[5:], encoding='utf-8') as f:
-        start = f.read()
+start = pathlib.Path(args.start[5:]).read_text(encoding='utf-8') if args.start.startswith('FILE:') else args.start
 examples = meta['kind'] == 'examples'  # indirect indexing: a question in its data set's layout, one answer token
 if examples:
     args.max_new_tokens, args.top_k = 1, 1  # the answer is one token: the most likely one
@@ -74,36 +70,29 @@ if (examples or cfg.pos_emb in ABSOLUTE) and len(ids) > cfg.block_size:
     raise SystemExit(f"--start is {len(ids)} tokens, longer than the {cfg.block_size} this model reads "
                      f"({cfg.pos_emb} positions stop at block_size): give a shorter prompt")
 
-
-def free_bytes(device):
-    """Memory free for new tensors on device: the GPU's free memory, or the machine's available memory."""
-    if torch.device(device).type == 'cuda':
-        return torch.cuda.mem_get_info(torch.device(device))[0]
-    try:
-        with open('/proc/meminfo') as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith('MemAvailable:'))
-    except (OSError, StopIteration):
-        return os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
-
-
-# what generate allocates at once, before the first step: the KV cache, the output, the prompt's pass (its
-# activations and the logits of its last position), checked here: too many tokens or samples are one line, not an
-# allocation that fails (or swaps) midway
+# what generate allocates at once, before the first step: the KV cache, the output, the prompt's pass (its activations
+# and the logits of its last position), checked here: too many tokens or samples are one line, not a swap or failure
 B, T = args.num_samples, len(ids)
 cache_len = min(T + args.max_new_tokens, cfg.block_size) if cfg.pos_emb in ABSOLUTE else T + args.max_new_tokens
 itemsize = 4 if (args.dtype or default_dtype(args.device)) == 'float32' else 2
 need = (2 * cfg.n_layer * B * (cfg.n_kv_head or cfg.n_head) * cache_len * (cfg.n_embd // cfg.n_head) * itemsize
         + 8 * B * (T + args.max_new_tokens) + 4 * B * (16 * T * cfg.n_embd + 2 * cfg.vocab_size))
-if need > 0.8 * free_bytes(args.device):
+if torch.device(args.device).type == 'cuda':
+    free = torch.cuda.mem_get_info(torch.device(args.device))[0]
+else:
+    try:
+        with open('/proc/meminfo') as f:
+            free = next(int(line.split()[1]) * 1024 for line in f if line.startswith('MemAvailable:'))
+    except (OSError, StopIteration):
+        free = os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+if need > 0.8 * free:
     raise SystemExit(f"--num_samples={B} of {T} + --max_new_tokens={args.max_new_tokens} tokens need about "
-                     f"{need / 2 ** 30:.1f} GiB (the KV cache and the output), more than the "
-                     f"{free_bytes(args.device) / 2 ** 30:.1f} GiB free on {args.device}: ask for fewer tokens or "
-                     "samples")
+                     f"{need / 2 ** 30:.1f} GiB (the KV cache and the output), more than the {free / 2 ** 30:.1f} GiB "
+                     f"free on {args.device}: ask for fewer tokens or samples")
 x = torch.tensor(ids, dtype=torch.long, device=args.device)[None, ...]
 with torch.no_grad(), autocast(args.device, args.dtype or default_dtype(args.device)):
     y = generate(model, x.expand(args.num_samples, -1), args.max_new_tokens, temperature=args.temperature,
                  top_k=args.top_k, compile=args.compile == 'True')
 for row in y.tolist():
-    # an answer without the rows' padding and '<bos>'
-    print(indirect_indexing.decode(row, meta['itos']) if examples else decode(row))
+    print(indirect_indexing.decode(row, meta['itos']) if examples else decode(row))  # (an answer: no padding, '<bos>')
     print('---------------')

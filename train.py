@@ -10,9 +10,8 @@ Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: tok
 (kind 'stream', random windows of block_size + 1) or fixed examples (kind 'examples', the
 indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
 
-configurator.py reads and checks the config, checkpoint.py keeps the run folder (out_dir: ckpt.pt, best.pt,
-eval_log.jsonl, final.json), pretrained.py starts from GPT-2 or converts a model to another encoding. Bad values,
-damaged data, a failed save and Ctrl-C stop with one line that says what is kept and what to do.
+configurator.py reads and checks the config, checkpoint.py keeps the run folder (out_dir), pretrained.py starts
+from GPT-2 or converts a model; bad values, damaged data, a failed save and Ctrl-C stop with one line.
 """
 
 import json
@@ -112,8 +111,7 @@ device_type = torch.device(device).type
 ddp = int(os.environ.get('RANK', -1)) != -1
 if ddp:
     init_process_group(backend=backend)
-    ddp_rank, ddp_local_rank = int(os.environ['RANK']), int(os.environ['LOCAL_RANK'])
-    ddp_world_size = int(os.environ['WORLD_SIZE'])
+    ddp_rank, ddp_local_rank, ddp_world_size = (int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
     if device != 'cpu':  # one GPU per process
         device = f'cuda:{ddp_local_rank}'
         torch.cuda.set_device(device)
@@ -265,8 +263,7 @@ if ddp:
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel: results/speed/README.md)
 eval_model = model.module if ddp else model
-# length extrapolation (stream data): the val loss at multiples of block_size, every length on the same first
-# n_ctx val tokens (configurator.py)
+# length extrapolation (stream data): the val loss at multiples of block_size, all on the first n_ctx val tokens
 n_ctx, ctx_lengths, ctx_note = configurator.context_lengths(config, 0 if examples else len(data['val']) - 1)
 if ctx_note and master_process:
     print(ctx_note)
