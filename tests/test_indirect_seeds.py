@@ -1,7 +1,6 @@
 """results/indirect_indexing/seeds.py: the steps to each threshold, the exact rank test, and the committed page."""
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -11,24 +10,53 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUDY = os.path.join(ROOT, 'results', 'indirect_indexing')
 sys.path.insert(0, STUDY)
-from seeds import exact_rank_test, mean_ranks, read_run, steps_to_90  # noqa: E402
+import itertools  # noqa: E402
+import random  # noqa: E402
+
+from seeds import exact_rank_test, first, read_run, steps_to_90  # noqa: E402
+
+
+def solved(*steps):
+    return [(s, True) for s in steps]
+
+
+def mann_whitney_p(a, b):
+    """The plain exact Mann-Whitney test, by its definition: ranks of the pooled values (ties: their mean rank), the
+    share of splits whose rank sum lies at least as far from its mean as the observed one."""
+    pooled = a + b
+    ranks = [sum(y < x for y in pooled) + (sum(y == x for y in pooled) + 1) / 2 for x in pooled]
+    mean = len(a) * (len(pooled) + 1) / 2
+    dev = lambda group: abs(sum(ranks[i] for i in group) - mean)
+    splits = list(itertools.combinations(range(len(pooled)), len(a)))
+    return sum(dev(s) >= dev(range(len(a))) - 1e-9 for s in splits) / len(splits)
 
 
 def test_exact_rank_test_counts_the_splits():
     # five against five, fully apart: 2 of the C(10, 5) = 252 splits are as extreme (this one and its mirror)
-    u, p, n = exact_rank_test([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
-    assert (u, n) == (25, 252) and p == pytest.approx(2 / 252)
-    assert exact_rank_test([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])[1] == pytest.approx(2 / 252)
+    assert exact_rank_test(solved(1, 2, 3, 4, 5), solved(6, 7, 8, 9, 10)) == (25, 0, pytest.approx(2 / 252), 252)
+    assert exact_rank_test(solved(6, 7, 8, 9, 10), solved(1, 2, 3, 4, 5))[:3] == (0, 25, pytest.approx(2 / 252))
     # the same values in both groups: every split is as extreme as the one seen
-    assert exact_rank_test([3, 3], [3, 3])[1] == 1.0
-    # unsolved runs (inf) tie with one another; three against three apart: 2 of 20
-    u, p, _ = exact_rank_test([80e3, 100e3, 116e3], [132e3, math.inf, math.inf])
-    assert u == 9 and p == pytest.approx(0.1)
-    assert mean_ranks([5, 1, 5, math.inf]) == [2.5, 1, 2.5, 4]
-    # brute force against the definition on a small tied case: |rank sum - mean| at least as large as observed
-    a, b = [1, 2, 2], [2, 3, 4, 4]
-    u, p, n = exact_rank_test(a, b)
-    assert u == 1 * 4 + 2 * (0.5 + 3) and n == 35 and 0 < p < 1
+    assert exact_rank_test(solved(3, 3), solved(3, 3))[2] == 1.0
+    # unsolved at the schedule's end (200k) tie with one another and come after every solve; three against three apart
+    assert exact_rank_test(solved(80e3, 100e3, 116e3), solved(132e3) + [(200e3, False)] * 2)[:3] == \
+        (9, 0, pytest.approx(0.1))
+
+
+def test_with_every_run_solved_it_is_the_mann_whitney_test():
+    rng = random.Random(0)
+    for _ in range(30):
+        a, b = ([rng.randint(1, 6) for _ in range(rng.randint(2, 5))] for _ in range(2))
+        assert exact_rank_test(solved(*a), solved(*b))[2] == pytest.approx(mann_whitney_p(a, b)), (a, b)
+
+
+def test_a_run_cut_short_is_ordered_only_where_its_order_is_known():
+    assert first((116e3, True), (150e3, False)) == 1  # not solved by 150k: after a solve at 116k
+    assert first((80e3, True), (48e3, False)) == 0  # not solved by 48k: before or after 80k, unknown
+    assert first((48e3, True), (48e3, False)) == 1 and first((48e3, False), (48e3, True)) == -1
+    assert first((48e3, False), (200e3, False)) == 0 and first((8e3, True), (8e3, True)) == 0
+    # a RoPE run cut at 48k tells nothing against PoPE solves at 80-116k: the same p as without it, fewer pairs known
+    with_cut = exact_rank_test(solved(80e3, 100e3, 116e3), solved(132e3, 140e3) + [(48e3, False)])
+    assert with_cut[:2] == (6, 0) and 0 < with_cut[2] < 1
 
 
 def write_run(folder, accs, final=None, probe=None):
@@ -46,12 +74,12 @@ def test_read_run_and_the_rank_each_ending_gets(tmp_path):
     write_run(tmp_path / 'a', [0.0, 0.1, 0.6, 0.95, 0.96], final={'iter': 16000, 'early_stop': {'iter': 16000}},
               probe={'-1': 0.9, '3': 0.8})
     r = read_run(tmp_path / 'a')
-    assert r['to'] == {0.105: 8000, 0.5: 8000, 0.9: 12000} and steps_to_90(r) == 12000
+    assert r['to'] == {0.105: 8000, 0.5: 8000, 0.9: 12000} and steps_to_90(r) == (12000, True)
     assert r['ended'] == 'early stop at 16k' and r['probe'] == (0.8, '3', 2)
     write_run(tmp_path / 'b', [0.0, 0.1, 0.2], final={'iter': 8000})  # ran its schedule, never solved
-    assert steps_to_90(read_run(tmp_path / 'b')) == math.inf
-    write_run(tmp_path / 'c', [0.0, 0.1, 0.2])  # cut short before solving: no rank
-    assert steps_to_90(read_run(tmp_path / 'c')) is None and read_run(tmp_path / 'c')['ended'] == 'cut at 8k'
+    assert steps_to_90(read_run(tmp_path / 'b')) == (8000, False)
+    write_run(tmp_path / 'c', [0.0, 0.1, 0.2])  # cut short before solving: not solved by its last evaluation
+    assert steps_to_90(read_run(tmp_path / 'c')) == (8000, False) and read_run(tmp_path / 'c')['ended'] == 'cut at 8k'
 
 
 def test_the_committed_page_is_what_the_script_makes_of_the_committed_runs(tmp_path):

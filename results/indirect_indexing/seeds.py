@@ -8,10 +8,14 @@ Reads every run folder runs/leftpad_<pope|rope>_s<seed>/ (eval_log.jsonl, final.
     python results/indirect_indexing/seeds.py results/indirect_indexing
 
 Steps to a threshold: the first evaluation (every 4k steps) whose test accuracy is at or above it. A run "solves" the
-task when that happens for 90 %. A run that never does counts as 200k+ (after the last step of the schedule); one
-that was cut short before that without reaching 90 % cannot be ranked and is left out of the test, with a note.
-The test: Mann-Whitney's U through its exact permutation distribution (every way to split the pooled steps into
-groups of the two sizes; ties take their mean rank), two-sided.
+task when that happens for 90 %. A run that ends without solving it (at the schedule's end, or cut short) is known
+only to need more steps than it ran: censored at its last evaluation.
+The test: Gehan's form of the Mann-Whitney test, which takes censored runs: each PoPE-RoPE pair scores +1 if the
+PoPE run certainly got to 90 % first, -1 if the RoPE run did, 0 if they tied or the order is not known (a censored
+run against one that solved after it was cut, or two censored runs); the statistic G is the sum over the pairs,
+and the two-sided p-value the share of all splits of the pooled runs into groups of the two sizes whose |G| is at
+least the observed one. With no run cut short it is the exact Mann-Whitney test (G = 2U - pairs). It assumes runs
+are cut alike in both groups (they run side by side).
 """
 
 import argparse
@@ -52,42 +56,33 @@ def read_run(folder):
 
 
 def steps_to_90(run):
-    """The value the rank test sees: the step, inf for an unsolved run that ran its schedule (or stopped on its own
-    accuracy), None for one cut short before solving (no rank)."""
+    """(step, solved): the step of the first evaluation at 90 %, or the last one if the run never got there."""
     step = run['to'][0.9]
-    if step is not None:
-        return step
-    return math.inf if run['complete'] else None
+    return (step, True) if step is not None else (run['last_iter'], False)
 
 
-def mean_ranks(values):
-    """Ranks 1..n of values, ties given their mean rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in order[i:j + 1]:
-            ranks[k] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
+def first(x, y):
+    """+1 if run x (step, solved) certainly got to 90 % before run y, -1 if after, 0 if tied or not known."""
+    (sx, x_solved), (sy, y_solved) = x, y
+    if x_solved and (sx < sy or sx == sy and not y_solved):  # y: solved later, or not by step sy >= sx
+        return 1
+    if y_solved and (sy < sx or sy == sx and not x_solved):
+        return -1
+    return 0
 
 
 def exact_rank_test(a, b):
-    """Mann-Whitney's U of a against b (U = pairs a < b, ties one half) and its exact two-sided p-value: the share of
-    the splits of the pooled values into groups of len(a) and len(b) whose rank sum of the first group lies at least
-    as far from its mean as the one observed."""
+    """Gehan's test of the runs a against b, each (step, solved): (pairs in which a's run got to 90 % first, pairs in
+    which b's did, the exact two-sided p-value, the number of splits)."""
     pooled = list(a) + list(b)
-    ranks = mean_ranks(pooled)
-    n_a, n = len(a), len(pooled)
-    expected = n_a * (n + 1) / 2
-    observed = abs(sum(ranks[:n_a]) - expected)
-    splits = list(itertools.combinations(range(n), n_a))
-    extreme = sum(abs(sum(ranks[i] for i in split) - expected) >= observed - 1e-9 for split in splits)
-    u = sum((x < y) + 0.5 * (x == y) for x in a for y in b)
-    return u, extreme / len(splits), len(splits)
+    n = len(pooled)
+    score = [[first(x, y) for y in pooled] for x in pooled]
+    gehan = lambda group: sum(score[i][j] for i in group for j in set(range(n)) - set(group))
+    observed = abs(gehan(range(len(a))))
+    splits = list(itertools.combinations(range(n), len(a)))
+    extreme = sum(abs(gehan(split)) >= observed for split in splits)
+    pairs = [first(x, y) for x in a for y in b]
+    return pairs.count(1), pairs.count(-1), extreme / len(splits), len(splits)
 
 
 def fmt_step(step):
@@ -118,26 +113,28 @@ def main(argv=None):
     summary = ['| encoding | runs | solved (test >= 90 %) | steps to 90 %: median | range |', '|---|---|---|---|---|']
     ranked, notes = {}, []
     for pe, rs in runs.items():
-        ranked[pe] = [s for s in map(steps_to_90, rs) if s is not None]
+        ranked[pe] = [steps_to_90(r) for r in rs]
         notes += [f"{NAMES[pe]} {r['name'].rsplit('_', 1)[1]} was cut at {r['last_iter'] // 1000}k before reaching "
-                  "90 %: left out of the test" for r in rs if steps_to_90(r) is None]
-        solved = [s for s in ranked[pe] if s != math.inf]
+                  f"90 %: in the test as not solved by {r['last_iter'] // 1000}k" for r in rs
+                  if not r['complete'] and r['to'][0.9] is None]
+        known = [s if solved else math.inf for (s, solved), r in zip(ranked[pe], rs) if solved or r['complete']]
         shown = lambda s: f"{SCHEDULE // 1000}k+" if s == math.inf else fmt_step(int(s))
-        median = statistics.median(ranked[pe]) if ranked[pe] else None
-        summary.append(f"| {NAMES[pe]} | {len(rs)} | {len(solved)} of {len(ranked[pe])} | "
+        median = statistics.median(known) if known else None
+        summary.append(f"| {NAMES[pe]} | {len(rs)} | {sum(solved for _, solved in ranked[pe])} of {len(rs)} | "
                        + (shown(median) if median is not None else '-') + ' | '
-                       + (f"{shown(min(ranked[pe]))} - {shown(max(ranked[pe]))}" if ranked[pe] else '-') + ' |')
+                       + (f"{shown(min(known))} - {shown(max(known))}" if known else '-') + ' |')
     out = ["# PoPE against RoPE, seeds of the replication's layout (200k-step schedule)", '',
            f"Made by `python results/indirect_indexing/seeds.py {args.folder}` from the run folders "
            "`runs/leftpad_<encoding>_s<seed>/`.", '', *rows, '', *summary, '']
     if len(ranked['pope']) >= 2 and len(ranked['rope']) >= 2:
-        u, p_value, n_splits = exact_rank_test(ranked['pope'], ranked['rope'])
+        pope_first, rope_first, p_value, n_splits = exact_rank_test(ranked['pope'], ranked['rope'])
+        n_pairs = len(ranked['pope']) * len(ranked['rope'])
         out.append(f"Steps to 90 % test accuracy, PoPE ({len(ranked['pope'])} runs) against RoPE "
-                   f"({len(ranked['rope'])}): Mann-Whitney U = {u:g} (pairs in which PoPE got there first; ties "
-                   f"count one half; {len(ranked['pope']) * len(ranked['rope'])} pairs), exact two-sided "
-                   f"p = {p_value:.3f} over all {n_splits} splits of the pooled runs.")
+                   f"({len(ranked['rope'])}): of the {n_pairs} pairs, PoPE got there first in {pope_first}, RoPE in "
+                   f"{rope_first}, the rest tied or not known; Gehan's test (Mann-Whitney's, for runs that end "
+                   f"unsolved), exact two-sided p = {p_value:.3f} over all {n_splits} splits of the pooled runs.")
     else:
-        out.append("Fewer than two ranked runs of an encoding: no test.")
+        out.append("Fewer than two runs of an encoding: no test.")
     out += [f"- {n}" for n in notes]
     with open(os.path.join(args.folder, 'seeds.md'), 'w') as f:
         f.write('\n'.join(out) + '\n')
