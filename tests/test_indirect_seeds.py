@@ -82,6 +82,20 @@ def test_read_run_and_the_rank_each_ending_gets(tmp_path):
     assert steps_to_90(read_run(tmp_path / 'c')) == (8000, False) and read_run(tmp_path / 'c')['ended'] == 'cut at 8k'
 
 
+def test_the_page_counts_a_run_cut_short_in_the_test_but_not_in_the_solve_rate(tmp_path):
+    runs = tmp_path / 'runs'
+    write_run(runs / 'leftpad_pope_s1', [0.0, 0.5, 0.95], final={'iter': 8000})
+    write_run(runs / 'leftpad_pope_s2', [0.0, 0.6, 0.96], final={'iter': 8000})
+    write_run(runs / 'leftpad_rope_s1', [0.0, 0.1, 0.2, 0.3], final={'iter': 12000})  # unsolved at its schedule's end
+    write_run(runs / 'leftpad_rope_s2', [0.0, 0.1])  # cut at 4k: order unknown against solves at 8k
+    subprocess.run([sys.executable, os.path.join(STUDY, 'seeds.py'), str(tmp_path)], check=True, capture_output=True)
+    page = (tmp_path / 'seeds.md').read_text()
+    assert '| PoPE | 2 | 2 of 2 | 8k | 8k - 8k |' in page
+    assert '| RoPE | 2 | 0 of 1 | 200k+ | 200k+ - 200k+ |' in page  # the cut run: not in the solve rate
+    assert 'of the 4 pairs, PoPE got there first in 2, RoPE in 0' in page
+    assert 'RoPE s2 was cut at 4k before reaching 90 %: in the test as not solved by 4k' in page
+
+
 def test_the_committed_page_is_what_the_script_makes_of_the_committed_runs(tmp_path):
     committed = open(os.path.join(STUDY, 'seeds.md')).read()
     os.makedirs(tmp_path / 'runs')

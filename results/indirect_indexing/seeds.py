@@ -110,7 +110,8 @@ def main(argv=None):
             rows.append(f"| {NAMES[pe]} s{r['name'].rsplit('_s', 1)[1]} | {r['ended']} | "
                         + ' | '.join(fmt_step(r['to'][t]) for t in THRESHOLDS)
                         + f" | {100 * r['test_acc']:.1f} | {100 * r['train_acc']:.1f} | {probe} |")
-    summary = ['| encoding | runs | solved (test >= 90 %) | steps to 90 %: median | range |', '|---|---|---|---|---|']
+    summary = ['| encoding | runs | solved (test >= 90 %), of those not cut short before | steps to 90 %: median '
+               '| range |', '|---|---|---|---|---|']
     ranked, notes = {}, []
     for pe, rs in runs.items():
         ranked[pe] = [steps_to_90(r) for r in rs]
@@ -120,7 +121,7 @@ def main(argv=None):
         known = [s if solved else math.inf for (s, solved), r in zip(ranked[pe], rs) if solved or r['complete']]
         shown = lambda s: f"{SCHEDULE // 1000}k+" if s == math.inf else fmt_step(int(s))
         median = statistics.median(known) if known else None
-        summary.append(f"| {NAMES[pe]} | {len(rs)} | {sum(solved for _, solved in ranked[pe])} of {len(rs)} | "
+        summary.append(f"| {NAMES[pe]} | {len(rs)} | {sum(solved for _, solved in ranked[pe])} of {len(known)} | "
                        + (shown(median) if median is not None else '-') + ' | '
                        + (f"{shown(min(known))} - {shown(max(known))}" if known else '-') + ' |')
     out = ["# PoPE against RoPE, seeds of the replication's layout (200k-step schedule)", '',
