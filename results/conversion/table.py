@@ -10,33 +10,28 @@ reproduce.sh runs it last; `python results/conversion/table.py results/conversio
 """
 
 import glob
-import json
 import os
 import re
 import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import save_figure, subplots  # noqa: E402
+from eval import read_json, save_figure, subplots  # noqa: E402
+
+
+STYLE = {'2': ':', '10': '--', '30': '-'}  # the line of each share of recalibration steps (%)
 
 
 def name(run):  # a label of reproduce.sh without its seed -> (its row's name, colour, line style)
     if m := re.fullmatch(r'(rope|learned)-pope(\d+)', run):
-        src = 'RoPE' if m[1] == 'rope' else 'learned'
-        return f'{src} -> PoPE, {m[2]} % recalibration', 'tab:orange' if m[1] == 'rope' else 'tab:green', \
-            {'2': ':', '10': '--', '30': '-'}[m[2]] if m[2] in ('2', '10', '30') else '-.'
+        src, colour = ('RoPE', 'tab:orange') if m[1] == 'rope' else ('learned', 'tab:green')
+        return f'{src} -> PoPE, {m[2]} % recalibration', colour, STYLE.get(m[2], '-.')
     if m := re.fullmatch(r'pope-scratch(\d+)', run):
-        return f'PoPE from scratch ({m[1]} % more steps)', 'tab:red', \
-            {'2': ':', '10': '--', '30': '-'}.get(m[1], '-.')
+        return f'PoPE from scratch ({m[1]} % more steps)', 'tab:red', STYLE.get(m[1], '-.')
     if m := re.fullmatch(r'rope\+yarn(\d+)', run):
         return f'RoPE + YaRN s={m[1]} (no fine-tune)', 'tab:purple', ':' if m[1] == '4' else '--'
     return {'rope': ('RoPE (pre-trained)', 'tab:blue', '-'),
             'learned': ('learned positions (pre-trained)', 'tab:gray', '-')}[run]
-
-
-def read_log(d):
-    with open(os.path.join(d, 'eval_log.jsonl')) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 if len(sys.argv) != 2:
@@ -51,7 +46,7 @@ steps = {}  # run -> training steps in all (pre-training + recalibration for a c
 start = defaultdict(list)  # conversion run -> (its source's best val loss, its own at step 0, its best), per seed
 lengths, seeds, about = set(), set(), None
 for path in paths:
-    ev = json.load(open(path))
+    ev = read_json(path)
     about = about or ev
     for r in ev['results']:
         run, seed = r['label'].rsplit('-s', 1)
@@ -63,12 +58,12 @@ for path in paths:
             continue
         # reproduce.sh's layout: each run's folder beside extrapolation/, the ckpt's folder name its run's
         d = os.path.join(os.path.dirname(os.path.dirname(path)), os.path.basename(os.path.dirname(r['ckpt'])))
-        final = json.load(open(os.path.join(d, 'final.json')))
+        final = read_json(os.path.join(d, 'final.json'))
         if re.fullmatch(r'(rope|learned)-pope\d+', run):  # the pre-training's steps it started from, then its own
-            pre = json.load(open(os.path.join(os.path.dirname(d), f"{run.split('-')[0]}-s{seed}", 'final.json')))
-            steps[run] = f"{pre['iter']} + {final['iter']}"
-            pre_log, log = read_log(os.path.join(os.path.dirname(d), f"{run.split('-')[0]}-s{seed}")), read_log(d)
-            best = lambda entries: min(e['val_loss'] for e in entries)
+            pre = os.path.join(os.path.dirname(d), f"{run.split('-')[0]}-s{seed}")
+            steps[run] = f"{read_json(os.path.join(pre, 'final.json'))['iter']} + {final['iter']}"
+            best = lambda log: min(e['val_loss'] for e in log)
+            pre_log, log = (read_json(os.path.join(x, 'eval_log.jsonl'), lines=True) for x in (pre, d))
             start[run].append((best(pre_log), log[0]['val_loss'], best(log)))
         else:
             steps[run] = str(final['iter'])
@@ -82,8 +77,8 @@ lines = ['| model | steps | ' + ' | '.join(f'test ppl at {L} ({L // base}x)' for
 lines += [f'| {name(run)[0]} | {steps.get(run, "")} | ' + ' | '.join(cell(by_length[L]) for L in lengths) + ' |'
           for run, by_length in ppl.items()]
 lines += ['', f"Each cell: the mean over {len(seeds)} seeds ({', '.join(sorted(seeds))}), their range in brackets; "
-          f"test perplexity on the first {about['tokens']:,} tokens of {about['data']}, in windows of each length; '-': "
-          f"learned positions stop at {base}.", '',
+          f"test perplexity on the first {about['tokens']:,} tokens of {about['data']}, in windows of each length; "
+          f"'-': learned positions stop at {base}.", '',
           '| conversion | val loss of the pre-trained model | converted, at step 0 | converted, best |',
           '|---|---|---|---|']
 lines += [f'| {name(run)[0]} | ' + ' | '.join(cell([x[i] for x in v], 2) for i in range(3)) + ' |'
@@ -101,7 +96,7 @@ for run, by_length in ppl.items():
 ax.axvline(base, color='grey', ls='--', lw=1)
 ax.set(xscale='log', xlabel='context length (tokens; training context: the dashed line)',
        ylabel=f'test perplexity (mean of {len(seeds)} seeds)',
-       title='Converted to PoPE: 6 x 384 GPT on Shakespeare, context 256')
+       title=f'Converted to PoPE: 6 x 384 GPT on Shakespeare, context {base}')
 ax.set_xticks(lengths, [str(L) for L in lengths])
 ax.minorticks_off()
 ax.grid(alpha=0.3)
