@@ -361,7 +361,7 @@ class GPT(nn.Module):
         self.lm_head.weight = nn.Parameter(F.pad(self.lm_head.weight.detach(), (0, 0, 0, n_pad)))
         if self.lm_head.bias is not None:
             self.lm_head.bias = nn.Parameter(F.pad(self.lm_head.bias.detach(), (0, n_pad)))
-        if tied:  # weight tying: wte's own init is dropped (the same random numbers drawn as tied before the init)
+        if tied:  # weight tying; wte's own init above is discarded (drawn all the same: the random stream is unchanged)
             self.wte.weight = self.lm_head.weight
         self.register_buffer('vocab_padding', torch.arange(config.vocab_size + n_pad) >= config.vocab_size,
                              persistent=False)

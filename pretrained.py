@@ -16,9 +16,10 @@ Hugging Face's GPT-2 uses Conv1D, y = x W + b with W (in, out): the transpose of
 
 A fine-tune keeps the architecture of the model it starts from (a flag that differs is refused with one line); it
 takes dropout and the attention kernel from this run's config, and the context (block_size; a table of learned
-positions is cropped to a shorter one, as nanoGPT's crop_block_size) and YaRN where the config gives them. A flag of the position encoding (pos_emb,
-pos_base, pope_mu, pope_delta) that differs from the model's converts it: every tensor of the same name and shape is
-copied, the old encoding's own (learned positions, wpe) are dropped, the new one's (PoPE's delta) initialised.
+positions is cropped to a shorter one, as nanoGPT's crop_block_size) and YaRN where the config gives them. A flag of
+the position encoding (pos_emb, pos_base, pope_mu, pope_delta) that differs from the model's converts it: every
+tensor of the same name and shape is copied, the old encoding's own (learned positions, wpe) are dropped, the new
+one's (PoPE's delta) initialised.
 """
 
 import json

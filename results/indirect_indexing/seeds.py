@@ -81,7 +81,7 @@ def exact_rank_test(a, b):
     observed = abs(gehan(range(len(a))))
     splits = list(itertools.combinations(range(n), len(a)))
     extreme = sum(abs(gehan(split)) >= observed for split in splits)
-    pairs = [first(x, y) for x in a for y in b]
+    pairs = [score[i][j] for i in range(len(a)) for j in range(len(a), n)]
     return pairs.count(1), pairs.count(-1), extreme / len(splits), len(splits)
 
 
