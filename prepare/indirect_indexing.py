@@ -44,6 +44,9 @@ VARIANTS = {
     # to 56 input tokens, so the query (the space before the target) is always the last position
     'indirect_indexing_leftpad': {'sep': ', ', 'zero_shift': True, 'pad': 'left', 'row_len': 57},
     'indirect_indexing_leftpad_nospace': {'pad': 'left', 'row_len': 57},  # that padding alone: our rows, no spaces
+    # the replication's rows less one ingredient: no shifts of 0; no spaces (',' as in our rows)
+    'indirect_indexing_leftpad_noshift0': {'sep': ', ', 'pad': 'left', 'row_len': 57},
+    'indirect_indexing_leftpad_nospace_shift0': {'zero_shift': True, 'pad': 'left', 'row_len': 57},
     'indirect_indexing_bos': {'bos': True},                    # our rows after a constant first token
     # a fixed query position without a pad prefix: strings of 30 letters, shifts written with two digits (+04), so
     # every row is 38 tokens, none of them padding

@@ -24,6 +24,8 @@ LAYOUTS = {
     'paper200k': ('indirect_indexing', 'no', 'no', 'no', 'no'),
     'leftpad': ('indirect_indexing_leftpad', 'yes', 'yes', 'yes', 'yes'),
     'leftpad_nospace': ('indirect_indexing_leftpad_nospace', 'yes', 'yes', 'no', 'no'),
+    'leftpad_noshift0': ('indirect_indexing_leftpad_noshift0', 'yes', 'yes', 'yes', 'no'),
+    'leftpad_nospace_shift0': ('indirect_indexing_leftpad_nospace_shift0', 'yes', 'yes', 'no', 'yes'),
     'shift0': ('indirect_indexing_shift0', 'no', 'no', 'no', 'yes'),
     'bos': ('indirect_indexing_bos', 'one <bos>', 'no', 'no', 'no'),
     'fixedlen': ('indirect_indexing_fixedlen', 'no', 'yes', 'no', 'no'),
