@@ -32,8 +32,7 @@ args() {  # the config file and train.py flags of a setting, for encoding $2
                           "--init=torch" ;;                      # and the replication's model
     leftpad_nospace) echo "config/indirect_$2.py --dataset=indirect_indexing_leftpad_nospace --block_size=56" ;;
     leftpad_noshift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_noshift0" ;;  # no 0 shift
-    leftpad_nospace_shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_leftpad_nospace_shift0" \
-                                 "--block_size=56" ;;                                        # ',' without the space
+    leftpad_nospace_shift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_nospace_shift0" ;;
     shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_shift0" ;;   # our rows, shifts of 0 allowed
     bos) echo "config/indirect_$2.py --dataset=indirect_indexing_bos --block_size=48" ;;  # a constant first token
     fixedlen) echo "config/indirect_$2.py --dataset=indirect_indexing_fixedlen --block_size=37" ;;  # no padding
