@@ -47,18 +47,21 @@ def main(argv=None):
     order = list(LAYOUTS)
     found.sort(key=lambda f: (order.index(f[0][0]), f[0][1], int(f[0][2])))
     rows = ['| layout (data set) | pad prefix | fixed query position | `, ` | shifts of 0 | run | ended | first eval '
-            '>= 10.5 % | >= 90 % | test acc % | train acc % |', '|---|---|---|---|---|---|---|---|---|---|---|']
+            '>= 10.5 % | >= 50 % | >= 90 % | test acc % | train acc % |', '|---' * 12 + '|']
     runs = []
     for (layout, pe, seed), name in found:
         r = read_run(os.path.join(runs_dir, name))
         runs.append((layout, pe, r))
         dataset, *has = LAYOUTS[layout]
         rows.append(f"| {layout} (`{dataset}`) | " + ' | '.join(has) + f" | {NAMES[pe]} s{seed} | {r['ended']} | "
-                    f"{fmt_step(r['to'][THRESHOLDS[0]])} | {fmt_step(r['to'][0.9])} | {100 * r['test_acc']:.1f} | "
+                    f"{' | '.join(fmt_step(r['to'][t]) for t in THRESHOLDS)} | {100 * r['test_acc']:.1f} | "
                     f"{100 * r['train_acc']:.1f} |")
     out = ["# Which part of the layout decides (200k-step schedule)", '',
            f"Made by `python results/indirect_indexing/layouts.py {args.folder}` from the run folders "
-           "`runs/<layout>_<encoding>_s<seed>/`; `paper200k` is our first layout.", '', *rows]
+           "`runs/<layout>_<encoding>_s<seed>/`; `paper200k` is our first layout. Test accuracy's plateau before "
+           "the rule (the shift read, the source not found: `python -m eval.indirect_probe chance`, column window) "
+           "is 9.2 % with shifts of 0 (their rows copy the source) and 4.95 % without, so 10.5 % marks leaving it "
+           "for the first and twice it for the second.", '', *rows]
     with open(os.path.join(args.folder, 'layouts.md'), 'w') as f:
         f.write('\n'.join(out) + '\n')
     print('\n'.join(out))
