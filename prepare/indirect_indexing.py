@@ -40,6 +40,7 @@ VARIANTS = {
     'indirect_indexing': {},                                   # our reading (module docstring)
     'indirect_indexing_short': {'lengths': (6, 10), 'max_shift': 3},  # a quick CPU run
     'indirect_indexing_spaces': {'sep': ', '},                 # the paper's printed format, space token
+    'indirect_indexing_spaces_shift0': {'sep': ', ', 'zero_shift': True},  # and shifts of 0: no pad prefix
     # the layout of the public replication (results/indirect_indexing/README.md): spaces, shifts of 0, rows left-padded
     # to 56 input tokens, so the query (the space before the target) is always the last position
     'indirect_indexing_leftpad': {'sep': ', ', 'zero_shift': True, 'pad': 'left', 'row_len': 57},

@@ -29,6 +29,7 @@ LAYOUTS = {
     'shift0': ('indirect_indexing_shift0', 'no', 'no', 'no', 'yes'),
     'bos': ('indirect_indexing_bos', 'one <bos>', 'no', 'no', 'no'),
     'fixedlen': ('indirect_indexing_fixedlen', 'no', 'yes', 'no', 'no'),
+    'spaces_shift0': ('indirect_indexing_spaces_shift0', 'no', 'no', 'yes', 'yes'),
 }
 
 

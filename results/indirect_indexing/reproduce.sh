@@ -6,9 +6,9 @@
 #   bash results/indirect_indexing/reproduce.sh wait SECONDS   # wait (or until every run has ended), show the last evals
 #   bash results/indirect_indexing/reproduce.sh finish         # stop this study's runs that still train; probe the rest
 # ARM is <setting>_<pope|rope|...>_s<seed>, e.g. leftpad_pope_s1337; settings: paper leftpad leftpad_replica
-# leftpad_nospace leftpad_noshift0 leftpad_nospace_shift0 shift0 bos fixedlen fresh. Each run writes $STUDY/<arm>/
-# (default out-study/: train.log, eval_log.jsonl, ckpt.pt, final.json when it ended, probe/ when its last checkpoint
-# was probed, pid while it runs).
+# leftpad_nospace leftpad_noshift0 leftpad_nospace_shift0 shift0 spaces_shift0 bos fixedlen fresh. Each run writes
+# $STUDY/<arm>/ (default out-study/: train.log, eval_log.jsonl, ckpt.pt, final.json when it ended, probe/ when its
+# last checkpoint was probed, pid while it runs).
 # A run ends at STEPS, or once its val accuracy has been >= STOP_ACC at two evaluations in a row (STOP_ACC=0: never);
 # the probe of its last checkpoint follows. JOBS=N runs N at a time (default 0: all at once): the rest wait in
 # $STUDY/queue, and each starts when a run ends (a runner in the background, its id in $STUDY/queue.pid). With $OUT
@@ -34,6 +34,7 @@ args() {  # the config file and train.py flags of a setting, for encoding $2
     leftpad_noshift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_noshift0" ;;  # no 0 shift
     leftpad_nospace_shift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_nospace_shift0" ;;
     shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_shift0" ;;   # our rows, shifts of 0 allowed
+    spaces_shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_spaces_shift0 --block_size=51" ;;  # and ', '
     bos) echo "config/indirect_$2.py --dataset=indirect_indexing_bos --block_size=48" ;;  # a constant first token
     fixedlen) echo "config/indirect_$2.py --dataset=indirect_indexing_fixedlen --block_size=37" ;;  # no padding
     fresh) echo "config/indirect_$2.py --dataset=indirect_indexing_fresh --example_order=epochs" ;;  # none seen twice
