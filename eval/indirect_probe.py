@@ -193,10 +193,12 @@ def summary(r, label):
 # the table of a batch of runs, and the task's chance levels (module docstring)
 
 
-def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', shifts=None, anchor=None):
-    """Expected accuracy (in [0, 1]) of each guess for make_example's options (sep changes nothing). Sub-tasks:
-    content only (shift fixed at +-1) has window = letter, a guess among the L - 1 letters; position only (anchor
-    'start' / 'end') is solved by reading the shift, so 'position' is what reading the length alone gives."""
+def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', shifts=None, anchor=None,
+                  shift_digits=None):
+    """Expected accuracy (in [0, 1]) of each guess for make_example's options (sep and shift_digits, how the row
+    is written, change nothing). Sub-tasks: content only (shift fixed at +-1) has window = letter, a guess among the
+    L - 1 letters; position only (anchor 'start' / 'end') is solved by reading the shift, so 'position' is what
+    reading the length alone gives."""
     shifts = shift_choices(max_shift, zero_shift, shifts)
     n_lengths = lengths[1] - lengths[0] + 1
     letter = position = window = Fraction(0)

@@ -342,8 +342,18 @@ def test_indirect_chance_levels_by_hand():
         {'letter': 1 / 3, 'position': 3 / 7, 'window': (3 * 1 + 4 * 1 / 2) / 7})
 
 
+def test_indirect_chance_levels_of_every_variant(capsys):
+    """`python -m eval.indirect_probe chance` has a row for every data variant, whatever options it takes."""
+    from eval.indirect_probe import main
+    from prepare.indirect_indexing import VARIANTS
+    main(['chance'])
+    out = capsys.readouterr().out
+    assert [name for name in VARIANTS if f"| {name} |" not in out] == []
+
+
 @pytest.mark.parametrize('variant', ['indirect_indexing_short', 'indirect_indexing_shift0', 'indirect_indexing_next',
-                                     'indirect_indexing_prev', 'indirect_indexing_start', 'indirect_indexing_end'])
+                                     'indirect_indexing_prev', 'indirect_indexing_start', 'indirect_indexing_end',
+                                     'indirect_indexing_fixedlen'])
 def test_indirect_chance_levels_match_the_generator(variant):
     """The exact levels agree with the same guesses played on examples drawn by prepare.indirect_indexing."""
     import random

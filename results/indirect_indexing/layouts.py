@@ -61,8 +61,8 @@ def main(argv=None):
            f"Made by `python results/indirect_indexing/layouts.py {args.folder}` from the run folders "
            "`runs/<layout>_<encoding>_s<seed>/`; `paper200k` is our first layout. Test accuracy's plateau before "
            "the rule (the shift read, the source not found: `python -m eval.indirect_probe chance`, column window) "
-           "is 9.2 % with shifts of 0 (their rows copy the source) and 4.95 % without, so 10.5 % marks leaving it "
-           "for the first and twice it for the second.", '', *rows]
+           "is 9.2 % with shifts of 0 (their rows copy the source) and 4.95 % without (4.55 % for fixedlen's 30 "
+           "letters), so 10.5 % marks leaving it for the first and twice it for the second.", '', *rows]
     with open(os.path.join(args.folder, 'layouts.md'), 'w') as f:
         f.write('\n'.join(out) + '\n')
     print('\n'.join(out))
