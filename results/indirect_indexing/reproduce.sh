@@ -22,7 +22,7 @@ JOBS=${JOBS:-0}
 FIRST_LOOK=${FIRST_LOOK:-60}  # seconds from the start to the first look at the runs' logs
 export STEPS STOP_ACC STUDY JOBS  # for the queue's runner
 
-usage() { sed -n 2,15p "$0"; }
+usage() { sed -n '2,/^[^#]/{/^#/p}' "$0"; }  # the comment at the top
 
 args() {  # the config file and train.py flags of a setting, for encoding $2
   case $1 in
