@@ -109,22 +109,24 @@ def test_the_committed_page_is_what_the_script_makes_of_the_committed_runs(tmp_p
 
 def test_each_layout_has_the_ingredients_its_table_says(tmp_path):
     """layouts.py's columns, read off rows the data set's own generator makes: a pad run before the string, one
-    query position for every row, ', ' separators, shifts of 0."""
+    query position for every row, the string's shortest and longest length, ', ' separators, shifts of 0."""
     import numpy as np
 
     from eval.indirect_probe import parse_rows
     from layouts import LAYOUTS
     from prepare import indirect_indexing as ii
-    for layout, (dataset, pad_prefix, fixed_query, spaces, shift0) in LAYOUTS.items():
+    for layout, (dataset, pad_prefix, fixed_query, lengths, spaces, shift0) in LAYOUTS.items():
         ii.prepare(str(tmp_path / dataset), seed=0, sizes={'train': 300, 'val': 300, 'test': 300}, variant=dataset)
         meta = json.load(open(tmp_path / dataset / 'meta.json'))
         rows = np.fromfile(tmp_path / dataset / 'test.bin', dtype=meta['dtype']).reshape(-1, meta['row_len'])
         f = parse_rows(rows, meta)
         first = [meta['itos'][t] for t in rows[:, 0]]
+        n = f['q_src'] - f['start'] - len(meta['task']['sep'])  # letters in each row's string
         seen = ('yes' if all(t == '<pad>' for t in first) else 'one <bos>' if all(t == '<bos>' for t in first)
                 else 'no', 'yes' if len(set(f['q_last'].tolist())) == 1 else 'no',
-                'yes' if ' ' in meta['itos'] else 'no', 'yes' if (f['shift'] == 0).any() else 'no')
-        assert seen == (pad_prefix, fixed_query, spaces, shift0), (layout, seen)
+                f"{n.min()}-{n.max()}" if n.min() < n.max() else f"{n.min()}", 'yes' if ' ' in meta['itos'] else 'no',
+                'yes' if (f['shift'] == 0).any() else 'no')
+        assert seen == (pad_prefix, fixed_query, lengths, spaces, shift0), (layout, seen)
 
 
 def test_the_committed_layout_page_is_what_the_script_makes(tmp_path):

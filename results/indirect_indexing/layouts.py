@@ -19,17 +19,17 @@ import sys
 from seeds import NAMES, THRESHOLDS, fmt_step, read_run
 
 # layout (the run folders' prefix) -> its data set and its ingredients: a run of pad tokens before the string, the
-# query at one position, ', ' separators, shifts of 0 (prepare/indirect_indexing.py's VARIANTS)
+# query at one position, the string's lengths, ', ' separators, shifts of 0 (prepare/indirect_indexing.py's VARIANTS)
 LAYOUTS = {
-    'paper200k': ('indirect_indexing', 'no', 'no', 'no', 'no'),
-    'leftpad': ('indirect_indexing_leftpad', 'yes', 'yes', 'yes', 'yes'),
-    'leftpad_nospace': ('indirect_indexing_leftpad_nospace', 'yes', 'yes', 'no', 'no'),
-    'leftpad_noshift0': ('indirect_indexing_leftpad_noshift0', 'yes', 'yes', 'yes', 'no'),
-    'leftpad_nospace_shift0': ('indirect_indexing_leftpad_nospace_shift0', 'yes', 'yes', 'no', 'yes'),
-    'shift0': ('indirect_indexing_shift0', 'no', 'no', 'no', 'yes'),
-    'bos': ('indirect_indexing_bos', 'one <bos>', 'no', 'no', 'no'),
-    'fixedlen': ('indirect_indexing_fixedlen', 'no', 'yes', 'no', 'no'),
-    'spaces_shift0': ('indirect_indexing_spaces_shift0', 'no', 'no', 'yes', 'yes'),
+    'paper200k': ('indirect_indexing', 'no', 'no', '20-40', 'no', 'no'),
+    'leftpad': ('indirect_indexing_leftpad', 'yes', 'yes', '20-40', 'yes', 'yes'),
+    'leftpad_nospace': ('indirect_indexing_leftpad_nospace', 'yes', 'yes', '20-40', 'no', 'no'),
+    'leftpad_noshift0': ('indirect_indexing_leftpad_noshift0', 'yes', 'yes', '20-40', 'yes', 'no'),
+    'leftpad_nospace_shift0': ('indirect_indexing_leftpad_nospace_shift0', 'yes', 'yes', '20-40', 'no', 'yes'),
+    'shift0': ('indirect_indexing_shift0', 'no', 'no', '20-40', 'no', 'yes'),
+    'bos': ('indirect_indexing_bos', 'one <bos>', 'no', '20-40', 'no', 'no'),
+    'fixedlen': ('indirect_indexing_fixedlen', 'no', 'yes', '30', 'no', 'no'),
+    'spaces_shift0': ('indirect_indexing_spaces_shift0', 'no', 'no', '20-40', 'yes', 'yes'),
 }
 
 
@@ -47,8 +47,8 @@ def main(argv=None):
                  "give the study's results folder")
     order = list(LAYOUTS)
     found.sort(key=lambda f: (order.index(f[0][0]), f[0][1], int(f[0][2])))
-    rows = ['| layout (data set) | pad prefix | fixed query position | `, ` | shifts of 0 | run | ended | first eval '
-            '>= 10.5 % | >= 50 % | >= 90 % | test acc % | train acc % |', '|---' * 12 + '|']
+    rows = ['| layout (data set) | pad prefix | fixed query position | string length | `, ` | shifts of 0 | run | '
+            'ended | first eval >= 10.5 % | >= 50 % | >= 90 % | test acc % | train acc % |', '|---' * 13 + '|']
     runs = []
     for (layout, pe, seed), name in found:
         r = read_run(os.path.join(runs_dir, name))
