@@ -70,7 +70,7 @@ def main(argv=None):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     labelled = set()
     for layout, pe, r in runs:
         label = f"{layout}, {NAMES[pe]}"
@@ -82,7 +82,7 @@ def main(argv=None):
     ax.set_ylabel('test accuracy (%)')
     ax.set_title('Indirect indexing: the layouts of the rows, 200k-step schedule')
     ax.grid(alpha=0.3)
-    ax.legend(fontsize='small')
+    ax.legend(fontsize='small', loc='upper left', bbox_to_anchor=(1.01, 1))  # beside the curves, not over them
     fig.tight_layout()
     fig.savefig(os.path.join(args.folder, 'curves_layouts.png'), dpi=120)
     print(f"wrote {args.folder}/layouts.md and curves_layouts.png")
