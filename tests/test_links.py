@@ -90,7 +90,7 @@ def test_the_link_reader_finds_links_and_skips_code():
     assert not HISTORY_WORDS.search('around 5 minutes, rounded to 3 digits, the JSON release')
 
 
-MACHINE_PATH = re.compile(r'(?<![\w.<>-])/(work|root|tmp)/')  # an absolute path of the machine a file was made on
+MACHINE_PATH = re.compile(r'(?<![\w.<>-])/(work|root|tmp|home|opt)/')  # an absolute path of the machine a file was made on
 
 
 def text_files():

@@ -7,7 +7,7 @@
 #             GPU 1 (if there is one): our RoPE and PoPE again
 #   ddp       DDP on 2 GPUs, RoPE and PoPE (one compiled graph, all-reduce after the backward, 200 MB buckets)
 #   indirect  the paper's indirect-indexing run with PoPE, 10k of its 100k steps (compiled, one CUDA graph a step)
-#   generate  GPU 0: generation, PoPE's cached k' vs RoPE (bench_generate.py, ~6 minutes; not in the default run)
+#   generate  GPU 0: generation, PoPE vs RoPE (bench_generate.py, ~6 minutes; not in the default run)
 # Needs data/shakespeare (made here if missing) and, for `one`, git and internet once: nanoGPT is cloned into
 # out-speed/nanogpt at the commit below (its bench.py, model.py and configurator.py are the same in every commit from
 # 1eaceae, 2023-06-19, to this one). Logs in $LOGS (default out-speed/logs); without a GPU it stops at once.
@@ -64,7 +64,8 @@ indirect() {
   final_summary out-speed/indirect_pope_10k/final.json
 }
 
-generate() { CUDA_VISIBLE_DEVICES=0 python results/speed/bench_generate.py --out=results/speed/generate | tee "$LOGS/generate.log"; }
+generate() { CUDA_VISIBLE_DEVICES=0 python results/speed/bench_generate.py --out=results/speed/generate --eager_repeats=2 \
+  --budget_s=470 | tee "$LOGS/generate.log"; }
 
 (( $# )) || set -- one ddp indirect
 for part in "$@"; do
