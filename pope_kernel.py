@@ -614,6 +614,10 @@ def _check_inputs(q, k, v, delta, q_offset, impl, mu):
         fail(f"delta must be a floating tensor, got {delta.dtype}")
     if q.dtype not in DTYPES or q.dtype != k.dtype or q.dtype != v.dtype:
         fail(f"q, k, v must share one dtype among {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}")
+    span = lambda x: sum((n - 1) * st for n, st in zip(x.shape, x.stride())) + 1  # elements from the first on
+    if max(2 * q.numel(), 2 * k.numel(), span(q), span(k), span(v)) >= 2**31:  # q', k' are twice q, k
+        fail(f"q {tuple(q.shape)}, k {tuple(k.shape)}: the kernels address q', k' (twice as wide) and the inputs with "
+             "32-bit offsets, so each must have fewer than 2**31 elements: split the batch")
     if len({x.device for x in tensors.values()}) != 1:
         fail(f"all inputs must be on one device, got {[str(x.device) for x in tensors.values()]}")
     if q.device.type != "cuda" and not INTERPRET:

@@ -48,6 +48,21 @@ def tiny(tmp_path_factory):
     return d, ck, str(data / 'val.bin')
 
 
+
+@pytest.mark.parametrize('loader', ['eval.load_checkpoint', 'pretrained.load'])
+def test_a_checkpoint_with_delta_out_of_range_loads_projected(tmp_path, loader):
+    """An older version clamped delta in its forward pass, so its checkpoints may hold delta outside [-2pi, 0]:
+    both loaders project it, giving the model that version ran."""
+    from pretrained import load
+    path = make_ckpt(str(tmp_path / 'old'), 'pope')
+    ckpt = torch.load(path, weights_only=False)
+    key = next(k for k in ckpt['model'] if k.endswith('attn.delta'))
+    shape = ckpt['model'][key].shape
+    ckpt['model'][key] = torch.linspace(-3 * math.pi, 3 * math.pi, shape.numel()).view(shape)
+    torch.save(ckpt, path)
+    model, _ = load_checkpoint(path) if loader == 'eval.load_checkpoint' else load(path)
+    assert torch.equal(model.state_dict()[key], ckpt['model'][key].clamp(-2 * math.pi, 0.0))
+
 def direct_ppl(path, tokens, L, **over):
     """exp(mean NLL) over windows of L tokens, from the model's own forward pass and loss."""
     model, _ = load_checkpoint(path, **over)

@@ -78,6 +78,7 @@ SHAPES = [
     (1, 1, 1, 100, 32, True, 99),
     (1, 2, 33, 50, 32, False, 10),
     (1, 1, 40, 70, 128, True, 5),  # queries not at the end of the keys
+    (1, 1, 80, 110, 32, True, 30),  # a key block's last row one before a query tile's edge (the dk, dv tile bounds)
 ]
 shape_id = lambda s: "B{}H{}Tq{}Tk{}d{}{}off{}".format(*s[:5], "causal" if s[5] else "full", s[6])
 
@@ -143,7 +144,7 @@ def test_sdpa_any_head_dim():
 @pytest.mark.parametrize("impl", IMPLS)
 def test_naive_loop(impl):
     """score[t, s] = sm_scale * sum_c softplus(q) softplus(k) cos((s - t) theta_c + delta_c), by hand."""
-    B, H, Tq, Tk, d, q_offset, base = 1, 1, 3, 5, 32, 2, 10000.0
+    B, H, Tq, Tk, d, q_offset, base = 1, 1, 3, 5, 32, 2, 500.0  # not the default base: it must reach the kernel
     q, k, v, delta = make_inputs(B, H, Tq, Tk, d, torch.float32, seed=7)
     out = pope_kernel.pope_attention(q, k, v, delta, causal=True, q_offset=q_offset, base=base, impl=impl).cpu()
     sp = lambda x: math.log1p(math.exp(x))
@@ -248,7 +249,8 @@ def test_custom_op_registrations(time_major, mu, no_delta):
 
 
 @pytest.mark.parametrize("case", ["head_dim_triton", "head_dim_large", "dtype_mismatch", "ndim", "kv_shape",
-                                  "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "impl", "mu"])
+                                  "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "impl", "mu",
+                                  "too_large"])
 def test_rejects_unsupported_input(case):
     q, k, v, delta = make_inputs(1, 2, 8, 8, 32, torch.float32)
     kw = {}
@@ -277,7 +279,10 @@ def test_rejects_unsupported_input(case):
         kw = dict(mu="gelu")
     elif case == "q_offset":
         kw = dict(q_offset=-1)
-    with pytest.raises(ValueError, match="pope_attention"):
+    elif case == "too_large":  # q' of 64 x 12 x 16384 x 256 bf16 (6.4 GB) is past 32-bit offsets; no memory on "meta"
+        q, k, v = (torch.empty(64, 12, 16384, 128, dtype=torch.bfloat16, device="meta") for _ in range(3))
+        delta = torch.empty(12, 128, device="meta")
+    with pytest.raises(ValueError, match="pope_attention: q .* 32-bit" if case == "too_large" else "pope_attention"):
         pope_kernel.pope_attention(q, k, v, delta, **kw)
 
 
