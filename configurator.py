@@ -27,7 +27,9 @@ def configure(config, args):
     given = set()
     for arg in args:
         if arg.startswith('--'):
-            key, _, text = arg[2:].partition('=')
+            key, eq, text = arg[2:].partition('=')
+            if not eq:  # --key value: the value would be read as a config file
+                sys.exit(f"{arg} has no value: write --{key}=VALUE, with '=' and no space (e.g. --max_iters=100)")
             try:
                 val = literal_eval(text)
             except (ValueError, SyntaxError):
@@ -39,7 +41,8 @@ def configure(config, args):
             print(f"config: {arg}")
             if not os.path.isfile(arg):
                 sys.exit(f"config file {arg} " + ("is a folder" if os.path.isdir(arg) else "not found")
-                         + " (arguments are config files and --key=value overrides)")
+                         + (f" (an override is written --{arg})" if '=' in arg else
+                            " (arguments are config files and --key=value overrides)"))
             try:
                 code = compile(open(arg, encoding='utf-8').read(), arg, 'exec')
             except UnicodeDecodeError:
@@ -65,7 +68,8 @@ def configure(config, args):
             if want is float and type(val) is int:
                 val = float(val)
             if type(val) is not want:
-                sys.exit(f"config key '{key}' wants a {want.__name__}, got {val!r} (in {arg})")
+                sys.exit(f"config key '{key}' wants {'an' if want is int else 'a'} {want.__name__}, got {val!r} "
+                         f"(in {arg})")
             config[key] = val
             given.add(key)
     return given

@@ -48,6 +48,11 @@ if args.start == '':
     raise SystemExit("--start is empty: give a prompt (the default is a newline), or FILE:path")
 if args.start.startswith('FILE:') and not os.path.isfile(args.start[5:]):
     raise SystemExit(f"--start={args.start}: no such file")
+out_dir_is_file = os.path.isfile(args.out_dir) or args.out_dir.endswith('.pt')
+if not args.init_from and (out_dir_is_file or os.path.dirname(args.ckpt)):  # a checkpoint's path where a name goes
+    path = args.out_dir if out_dir_is_file else args.ckpt
+    raise SystemExit(f"--ckpt is a file name inside --out_dir: for {path} give "
+                     f"--out_dir={os.path.dirname(path) or '.'} --ckpt={os.path.basename(path)}")
 
 torch.manual_seed(args.seed)
 model, ckpt = (pretrained.load(args.init_from, args.device) if args.init_from

@@ -3,7 +3,7 @@
 # RoPE has none of its own; PoPE's delta new, at 0) and recalibrated at the original context of 256 tokens. A
 # learned-position model converts the same way, its table of positions (wpe) dropped: --init_from=<its ckpt.pt>.
 # Not a number of the paper.
-# The recalibration takes the paper's fine-tuning settings where they apply (section 6, config/owt_pope_ft.py): 20
+# The recalibration takes the paper's fine-tuning settings where they apply (Figure 2's, config/owt_pope_ft.py): 20
 # warmup steps, then a constant learning rate a tenth of the pre-training's peak (6e-5 of 6e-4 there, 1e-4 of 1e-3
 # here); the batch, dropout and weight decay of the pre-training; 300 steps, 10 % of its 3000 (the paper fine-tunes
 # for 500 of 100k steps, but there the encoding stays: here every attention score changes form).

@@ -1,5 +1,5 @@
 """
-Length extrapolation (paper section 6): perplexity of checkpoints at growing context lengths.
+Length extrapolation (paper Figure 2): perplexity of checkpoints at growing context lengths.
 
     python -m eval.extrapolation --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt --ckpt out-owt-rope/ckpt.pt \\
         --yarn_scale 1 --yarn_scale 1 --yarn_scale 4 --label RoPE --label PoPE --label "RoPE+YaRN s=4 (no fine-tune)"
@@ -107,7 +107,8 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     if bool(args.ckpt) == bool(args.final):
-        p.error('give --ckpt (evaluate checkpoints) or --final (plot what train.py measured), not both')
+        p.error('give --ckpt (evaluate checkpoints) or --final (plot what train.py measured)'
+                + (', not both' if args.ckpt else ''))
     labels = labels_for(args.ckpt or args.final, args.label)
     check_out(args.out)  # before the work
     if args.final:

@@ -1,7 +1,7 @@
 """
-Frequency usage (paper section 7): mean query and key magnitude per frequency channel and layer.
+Frequency usage (paper Figure 3): mean query and key magnitude per frequency channel and layer.
 
-    python -m eval.frequency_usage --rope out-owt-rope/ckpt.pt --pope out-owt-pope/ckpt.pt --out results/frequency_usage
+    python -m eval.frequency_usage --rope out-owt-rope/ckpt.pt --pope out-owt-pope/ckpt.pt    # out-frequency-usage.*
 
 RoPE: the norm sqrt(q_i^2 + q_{i+n}^2) of each rotated pair i (model.py's rotate-half convention:
 pair i = channels (i, i + n), n = head_dim/2), d/2 rows; rotation keeps the norm, so q and k are read
@@ -99,7 +99,7 @@ def main(argv=None):
     p.add_argument('--data', default='data/shakespeare/val.bin', help='prepared token file')
     p.add_argument('--tokens', type=positive_int, default=16384, help='tokens to average over')
     p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--out', default='results/frequency_usage', help='output prefix')
+    p.add_argument('--out', default='out-frequency-usage', help='output prefix')
     args = p.parse_args(argv)
     if not (args.rope or args.pope):
         p.error('give --rope and/or --pope')

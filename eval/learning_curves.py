@@ -15,7 +15,7 @@ def main(argv=None):
     p.add_argument('--label', action='append', help='one per log (default: the folder name)')
     p.add_argument('--metric', default='val_loss',
                    help='keys of the log records, comma-separated, one panel each: val_loss, test_acc,train_acc, ...')
-    p.add_argument('--out', default='results/curves.png')
+    p.add_argument('--out', default='out-curves.png')
     p.add_argument('--title', default=None)
     args = p.parse_intermixed_args(argv)  # logs and --label may alternate
     check_out(args.out, folder=False)  # before the work

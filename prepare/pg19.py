@@ -1,5 +1,5 @@
 """
-PG-19 test split (paper section 6, length extrapolation): the 100 test books (~7M GPT-2 tokens) as one stream
+PG-19 test split (paper Figure 2, length extrapolation): the 100 test books (~7M GPT-2 tokens) as one stream
 test.bin, each book's GPT-2 ids followed by <|endoftext|> (50256). From the Hugging Face data set `emozilla/pg19`
 (a parquet copy of DeepMind's PG-19; `--hf_name`), or `--source DIR`, a folder of .txt books read in sorted
 file-name order (e.g. the test/ folder of DeepMind's release; offline any folder works, but it is not PG-19).

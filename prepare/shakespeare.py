@@ -1,6 +1,6 @@
 """
 An offline English corpus for small language-model runs and for the frequency-usage analysis of the paper
-(section 7, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
+(Figure 3, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
 document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5; split_plays).
 
 Sources (no download once the packages are installed):

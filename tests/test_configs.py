@@ -96,16 +96,16 @@ INDIRECT = dict(COMMON, dataset='indirect_indexing', n_layer=8, n_head=8, n_embd
                 learning_rate=2e-4, min_lr=2e-5, beta2=0.99, max_iters=100000, lr_decay_iters=100000,
                 warmup_iters=4000, pope_delta='uniform', loss_on='target',
                 block_size=48)  # the longest example (the paper's table says 40; see prepare/indirect_indexing.py)
-SECTION3 = dict(weight_decay=0.01, grad_clip=1.0, decay_lr=True, pope_delta='uniform',
+MUSIC_GENOME = dict(weight_decay=0.01, grad_clip=1.0, decay_lr=True, pope_delta='uniform',
                 final_weights='best')  # the paper reports the best test NLL: score the best checkpoint
 MUSIC = {
-    'jsb': dict(SECTION3, dataset='jsb_chorales', n_embd=256, n_head=8, n_layer=6, block_size=2048, dropout=0.2,
+    'jsb': dict(MUSIC_GENOME, dataset='jsb_chorales', n_embd=256, n_head=8, n_layer=6, block_size=2048, dropout=0.2,
                 batch=4, learning_rate=6e-4, min_lr=6e-5, beta2=0.99, max_iters=3000, lr_decay_iters=3000,
                 warmup_iters=10),
-    'maestro': dict(SECTION3, dataset='maestro', n_embd=384, n_head=8, n_layer=6, block_size=2048, dropout=0.1,
+    'maestro': dict(MUSIC_GENOME, dataset='maestro', n_embd=384, n_head=8, n_layer=6, block_size=2048, dropout=0.1,
                     batch=16, learning_rate=6e-4, min_lr=6e-5, beta2=0.99, max_iters=60000, lr_decay_iters=60000,
                     warmup_iters=500),
-    'genome': dict(SECTION3, dataset='genome', n_embd=1024, n_head=16, n_layer=16, block_size=1000, dropout=0.1,
+    'genome': dict(MUSIC_GENOME, dataset='genome', n_embd=1024, n_head=16, n_layer=16, block_size=1000, dropout=0.1,
                    batch=64, learning_rate=2.5e-4, min_lr=2.5e-5, beta2=0.999, max_iters=100000,
                    lr_decay_iters=100000, warmup_iters=4000),
 }
@@ -114,7 +114,7 @@ OWT = dict(COMMON, dataset='openwebtext', block_size=1024, dropout=0.0, batch=64
            pope_mu='softplus')
 SIZES = {'': (12, 12, 768, 124), '_253m': (16, 16, 1024, 253), '_774m': (36, 20, 1280, 774)}  # L, H, D, M params
 FT = dict(dataset='openwebtext', block_size=4096, dropout=0.0, batch=64, learning_rate=6e-5, decay_lr=False,
-          warmup_iters=20, max_iters=500)  # section 6: the architecture comes from the checkpoint
+          warmup_iters=20, max_iters=500)  # Figure 2: the architecture comes from the checkpoint
 PAPER = {f'indirect_{pe}': dict(INDIRECT, pos_emb=pe)
          for pe in ('pope', 'rope', 'rope_half', 'alibi_half', 'learned', 'sinusoidal')}
 for pe in ('pope', 'rope'):  # the same run on the rows of the public replication, over 200k steps (results/indirect_indexing/)

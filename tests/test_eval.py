@@ -177,6 +177,7 @@ def test_frequency_usage_main(tiny):
 # every entry point refuses empty, unknown or damaged input with one line (no traceback, no empty plot)
 
 BAD_INPUT = [
+    ('extrapolation', ['--ckpt', '{rope}', '--final', '{d}/damaged.json'], 'measured), not both'),
     ('extrapolation', ['--final', '{d}/nowhere/final.json'], '{d}/nowhere/final.json: no such file'),
     ('extrapolation', ['--final', '{d}/damaged.json'], '{d}/damaged.json is not valid JSON'),
     ('extrapolation', ['--final', '{d}/no_ctx.json'], '{d}/no_ctx.json holds no val losses at longer contexts'),
@@ -215,6 +216,14 @@ def test_eval_tools_refuse_bad_input_with_one_line(tiny, capsys, tool, args, mes
     assert fill(message) in said and '\n' not in said, said  # (argparse: its usage, then one line)
     assert not (d / 'refused').exists()  # nothing written
 
+
+
+def test_extrapolation_without_input_asks_for_one_not_for_less(capsys):
+    from eval import extrapolation
+    with pytest.raises(SystemExit):
+        extrapolation.main([])
+    assert capsys.readouterr().err.strip().endswith('give --ckpt (evaluate checkpoints) or --final (plot what '
+                                                    'train.py measured)')
 
 # ----------------------------------------------------------------------------------------------------
 # the lm-eval adapter

@@ -449,8 +449,10 @@ def test_maestro_main(tmp_path):
 
 def test_maestro_missing_source(tmp_path):
     from prepare import maestro
-    with pytest.raises(SystemExit, match='MAESTRO'):
+    with pytest.raises(SystemExit, match='--source is needed: give MAESTRO'):
         maestro.main(['--out_dir', str(tmp_path / 'o')])
+    with pytest.raises(SystemExit, match='has 0 MIDI files'):
+        maestro.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path)])
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -526,7 +528,9 @@ def test_genome_rcrs(tmp_path):
 
 def test_genome_missing_source(tmp_path):
     from prepare import genome
-    with pytest.raises(SystemExit, match='hg38'):
+    with pytest.raises(SystemExit, match='--source is needed: give a FASTA file'):
+        genome.main(['--out_dir', str(tmp_path / 'o')])
+    with pytest.raises(SystemExit, match='none.fa not found: give a FASTA file .*hg38'):
         genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'none.fa')])
     (tmp_path / 'header.fa').write_text('>chr1 a header, no sequence\n')
     with pytest.raises(SystemExit, match='0 tokens'):

@@ -526,9 +526,12 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
 
 @pytest.mark.parametrize('args,message', [
     (['--bogus=1'], "unknown config key 'bogus'"),
-    (['--n_layer=2.5'], "'n_layer' wants a int"),
+    (['--n_layer=2.5'], "'n_layer' wants an int"),
+    (['--out_dir', 'elsewhere'], "--out_dir has no value: write --out_dir=VALUE"),  # not: config file elsewhere
+    (['max_iters=5'], "an override is written --max_iters=5"),
     (['--pos_emb=xpos'], "pos_emb='xpos'"),
     (['--dataset=nowhere'], 'python -m prepare.nowhere'),
+    (['--dataset=genome'], 'python -m prepare.genome --source=hg38.fa.gz` first (see the README, Reproduce the paper)'),
     (['--dtype=fp8'], "dtype='fp8'"),
     (['--init_from=resume', '--out_dir=empty'], 'no checkpoint'),
     (['config/missing.py'], 'config file config/missing.py not found'),
@@ -613,6 +616,8 @@ def test_an_unreadable_checkpoint_is_one_clear_line(workdir, content):
     (['--max_new_tokens=-3'], '--max_new_tokens=-3: must be 1 or more'),
     (['--start=FILE:nowhere.txt'], 'no such file'),
     (['--ckpt=nothing.pt'], 'no checkpoint at straight/nothing.pt'),
+    (['--ckpt=straight/best.pt'], 'for straight/best.pt give --out_dir=straight --ckpt=best.pt'),
+    (['--out_dir=straight/ckpt.pt'], 'for straight/ckpt.pt give --out_dir=straight --ckpt=ckpt.pt'),
 ])
 def test_sample_bad_arguments_exit_with_a_clear_message(workdir, args, message):
     p = run(workdir, 'sample.py', '--out_dir=straight', '--device=cpu', *args, check=False)
