@@ -344,7 +344,8 @@ seq_len = meta['row_len'] if examples else block_size  # tokens per sequence: a 
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * seq_len
 if master_process:
     print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, {tokens_per_iter:,} tokens per iteration, "
-          f"device {device}" + (f"; an evaluation scores {3 * len(data['val']):,} examples" if examples else ''))
+          f"device {device}"
+          + (f"; an evaluation scores {2 * len(data['val']) + len(data['test']):,} examples" if examples else ''))
 t_start, t_last, it_last, it_first = time.time(), time.time(), iter_num, iter_num
 early_stop = None  # why the run ended before max_iters, once it has
 while True:

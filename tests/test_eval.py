@@ -48,7 +48,6 @@ def tiny(tmp_path_factory):
     return d, ck, str(data / 'val.bin')
 
 
-
 @pytest.mark.parametrize('loader', ['eval.load_checkpoint', 'pretrained.load'])
 def test_a_checkpoint_with_delta_out_of_range_loads_projected(tmp_path, loader):
     """An older version clamped delta in its forward pass, so its checkpoints may hold delta outside [-2pi, 0]:
@@ -62,6 +61,7 @@ def test_a_checkpoint_with_delta_out_of_range_loads_projected(tmp_path, loader):
     torch.save(ckpt, path)
     model, _ = load_checkpoint(path) if loader == 'eval.load_checkpoint' else load(path)
     assert torch.equal(model.state_dict()[key], ckpt['model'][key].clamp(-2 * math.pi, 0.0))
+
 
 def direct_ppl(path, tokens, L, **over):
     """exp(mean NLL) over windows of L tokens, from the model's own forward pass and loss."""
@@ -217,13 +217,13 @@ def test_eval_tools_refuse_bad_input_with_one_line(tiny, capsys, tool, args, mes
     assert not (d / 'refused').exists()  # nothing written
 
 
-
 def test_extrapolation_without_input_asks_for_one_not_for_less(capsys):
     from eval import extrapolation
     with pytest.raises(SystemExit):
         extrapolation.main([])
     assert capsys.readouterr().err.strip().endswith('give --ckpt (evaluate checkpoints) or --final (plot what '
                                                     'train.py measured)')
+
 
 # ----------------------------------------------------------------------------------------------------
 # the lm-eval adapter

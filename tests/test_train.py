@@ -382,6 +382,7 @@ def test_delta_stays_in_range_and_trainable(workdir):
     p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=6', '--eval_interval=6', '--pope_delta=zero',
             '--loss_on=all', '--block_size=96', '--out_dir=delta')
     assert '384 tokens per iteration' in p.stdout  # 8 examples of 48 tokens, whatever block_size
+    assert 'an evaluation scores 900 examples' in p.stdout  # val and test whole (300 each), as many train rows
     ckpt = torch.load(workdir / 'delta' / 'ckpt.pt', weights_only=False)
     model = GPT(GPTConfig(**ckpt['model_args']))
     model.load_state_dict(ckpt['model'])
