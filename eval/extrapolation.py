@@ -6,9 +6,17 @@ Length extrapolation (paper Figure 2): perplexity of checkpoints at growing cont
     python -m eval.extrapolation --final out-quick-rope/final.json --final out-quick-pope/final.json \\
         --label RoPE --label PoPE --out out-quick-extrapolation
 
-The first --tokens tokens of --data (PG-19 test by default: python -m prepare.pg19), cut to a multiple of
-the longest length, are split into windows of each length, each scored from its own start: every length
-sees the same tokens. Learned/sinusoidal positions stop at block_size (longer lengths are skipped).
+    python -m eval.extrapolation --data data/linux_c/test.bin --windows documents --tokens 100000000 \
+        --lengths 1024,2048,4096,8192,10240 --ckpt out-linux-c-rope/ckpt.pt --ckpt out-linux-c-pope/ckpt.pt
+
+Windows of each length, each scored from its own start, on --data (PG-19 test by default: python -m prepare.pg19):
+- `--windows stream` (the default): the first --tokens tokens, cut to a multiple of the longest length, tiled by
+  windows that run across document ends (a length that does not divide the longest leaves the tail unscored).
+- `--windows documents`: windows inside single documents. Every document (the tokens between two of the data
+  set's eot) of at least the longest length + 1 tokens gives its first longest + 1 tokens, as many documents as
+  --tokens allows; at each length they are cut into windows from their start, the last one shorter where the
+  length does not divide the longest. Every length scores the same tokens of the same documents.
+Learned/sinusoidal positions stop at block_size (longer lengths are skipped).
 Writes <out>/extrapolation.csv, .json and .png. --yarn_scale applies YaRN to RoPE checkpoints (once for all,
 or once per --ckpt) from the checkpoint's yarn_orig_ctx if it was trained with YaRN, else its block_size.
 """
@@ -38,31 +46,63 @@ def yarn_overrides(model_args, scale):
     return dict(yarn_scale=float(scale), yarn_orig_ctx=int(orig_ctx))
 
 
+def stream_windows(tokens, L):
+    """[(inputs, targets)] of the windows of L inputs that tile a token stream from its start, across documents."""
+    n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
+    data = torch.from_numpy(np.asarray(tokens[:n * L + 1], dtype=np.int64))
+    return [(data[:-1].view(n, L), data[1:].view(n, L))] if n else []
+
+
+def document_blocks(tokens, eot, length, count):
+    """(blocks, eligible, documents): the first length + 1 tokens of each document (the tokens between two eot) that
+    has as many, as the rows of a tensor, for the first `count` such documents; how many documents have as many;
+    how many there are."""
+    ends = np.flatnonzero(np.asarray(tokens) == eot)
+    starts = np.concatenate([[0], ends + 1])[:len(ends) + 1]
+    ends = np.append(ends, len(tokens))  # the last document may end without its eot
+    long = [int(a) for a, b in zip(starts, ends) if b - a >= length + 1]
+    rows = [np.asarray(tokens[a:a + length + 1], dtype=np.int64) for a in long[:count]]
+    blocks = torch.from_numpy(np.stack(rows)) if rows else torch.zeros(0, length + 1, dtype=torch.int64)
+    return blocks, len(long), int(np.sum(ends > starts))
+
+
+def block_windows(blocks, L):
+    """[(inputs, targets)] of blocks (rows of Lmax + 1 tokens, each inside one document) cut into windows of L from
+    each block's start. Where L does not divide Lmax, each block's last window is shorter (Lmax 10240 at L 4096:
+    4096, 4096, 2048), so that every length scores the same tokens."""
+    x, y = blocks[:, :-1], blocks[:, 1:]
+    full = x.shape[1] // L * L
+    groups = [(x[:, :full].reshape(-1, L), y[:, :full].reshape(-1, L))] if full and len(blocks) else []
+    if full < x.shape[1] and len(blocks):
+        groups.append((x[:, full:], y[:, full:]))
+    return groups
+
+
 @torch.no_grad()
-def perplexities(model, tokens, lengths, batch_size=1, device='cpu', dtype='float32', chunk=1024, desc='',
+def perplexities(model, windows, lengths, batch_size=1, device='cpu', dtype='float32', chunk=1024, desc='',
                  batch_tokens=None, quiet=False):
-    """{length: (mean NLL, perplexity, predicted tokens)} on windows of the same tokens; None when skipped.
-    batch_tokens: windows per forward pass = batch_tokens // length (at least 1) instead of batch_size."""
+    """{length: (mean NLL, perplexity, predicted tokens)} on the windows of each length, each window scored from its
+    own start (windows(L): [(inputs, targets)] of equal-length windows, stream_windows or block_windows); None when
+    skipped. batch_tokens: windows per forward pass = batch_tokens // length (at least 1) instead of batch_size."""
     out = {}
     cfg = model.config
     for L in lengths:
-        n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
+        groups = windows(L)
         beyond = cfg.pos_emb in ABSOLUTE and L > cfg.block_size
-        if beyond or n == 0:
-            why = (f"{cfg.pos_emb} positions stop at block_size={cfg.block_size}" if beyond
-                   else f"only {len(tokens)} tokens")
+        if beyond or not groups:
+            why = f"{cfg.pos_emb} positions stop at block_size={cfg.block_size}" if beyond else "too few tokens"
             print(f"{desc}: skipping length {L}: {why}")
             out[L] = None
             continue
-        data = torch.from_numpy(np.asarray(tokens[:n * L + 1], dtype=np.int64))
-        inputs, targets = data[:-1].view(n, L), data[1:].view(n, L)
-        per_pass = max(1, batch_tokens // L) if batch_tokens else batch_size
-        nll = 0.0
-        for b0 in tqdm(range(0, n, per_pass), desc=f"{desc} L={L}", leave=False, disable=quiet):
-            x, y = inputs[b0:b0 + per_pass].to(device), targets[b0:b0 + per_pass].to(device)
-            with autocast(device, dtype):
-                nll += model.sequence_nll(x, y, chunk).sum().item()
-        out[L] = (nll / (n * L), ppl(nll / (n * L)), n * L)
+        nll, count = 0.0, 0
+        for inputs, targets in groups:
+            per_pass = max(1, batch_tokens // L) if batch_tokens else batch_size
+            for b0 in tqdm(range(0, len(inputs), per_pass), desc=f"{desc} L={L}", leave=False, disable=quiet):
+                x, y = inputs[b0:b0 + per_pass].to(device), targets[b0:b0 + per_pass].to(device)
+                with autocast(device, dtype):
+                    nll += model.sequence_nll(x, y, chunk).sum().item()
+            count += inputs.numel()
+        out[L] = (nll / count, ppl(nll / count), count)
     return out
 
 
@@ -97,7 +137,11 @@ def main(argv=None):
     p.add_argument('--data', default='data/pg19/test.bin', help='token file; meta.json beside it gives the dtype')
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))
     p.add_argument('--tokens', type=positive_int, default=1024 * 1024 + 1,
-                   help='token budget (the same at every length)')
+                   help='token budget (the same at every length; with --windows documents, the files taken hold '
+                   'at most this many scored tokens)')
+    p.add_argument('--windows', choices=('stream', 'documents'), default='stream',
+                   help="stream: windows tile the token stream, across documents; documents: windows inside single "
+                   "documents (files, books) of at least the longest length + 1 tokens, their first tokens")
     p.add_argument('--yarn_scale', type=positive_float, action='append',
                    help='YaRN scale for RoPE checkpoints (once, or once per --ckpt)')
     p.add_argument('--batch_size', type=positive_int, default=1, help='windows per forward pass')
@@ -134,11 +178,33 @@ def main(argv=None):
     scales = scales * len(args.ckpt) if len(scales) == 1 else scales
     dtype = default_dtype(args.device)  # bfloat16 on a GPU that has it, else float32
 
-    tokens = read_tokens(args.data)  # checked; then the budget read into memory
-    budget = min(args.tokens, len(tokens))
-    budget = (budget - 1) // max(lengths) * max(lengths) + 1 if budget > max(lengths) else budget
-    tokens = load_tokens(args.data, budget)
-    print(f"{args.data}: {len(tokens) - 1:,} predicted tokens per length, lengths {lengths}")
+    longest = max(lengths)
+    if args.windows == 'stream':
+        tokens = read_tokens(args.data)  # checked; then the budget read into memory
+        budget = min(args.tokens, len(tokens))
+        budget = (budget - 1) // longest * longest + 1 if budget > longest else budget
+        tokens = load_tokens(args.data, budget)
+        about = dict(windows='stream', tokens=len(tokens) - 1)
+        print(f"{args.data}: {len(tokens) - 1:,} predicted tokens per length, lengths {lengths}")
+
+        def windows(L):
+            return stream_windows(tokens, L)
+    else:
+        eot = read_json(os.path.join(os.path.dirname(os.path.abspath(args.data)), 'meta.json')).get('eot')
+        if eot is None:
+            raise SystemExit(f"{args.data}: its meta.json names no end-of-document token (eot), so documents cannot "
+                             "be told apart: use --windows stream")
+        blocks, eligible, documents = document_blocks(load_tokens(args.data), eot, longest, args.tokens // longest)
+        if not len(blocks):
+            raise SystemExit(f"{args.data}: no document holds {longest + 1:,} tokens (of {documents:,}), or --tokens "
+                             f"{args.tokens} is below {longest}: give shorter --lengths or more --tokens")
+        about = dict(windows='documents', tokens=blocks.numel() - len(blocks), documents=len(blocks),
+                     documents_long_enough=eligible, documents_in_all=documents)
+        print(f"{args.data}: the first {longest + 1:,} tokens of {len(blocks):,} documents (of {eligible:,} that long, "
+              f"{documents:,} in all): {about['tokens']:,} predicted tokens per length, lengths {lengths}")
+
+        def windows(L):
+            return block_windows(blocks, L)
 
     results = []
     for path, label, scale in zip(args.ckpt, labels, scales):
@@ -153,7 +219,7 @@ def main(argv=None):
         model, _ = load_checkpoint(path, args.device, attn_impl='auto', **over)
         cfg = model.config
         t = time.time()
-        for L, r in perplexities(model, tokens, lengths, args.batch_size, args.device, dtype, args.chunk,
+        for L, r in perplexities(model, windows, lengths, args.batch_size, args.device, dtype, args.chunk,
                                  label).items():
             nll, perplexity, count = r or (None, None, 0)
             results.append(dict(label=label, ckpt=path, pos_emb=cfg.pos_emb, train_ctx=cfg.block_size,
@@ -162,10 +228,9 @@ def main(argv=None):
         print(f"{label}: {time.time() - t:.1f}s")
         del model
     if all(r['nll'] is None for r in results):
-        raise SystemExit(f"no length could be scored ({len(tokens):,} tokens of {args.data}, lengths {lengths}): "
+        raise SystemExit(f"no length could be scored ({about['tokens']:,} tokens of {args.data}, lengths {lengths}): "
                          "give shorter --lengths or more --tokens")
-    return write(args.out, dict(data=args.data, tokens=len(tokens) - 1, lengths=lengths, dtype=dtype), results,
-                 labels, key='ppl')
+    return write(args.out, dict(data=args.data, lengths=lengths, dtype=dtype, **about), results, labels, key='ppl')
 
 
 def write(out, about, results, labels, key):

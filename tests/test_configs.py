@@ -141,6 +141,21 @@ def mismatches(cfg, expected):
     return [f'{k} = {got[k]!r}, the paper: {v!r}' for k, v in expected.items() if got[k] != v]
 
 
+# the language-modelling study on the Linux kernel's C at reduced scale (results/linux_c/): the paper's recipe where
+# it applies (context, optimizer, schedule's shape, dropout, delta), its own size, steps and batch
+LINUX_C = dict(OWT, dataset='linux_c', n_layer=8, n_head=8, n_embd=512, batch=32, max_iters=5000,
+               lr_decay_iters=5000, warmup_iters=200)
+REDUCED = {'linux_c_pope': dict(LINUX_C, pos_emb='pope'), 'linux_c_rope': dict(LINUX_C, pos_emb='rope'),
+           'linux_c_pope_ft': dict(PAPER['owt_pope_ft'], dataset='linux_c', batch=2, init_from='out-linux-c-pope/ckpt.pt'),
+           'linux_c_rope_yarn_ft': dict(PAPER['owt_rope_yarn_ft'], dataset='linux_c', batch=2,
+                                        init_from='out-linux-c-rope/ckpt.pt')}
+
+
+@pytest.mark.parametrize('name', sorted(REDUCED))
+def test_reduced_scale_config_keeps_the_paper_recipe(name):
+    assert not mismatches(merged(name), REDUCED[name]), f'{name}: {mismatches(merged(name), REDUCED[name])}'
+
+
 @pytest.mark.parametrize('name', sorted(PAPER))
 def test_config_matches_paper(name):
     cfg = merged(name)
@@ -164,7 +179,7 @@ def test_a_wrong_value_is_caught(name, override):
 def test_experiment_configs_cover_the_paper():
     assert set(PAPER) <= set(NAMES), sorted(set(PAPER) - set(NAMES))
     assert set(NAMES) - set(PAPER) == {'indirect_quick', 'quick_start', 'shakespeare_pope', 'shakespeare_rope',
-                                       'shakespeare_convert_pope'}  # not the paper's
+                                       'shakespeare_convert_pope', *REDUCED}  # not the paper's
 
 
 @pytest.mark.parametrize('size', list(SIZES))

@@ -92,8 +92,45 @@ def test_extrapolation_matches_direct(tiny):
         assert os.path.getsize(os.path.join(out, 'extrapolation' + ext)) > 0
 
 
+def test_extrapolation_inside_documents(tmp_path):
+    """--windows documents: the first longest + 1 tokens of each document long enough, the same at every length,
+    each window inside one document (the last one shorter where the length does not divide the longest), scored
+    as the model's own loss on each window; short documents, the eot and the --tokens cap leave out what they must."""
+    from eval import extrapolation
+    eot = VOCAB - 1
+    rng = np.random.default_rng(1)
+    docs = [rng.integers(0, eot, n) for n in (30, 25, 7, 40, 26, 26)]  # 25 is one token short of 25 + 1
+    stream = np.concatenate([np.append(doc, eot) for doc in docs]).astype(np.uint16)
+    (tmp_path / 'data').mkdir()
+    stream.tofile(tmp_path / 'data' / 'test.bin')
+    (tmp_path / 'data' / 'meta.json').write_text(json.dumps(dict(vocab_size=VOCAB, dtype='uint16', eot=eot)))
+    ck = make_ckpt(str(tmp_path / 'pope'), 'pope', n_layer=2)
+    res = extrapolation.main(['--ckpt', ck, '--data', str(tmp_path / 'data' / 'test.bin'), '--windows', 'documents',
+                              '--lengths', '10,25', '--tokens', '75', '--batch_size', '2', '--out',
+                              str(tmp_path / 'out')])  # 75 tokens: 3 documents of 25
+    model, _ = load_checkpoint(ck)
+    blocks = [docs[0][:26], docs[3][:26], docs[4]]  # the first three documents of >= 26 tokens (--tokens: 3)
+    for L, windows in ((10, [(0, 10), (10, 20), (20, 25)]), (25, [(0, 25)])):
+        nll = 0.0
+        for block in blocks:
+            for a, b in windows:
+                x = torch.from_numpy(block[a:b].astype(np.int64))[None]
+                y = torch.from_numpy(block[a + 1:b + 1].astype(np.int64))[None]
+                with torch.no_grad():
+                    nll += model(x, y)[1].item() * (b - a)
+        row = next(r for r in res if r['length'] == L)
+        assert row['tokens'] == 75
+        assert row['nll'] == pytest.approx(nll / 75, rel=1e-5)
+    about = json.load(open(tmp_path / 'out' / 'extrapolation.json'))
+    assert (about['windows'], about['documents'], about['documents_long_enough'], about['documents_in_all']) == \
+        ('documents', 3, 4, 6)
+    with pytest.raises(SystemExit, match='no document holds 41'):
+        extrapolation.main(['--ckpt', ck, '--data', str(tmp_path / 'data' / 'test.bin'), '--windows', 'documents',
+                            '--lengths', '40', '--out', str(tmp_path / 'out2')])
+
+
 def test_extrapolation_yarn_override(tiny):
-    from eval.extrapolation import perplexities, yarn_overrides
+    from eval.extrapolation import perplexities, stream_windows, yarn_overrides
     d, ck, data = tiny
     margs = torch.load(ck['rope'], weights_only=False)['model_args']
     assert yarn_overrides(margs, 4.0) == dict(yarn_scale=4.0, yarn_orig_ctx=16)  # the training context
@@ -102,7 +139,7 @@ def test_extrapolation_yarn_override(tiny):
     tokens = np.fromfile(data, dtype=np.uint16)[:129]
     model, _ = load_checkpoint(ck['rope'], **yarn_overrides(margs, 4.0))
     assert model.config.yarn_scale == 4.0
-    got = perplexities(model, tokens, [64])[64][1]
+    got = perplexities(model, lambda L: stream_windows(tokens, L), [64])[64][1]
     assert got == pytest.approx(direct_ppl(ck['rope'], tokens, 64, yarn_scale=4.0, yarn_orig_ctx=16), rel=1e-5)
 
 

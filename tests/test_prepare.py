@@ -129,7 +129,7 @@ def test_gpt2_encoding_known_ids():
 
 
 @pytest.mark.parametrize('module', ['openwebtext', 'shakespeare', 'pg19', 'jsb_chorales', 'maestro',
-                                    'genome'])
+                                    'genome', 'linux_c'])
 def test_help(module, capsys):
     import importlib
     mod = importlib.import_module(f'prepare.{module}')
@@ -536,6 +536,91 @@ def test_genome_missing_source(tmp_path):
     with pytest.raises(SystemExit, match='0 tokens'):
         genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'header.fa')])
     assert sorted(os.listdir(tmp_path)) == ['header.fa']
+
+
+# ----------------------------------------------------------------------------------------------------
+# linux_c (a kernel tree written by the test; the Debian package is never needed)
+
+def kernel_tree(root):
+    """A small kernel tree written under root: ({path: text} of what it holds, {split: groups of drivers/net/}). Groups (a folder's first four parts)
+    chosen so that every split gets files; the generated tables, other file types, a link and a nested Makefile
+    are there to be left out."""
+    import hashlib
+    groups = {}
+    for i in range(400):  # the first groups whose sha256 mod 100 lands in each split (0-1 val, 2-3 test)
+        g = f'drivers/net/ethernet/vendor{i}'
+        h = int(hashlib.sha256(g.encode()).hexdigest()[:8], 16) % 100
+        groups.setdefault('val' if h < 2 else 'test' if h < 4 else 'train', []).append(g)
+        if all(len(groups.get(s, [])) >= 2 for s in ('train', 'val', 'test')):
+            break
+    files = {'Makefile': 'VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 118\nEXTRAVERSION =\nNAME = test\n',
+             'kernel/fork.c': '// fork\nint nr_threads;\n', 'include/linux/list.h': '#define LIST 1\n',
+             'drivers/gpu/drm/amd/include/asic_reg/gc/gc_9_0_sh_mask.h': '#define GC 0x1\n',  # generated: out
+             'arch/x86/entry/entry_64.S': 'ret\n', 'README': 'Linux\n', 'kernel/Makefile': 'obj-y += fork.o\n',
+             'lib/empty.c': ''}
+    for split in ('train', 'val', 'test'):
+        for j, g in enumerate(groups[split][:2]):
+            for k in range(4):  # near-copies in sibling folders of one group
+                files[f'{g}/sub{k}/drv.c'] = f'static int {split}_{j}(void) {{ return {k}; }} /* <|endoftext|> */\n'
+            files[f'{g}/drv.h'] = f'#ifndef DRV_{j}\n#define DRV_{j}\n#endif\n'
+    for path, text in files.items():
+        os.makedirs(root / os.path.dirname(path), exist_ok=True)
+        (root / path).write_text(text)
+    os.symlink('fork.c', root / 'kernel' / 'link.c')  # a link is not a file of its own
+    return files, groups
+
+
+def test_linux_c_from_a_tree_a_tarball_and_an_export(tmp_path):
+    import tarfile
+    enc = need_gpt2()
+    from prepare import linux_c
+    tree = tmp_path / 'linux-6.12.118'
+    files, rule = kernel_tree(tree)
+    meta = linux_c.main(['--source', str(tree), '--out_dir', str(tmp_path / 'a')])
+    kept = sorted(p for p in files if p.endswith(('.c', '.h')) and 'asic_reg' not in p)
+    listed = [line.split('\t') for line in (tmp_path / 'a' / 'files.tsv').read_text().splitlines()[1:]]
+    assert sorted(p for _, p, _ in listed) == kept  # not the tables, the .S, the link or the Makefiles
+    for split in ('train', 'val', 'test'):  # each split: its files in path order, an eot after each but the empty
+        paths = [p for s, p, _ in listed if s == split]
+        assert paths == sorted(paths) and all(linux_c.split_of(p) == split for p in paths)
+        want = [t for p in paths if files[p] for t in enc.encode_ordinary(files[p]) + [50256]]
+        assert tokens(str(tmp_path / 'a'), split).tolist() == want
+        assert [int(n) for s, p, n in listed if s == split] == [len(enc.encode_ordinary(files[p])) for p in paths]
+    groups = {}
+    for split, path, _ in listed:  # the split rule: a folder's first four parts never in two splits
+        groups.setdefault('/'.join(os.path.dirname(path).split('/')[:4]), set()).add(split)
+    assert all(len(s) == 1 for s in groups.values()) and {'drivers/net/' in g for g in groups} == {True, False}
+    assert {g: s.pop() for g, s in groups.items() if g.startswith('drivers/net/')} == {
+        g: split for split, gs in rule.items() for g in gs[:2]}
+    assert (meta['version'], meta['source_file'], meta['source_sha256']) == ('6.12.118', 'linux-6.12.118', None)
+    nonempty = [linux_c.split_of(p) for p in kept if files[p]]  # lib/empty.c holds no token
+    assert meta['files'] == {split: nonempty.count(split) for split in ('train', 'val', 'test')}
+
+    tarball = tmp_path / 'linux-6.12.118.tar.gz'  # the same tree as a tarball, one top folder
+    with tarfile.open(tarball, 'w:gz') as tar:
+        tar.add(tree, arcname='linux-6.12.118')
+    meta_b = linux_c.main(['--source', str(tarball), '--out_dir', str(tmp_path / 'b')])
+    linux_c.main(['--source', str(tarball), '--export', str(tmp_path / 'export.tar.xz')])
+    meta_c = linux_c.main(['--source', str(tmp_path / 'export.tar.xz'), '--out_dir', str(tmp_path / 'c')])
+    assert meta_b['source_sha256'] == linux_c.file_sha256(tarball) and meta_b['source_file'] == tarball.name
+    assert meta_c['source_file'] == tarball.name and meta_c['source_sha256'] == meta_b['source_sha256']
+    assert meta['selection_sha256'] == meta_b['selection_sha256'] == meta_c['selection_sha256']
+    for name in ('train.bin', 'val.bin', 'test.bin', 'files.tsv'):
+        assert (tmp_path / 'a' / name).read_bytes() == (tmp_path / 'b' / name).read_bytes() \
+            == (tmp_path / 'c' / name).read_bytes()
+
+
+def test_linux_c_bad_sources_are_one_line(tmp_path):
+    from prepare import linux_c
+    (tmp_path / 'notakernel').mkdir()
+    (tmp_path / 'notakernel' / 'a.c').write_text('int x;')
+    (tmp_path / 'broken.tar.xz').write_bytes(b'not a tarball')
+    (tmp_path / 'linux.deb').write_bytes(b'!<arch>')
+    for source, message in (('notakernel', 'no top Makefile'), ('broken.tar.xz', 'not a readable tarball'),
+                            ('linux.deb', 'dpkg-deb -x'), ('missing.tar.xz', 'apt-get install linux-source')):
+        with pytest.raises(SystemExit, match=message):
+            linux_c.main(['--source', str(tmp_path / source), '--out_dir', str(tmp_path / 'out')])
+    assert not os.path.exists(tmp_path / 'out')
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The language-modelling study on the Linux kernel's C (results/linux_c/README.md): PoPE and RoPE pre-trained
+# (config/linux_c_pope.py, linux_c_rope.py), each fine-tuned at 4x its context (config/linux_c_pope_ft.py,
+# linux_c_rope_yarn_ft.py), every model scored at 1x-10x its context inside documents and across them
+# (eval.extrapolation), and each seed's pair read for its frequency usage; several arms at once on one GPU under
+# NVIDIA MPS. From the repository root:
+#   bash results/linux_c/reproduce.sh start ARM...   # make the data if needed, start each arm in the background
+#   bash results/linux_c/reproduce.sh wait SECONDS   # wait that long, or until every arm has ended; show progress
+#   bash results/linux_c/reproduce.sh finish         # the frequency usage of each seed whose two arms have ended
+#   python results/linux_c/study.py $STUDY           # the page's results.md and figures, from the arms' files
+# ARM is <pope|rope>_s<seed>, e.g. pope_s1337: pre-training, fine-tune and evaluation, one after the other, in
+# $STUDY/runs/<arm>/ (default STUDY=out-linux-c): pretrain/ and ft/ (train.py's run folders) with pretrain.log and
+# ft.log, documents/ and stream/ (eval.extrapolation's files) with their logs, `done` once it has ended, `pid` while
+# it runs; the frequency usage in $STUDY/frequency_usage_s<seed>.*. An arm already done is not started again.
+# Data: data/linux_c, made by `python -m prepare.linux_c` (SOURCE=<file or folder> passes --source).
+# PRETRAIN_EXTRA, FT_EXTRA and EVAL_EXTRA add flags (a CPU smoke test: see tests/test_scripts.py). With $OUT set
+# (the GPU machine), each verb packs the arms' small files (no checkpoints) into $OUT/study.tgz.
+set -u
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1
+STUDY=${STUDY:-out-linux-c}
+PRETRAIN_EXTRA=${PRETRAIN_EXTRA:---compile=True}
+FT_EXTRA=${FT_EXTRA:---compile=True}
+EVAL_EXTRA=${EVAL_EXTRA:---batch_size 16}
+LENGTHS=${LENGTHS:-1024,2048,4096,8192,10240}  # 1x, 2x, 4x, 8x, 10x the pre-training context
+STREAM_TOKENS=${STREAM_TOKENS:-2048001}  # across documents: 200 windows of 10240, about what the documents give
+export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS
+
+usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }  # the comment at the top
+
+parse() {  # ARM -> $pe $seed; 1 if it is no arm's name
+  pe=${1%_s*}; seed=${1##*_s}
+  [[ $1 == *_s* && $seed =~ ^[0-9]+$ && ($pe == pope || $pe == rope) ]]
+}
+
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar czf "$OUT/study.tgz" --exclude='*.pt' "$STUDY" 2>/dev/null
+}
+
+arm() {  # one arm, start to end (run by start in its own process group)
+  parse "$1"
+  local dir=$STUDY/runs/$1 ft ckpts
+  ft=$([ "$pe" = pope ] && echo config/linux_c_pope_ft.py || echo config/linux_c_rope_yarn_ft.py)
+  # shellcheck disable=SC2086  # the EXTRA variables are lists of flags
+  python train.py "config/linux_c_$pe.py" --seed="$seed" --out_dir="$dir/pretrain" --overwrite=True \
+    $PRETRAIN_EXTRA > "$dir/pretrain.log" 2>&1 || return 1
+  # shellcheck disable=SC2086
+  python train.py "$ft" --init_from="$dir/pretrain/ckpt.pt" --seed="$seed" --out_dir="$dir/ft" \
+    --overwrite=True $FT_EXTRA > "$dir/ft.log" 2>&1 || return 1
+  if [ "$pe" = pope ]; then
+    ckpts=(--ckpt "$dir/pretrain/ckpt.pt" --label PoPE --ckpt "$dir/ft/ckpt.pt" --label "PoPE, fine-tuned at 4096")
+  else  # YaRN's scale: 1 (none), 10 with no fine-tune, the fine-tune's 4
+    ckpts=(--ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 1 --label RoPE
+           --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 10 --label "RoPE+YaRN s=10 (no fine-tune)"
+           --ckpt "$dir/ft/ckpt.pt" --yarn_scale 4 --label "RoPE+YaRN s=4, fine-tuned at 4096")
+  fi
+  # shellcheck disable=SC2086
+  python -m eval.extrapolation --data data/linux_c/test.bin --windows documents --tokens 100000000000 \
+    --lengths "$LENGTHS" "${ckpts[@]}" --out "$dir/documents" $EVAL_EXTRA > "$dir/documents.log" 2>&1 || return 1
+  # shellcheck disable=SC2086
+  python -m eval.extrapolation --data data/linux_c/test.bin --windows stream --tokens "$STREAM_TOKENS" \
+    --lengths "$LENGTHS" "${ckpts[@]}" --out "$dir/stream" $EVAL_EXTRA > "$dir/stream.log" 2>&1 || return 1
+  touch "$dir/done"
+}
+
+start() {
+  [ $# -gt 0 ] || { usage; exit 2; }
+  local a
+  for a in "$@"; do  # every name checked before anything starts
+    parse "$a" || { echo "bad arm name $a: <pope|rope>_s<seed>, e.g. pope_s1337" >&2; exit 2; }
+    [ -e "$STUDY/runs/$a/pid" ] && { echo "$STUDY/runs/$a is running (pid $(cat "$STUDY/runs/$a/pid"))" >&2
+                                     exit 2; }
+  done
+  if [ ! -f data/linux_c/meta.json ]; then
+    mkdir -p "$STUDY"
+    python -m prepare.linux_c ${SOURCE:+--source "$SOURCE"} > "$STUDY/prepare.log" 2>&1 \
+      || { echo "preparing data/linux_c failed: see $STUDY/prepare.log" >&2; exit 1; }
+  fi
+  command -v nvidia-cuda-mps-control > /dev/null && { nvidia-cuda-mps-control -d 2>/dev/null || true; }  # overlap
+  for a in "$@"; do
+    [ -f "$STUDY/runs/$a/done" ] && { echo "$a: done before (its folder: $STUDY/runs/$a)"; continue; }
+    mkdir -p "$STUDY/runs/$a"
+    setsid nohup bash -c 'bash "$0" _arm "$1"; rm -f "$2/pid"' "$0" "$a" "$STUDY/runs/$a" < /dev/null \
+      > "$STUDY/runs/$a/arm.log" 2>&1 &
+    echo $! > "$STUDY/runs/$a/pid"
+    echo "started $a (pid $!)"
+  done
+  pack
+}
+
+show() {
+  local d log
+  for d in "$STUDY"/runs/*/; do
+    [ -f "$d/arm.log" ] || continue
+    log=$d/pretrain.log
+    [ -f "$d/ft.log" ] && log=$d/ft.log
+    echo "== $d: $([ -f "$d/done" ] && echo done || { [ -f "$d/pid" ] && echo running || echo 'ended, not done'; })"
+    grep -E '^iter [0-9]+ train_loss|Error|error' "$log" 2>/dev/null | tail -1 | cut -c1-200
+    grep -E '^iter [0-9]+:' "$log" 2>/dev/null | tail -1
+  done
+}
+
+running() { compgen -G "$STUDY/runs/*/pid" > /dev/null; }
+
+wait_for() {
+  [[ ${1:-540} =~ ^[0-9]+$ ]] || { usage; exit 2; }
+  local t0=$SECONDS
+  while running && (( SECONDS - t0 < ${1:-540} )); do sleep 10; done
+  show; pack
+}
+
+finish() {  # each seed whose two arms are done: the frequency usage of its pre-trained pair
+  local p seed
+  for p in "$STUDY"/runs/pope_s*/done; do
+    [ -f "$p" ] || continue
+    seed=$(basename "$(dirname "$p")"); seed=${seed#pope_s}
+    [ -f "$STUDY/runs/rope_s$seed/done" ] || continue
+    python -m eval.frequency_usage --rope "$STUDY/runs/rope_s$seed/pretrain/ckpt.pt" \
+      --pope "$STUDY/runs/pope_s$seed/pretrain/ckpt.pt" --data data/linux_c/test.bin --tokens 65536 \
+      --out "$STUDY/frequency_usage_s$seed" > "$STUDY/frequency_usage_s$seed.log" 2>&1 \
+      || echo "frequency usage of seed $seed failed: see $STUDY/frequency_usage_s$seed.log" >&2
+  done
+  show; pack
+}
+
+case ${1:-} in
+  start) shift; start "$@" ;;
+  wait) wait_for "${2:-540}" ;;
+  finish) finish ;;
+  _arm) arm "$2" ;;  # start's background work for one arm
+  -h|--help) usage ;;
+  *) usage; exit 2 ;;
+esac

@@ -1,0 +1,194 @@
+"""
+The language-modelling study on the Linux kernel's C (results/linux_c/README.md): its tables and figures, from the
+files of its arms as results/linux_c/reproduce.sh leaves them (DIR/runs/<pope|rope>_s<seed>/: pretrain/ and ft/
+final.json and eval_log.jsonl, documents/ and stream/ extrapolation.json) and writes
+
+    results.md          the runs; in-distribution val and test loss, PoPE against RoPE seed by seed, with the paired
+                        t-test of their difference; test loss at 1x-10x the context inside documents and across them
+    extrapolation.png   test loss against context length inside documents, the mean over seeds
+    val_loss.png        val loss against step, every pre-training run
+
+    python results/linux_c/study.py results/linux_c
+
+Losses are nats per token on the whole val and test splits (train.py's final.json: the last weights). The paired
+t-test: the differences PoPE - RoPE of the seeds' pairs (the same seed: the same data order), t = mean / (sd /
+sqrt(n)) with n - 1 degrees of freedom, two-sided.
+"""
+
+import glob
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+from eval import markdown_table, save_figure, subplots  # noqa: E402
+
+NAMES = {'pope': 'PoPE', 'rope': 'RoPE'}
+MODELS = ['RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096', 'PoPE',
+          'PoPE, fine-tuned at 4096']  # eval.extrapolation's labels in reproduce.sh, in the tables' order
+
+
+def read_json(path, lines=False):
+    with open(path) as f:
+        return [json.loads(s) for s in f if s.strip()] if lines else json.load(f)
+
+
+def read_arm(folder):
+    """One arm's numbers: its pre-training's final.json and eval log, its fine-tune's final.json, and the test losses
+    of its models at each length, inside documents and across them ({windows: {label: {length: loss}}})."""
+    name = os.path.basename(os.path.normpath(folder))
+    arm = {'name': name, 'enc': name.split('_s')[0], 'seed': int(name.split('_s')[1]),
+           'final': read_json(os.path.join(folder, 'pretrain', 'final.json')),
+           'log': read_json(os.path.join(folder, 'pretrain', 'eval_log.jsonl'), lines=True),
+           'ft_final': read_json(os.path.join(folder, 'ft', 'final.json')), 'losses': {}, 'about': {}}
+    with open(os.path.join(folder, 'pretrain.log')) as f:  # train.py's first line: '..., 32,768 tokens per iteration'
+        arm['tokens_per_iter'] = int(re.search(r'([\d,]+) tokens per iteration', f.read()).group(1).replace(',', ''))
+    for windows in ('documents', 'stream'):
+        ex = read_json(os.path.join(folder, windows, 'extrapolation.json'))
+        arm['about'][windows] = {k: v for k, v in ex.items() if k != 'results'}
+        arm['losses'][windows] = {}
+        for r in ex['results']:
+            arm['losses'][windows].setdefault(r['label'], {})[r['length']] = (r['nll'], r['tokens'])
+    return arm
+
+
+def t_test_p(t, df):
+    """Two-sided p-value of Student's t with df degrees of freedom: 1 - the integral of its density over [-|t|, |t|]
+    (Simpson's rule on 20,000 intervals; exact to ~1e-9 for the t of a few seeds)."""
+    if not math.isfinite(t):
+        return 0.0
+    n, a = 20000, abs(t)
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def density(x):
+        return math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
+    h = a / n
+    total = density(0) + density(a) + sum((4 if i % 2 else 2) * density(i * h) for i in range(1, n))
+    return max(0.0, 1 - 2 * total * h / 3)
+
+
+def paired(pope, rope):
+    """(mean, sd, t, p, n) of the differences pope[i] - rope[i]."""
+    d = [p - r for p, r in zip(pope, rope)]
+    mean = statistics.mean(d)
+    sd = statistics.stdev(d) if len(d) > 1 else float('nan')
+    t = mean / (sd / math.sqrt(len(d))) if len(d) > 1 and sd > 0 else float('nan')
+    return mean, sd, t, t_test_p(t, len(d) - 1) if len(d) > 1 else float('nan'), len(d)
+
+
+def spread(values):
+    """'mean +- sd (each)' of a list of losses."""
+    sd = f' +- {statistics.stdev(values):.4f}' if len(values) > 1 else ''
+    return f"{statistics.mean(values):.4f}{sd} ({', '.join(f'{v:.4f}' for v in values)})"
+
+
+def page(arms):
+    seeds = sorted({a['seed'] for a in arms if a['enc'] == 'pope'} & {a['seed'] for a in arms if a['enc'] == 'rope'})
+    by = {(a['enc'], a['seed']): a for a in arms}
+    lines = ['# The language-modelling study on the Linux kernel\'s C: the numbers',
+             '', 'Made by `python results/linux_c/study.py results/linux_c` from the files in `runs/`. Losses in '
+             'nats per token.', '', '## The runs', '']
+    rows = []
+    for a in sorted(arms, key=lambda a: (a['seed'], a['enc'])):
+        f, ft = a['final'], a['ft_final']
+        rows.append([a['name'], f['iter'], f"{f['iter'] * a['tokens_per_iter'] / 1e6:.0f}M", f"{f['minutes']:.1f}",
+                     f"{f['val_loss']:.4f}", f"{f['test_loss']:.4f}", ft['iter'], f"{ft['test_loss']:.4f}"])
+    lines += [markdown_table(['arm', 'steps', 'tokens', 'minutes', 'val loss', 'test loss', 'fine-tune steps',
+                              'test loss after (at 4096)'], rows), '']
+    lines += ['## In distribution (context 1024, the whole splits)', '']
+    rows = []
+    for split in ('val', 'test'):
+        pope = [by['pope', s]['final'][f'{split}_loss'] for s in seeds]
+        rope = [by['rope', s]['final'][f'{split}_loss'] for s in seeds]
+        mean, sd, t, p, n = paired(pope, rope)
+        rows.append([split, spread(pope), spread(rope), f'{mean:+.4f}', f'{sd:.4f}', f'{t:.2f}', f'{p:.3g}', n])
+    lines += [markdown_table(['split', 'PoPE', 'RoPE', 'PoPE - RoPE, mean', 'sd', 't', 'p (paired, two-sided)',
+                              'pairs'], rows), '',
+              f"Seeds: {', '.join(str(s) for s in seeds)}; mean +- sd over seeds, each seed's value in brackets.", '']
+    for windows, title in (('documents', 'inside documents'), ('stream', 'across documents (stream windows)')):
+        about = arms[0]['about'][windows]
+        lengths = about['lengths']
+        lines += [f'## Test loss at 1x-{lengths[-1] // lengths[0]}x the context, {title}', '']
+        if windows == 'documents':
+            lines += [f"The first {lengths[-1] + 1:,} tokens of each of the {about['documents']:,} test files that "
+                      f"have as many ({about['documents_in_all']:,} test files in all), {about['tokens']:,} predicted "
+                      'tokens at every length: windows of each length from the start of the file, the last one '
+                      'shorter where the length does not divide the longest.', '']
+        else:
+            lines += [f"The first {about['tokens']:,} predicted tokens of the test stream (files one after the other, "
+                      'an <|endoftext|> between two), in windows of each length that run across file ends.', '']
+        rows = []
+        for label in MODELS:
+            enc = 'pope' if label.startswith('PoPE') else 'rope'
+            row = [label]
+            for L in lengths:
+                values = [by[enc, s]['losses'][windows][label][L][0] for s in seeds]
+                row.append(spread(values))
+            rows.append(row)
+        lines += [markdown_table(['model'] + [f'{L} ({L // lengths[0]}x)' for L in lengths], rows), '']
+        counts = {by[e, s]['losses'][windows][label][L][1] for e, s in by for label in by[e, s]['losses'][windows]
+                  for L in lengths}
+        if len(counts) != 1:
+            raise SystemExit(f'{windows}: the lengths scored different token counts ({sorted(counts)}): the '
+                             'evaluations are not of the same tokens')
+    return '\n'.join(lines)
+
+
+def plot_extrapolation(arms, path):
+    seeds = {a['seed'] for a in arms}
+    lengths = arms[0]['about']['documents']['lengths']
+    fig, ax = subplots(figsize=(7, 4.5))
+    for label in MODELS:
+        enc = 'pope' if label.startswith('PoPE') else 'rope'
+        mine = [a for a in arms if a['enc'] == enc and a['seed'] in seeds]
+        ys = [statistics.mean(a['losses']['documents'][label][L][0] for a in mine) for L in lengths]
+        ax.plot(lengths, ys, marker='o', label=label, ls='-' if 'fine-tuned' in label or 'YaRN' not in label else ':')
+    ax.axvline(1024, color='gray', ls='--', lw=1, label='pre-training context')
+    ax.axvline(4096, color='gray', ls=':', lw=1, label='fine-tuning context')
+    ax.set_xscale('log', base=2)
+    ax.set_xticks(lengths, [str(L) for L in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel('context length (tokens)')
+    ax.set_ylabel('test loss inside files (nats per token)')
+    ax.set_title(f'Linux C, 8 x 512 GPT, mean of {len(seeds)} seeds')
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, path, dpi=150)
+
+
+def plot_val_loss(arms, path):
+    fig, ax = subplots(figsize=(7, 4.5))
+    for a in sorted(arms, key=lambda a: (a['enc'], a['seed'])):
+        pts = [(r['iter'], r['val_loss']) for r in a['log'] if r['iter'] > 0]
+        ax.plot(*zip(*pts), color='C1' if a['enc'] == 'pope' else 'C0', alpha=0.8,
+                label=f"{NAMES[a['enc']]} s{a['seed']}")
+    ax.set_xlabel('step')
+    ax.set_ylabel('val loss (nats per token)')
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, path, dpi=150)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0].startswith('-'):
+        sys.exit(__doc__)
+    folder = argv[0]
+    found = sorted(glob.glob(os.path.join(folder, 'runs', '*_s*', 'stream', 'extrapolation.json')))
+    if not found:
+        sys.exit(f'no arm has ended in {folder}/runs/ (no <arm>/stream/extrapolation.json): run '
+                 'results/linux_c/reproduce.sh first')
+    arms = [read_arm(os.path.dirname(os.path.dirname(p))) for p in found]
+    with open(os.path.join(folder, 'results.md'), 'w') as f:
+        f.write(page(arms) + '\n')
+    plot_extrapolation(arms, os.path.join(folder, 'extrapolation.png'))
+    plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
+    print(f'wrote {folder}/results.md, extrapolation.png, val_loss.png ({len(arms)} arms)')
+
+
+if __name__ == '__main__':
+    main()

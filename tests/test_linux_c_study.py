@@ -1,0 +1,71 @@
+"""results/linux_c/study.py: the paired t-test against closed forms, and the page's numbers from arms written here."""
+
+import importlib.util
+import json
+import math
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+spec = importlib.util.spec_from_file_location('study', os.path.join(ROOT, 'results', 'linux_c', 'study.py'))
+study = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(study)
+
+LENGTHS = [1024, 2048, 4096, 8192, 10240]
+
+
+@pytest.mark.parametrize('t', [0.3, 1.0, 2.0, 4.303, 12.7, -3.0])
+def test_t_test_p_against_closed_forms(t):
+    assert study.t_test_p(t, 1) == pytest.approx(1 - 2 / math.pi * math.atan(abs(t)), abs=1e-7)  # Cauchy
+    assert study.t_test_p(t, 2) == pytest.approx(1 - abs(t) / math.sqrt(2 + t * t), abs=1e-7)
+    x = abs(t) / math.sqrt(4 + t * t)  # 4 degrees of freedom: F(t) = 1/2 + 3/4 x (1 - x^2 / 3)
+    assert study.t_test_p(t, 4) == pytest.approx(1 - 1.5 * x * (1 - x * x / 3), abs=1e-7)
+    assert study.t_test_p(2.776, 4) == pytest.approx(0.05, abs=2e-4)  # the textbook 5 % points
+    assert study.t_test_p(4.303, 2) == pytest.approx(0.05, abs=2e-4)
+
+
+def write_arm(root, enc, seed, val, test, doc_losses):
+    """An arm's files as reproduce.sh leaves them, with the given losses."""
+    d = root / 'runs' / f'{enc}_s{seed}'
+    for sub in ('pretrain', 'ft', 'documents', 'stream'):
+        (d / sub).mkdir(parents=True)
+    (d / 'pretrain.log').write_text(f'50.86M parameters, {enc}, 32,768 tokens per iteration, device cuda\n')
+    (d / 'pretrain' / 'final.json').write_text(json.dumps(dict(iter=5000, block_size=1024, minutes=12.5,
+                                                               val_loss=val, test_loss=test)))
+    (d / 'pretrain' / 'eval_log.jsonl').write_text(''.join(
+        json.dumps(dict(iter=i, val_loss=val + 1 / (1 + i))) + '\n' for i in range(0, 5001, 500)))
+    (d / 'ft' / 'final.json').write_text(json.dumps(dict(iter=500, block_size=4096, val_loss=val, test_loss=test)))
+    labels = ['PoPE', 'PoPE, fine-tuned at 4096'] if enc == 'pope' else [
+        'RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096']
+    for windows in ('documents', 'stream'):
+        about = dict(windows=windows, lengths=LENGTHS, tokens=10240 * 3)
+        if windows == 'documents':
+            about.update(documents=3, documents_long_enough=3, documents_in_all=9)
+        results = [dict(label=label, length=L, nll=doc_losses[i] + k, tokens=10240 * 3)
+                   for k, label in enumerate(labels) for i, L in enumerate(LENGTHS)]
+        (d / windows / 'extrapolation.json').write_text(json.dumps(dict(about, results=results)))
+
+
+def test_the_page_pairs_the_seeds_and_tests_their_difference(tmp_path):
+    pytest.importorskip('matplotlib')
+    for seed, rv, (dv, dt) in zip((1, 2, 3), (1.50, 1.52, 1.51), ((0.01, -0.02), (0.03, -0.01), (0.02, -0.03))):
+        write_arm(tmp_path, 'rope', seed, rv, 1.6, [1.0, 1.2, 1.5, 2.0, 2.2])
+        write_arm(tmp_path, 'pope', seed, rv + dv, 1.6 + dt, [1.1, 1.1, 1.1, 1.1, 1.15])
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    # val: differences 0.01, 0.03, 0.02 -> mean 0.02, sd 0.01, t = 0.02 / (0.01 / sqrt 3) = 3.46, df 2
+    t = 0.02 / (0.01 / math.sqrt(3))
+    assert f'| val | 1.5300 +- 0.0200 (1.5100, 1.5500, 1.5300) | 1.5100 +- 0.0100 (1.5000, 1.5200, 1.5100) | ' \
+           f'+0.0200 | 0.0100 | {t:.2f} | {1 - t / math.sqrt(2 + t * t):.3g} | 3 |' in page
+    assert '| test | 1.5800 +- 0.0100' in page and '| -0.0200 | 0.0100 | -3.46 |' in page
+    assert '| RoPE | 1.0000 +- 0.0000 (1.0000, 1.0000, 1.0000) | 1.2000' in page
+    assert '| pope_s1 | 5000 | 164M | 12.5 | 1.5100 | 1.5800 | 500 | 1.5800 |' in page
+    assert '| PoPE, fine-tuned at 4096 | 2.1000' in page  # its label's offset (+1) in write_arm
+    assert 'The first 10,241 tokens of each of the 3 test files that have as many (9 test files in all), 30,720' in page
+    assert os.path.getsize(tmp_path / 'extrapolation.png') > 10000 and os.path.getsize(tmp_path / 'val_loss.png') > 10000
+
+
+def test_no_arm_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match='no arm has ended'):
+        study.main([str(tmp_path)])
