@@ -21,19 +21,22 @@ TINY = ['--batch_size=8', '--eval_iters=2', '--log_interval=1', '--warmup_iters=
 N_POSITIONS = 64
 
 
-@pytest.fixture(scope='module')
-def hf_gpt2(tmp_path_factory):
+def tiny_gpt2(folder, **config):
     """(folder, model): a 2-layer GPT-2 of GPT-2's vocabulary in Hugging Face's layout (config.json,
     model.safetensors), every weight drawn at random so that each one shows in the logits."""
-    folder = tmp_path_factory.mktemp('hf') / 'tiny-gpt2'
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=50257, n_positions=N_POSITIONS)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=50257, n_positions=N_POSITIONS, **config)
     hf = transformers.GPT2LMHeadModel(cfg).eval()
     with torch.no_grad():
         for p in hf.parameters():  # (the tied wte/lm_head once)
             p.add_(torch.randn_like(p) * 0.2)
     hf.save_pretrained(folder)
     return folder, hf
+
+
+@pytest.fixture(scope='module')
+def hf_gpt2(tmp_path_factory):
+    return tiny_gpt2(tmp_path_factory.mktemp('hf') / 'tiny-gpt2')
 
 
 @pytest.fixture(scope='module')
@@ -72,6 +75,17 @@ def test_gpt2_logits_equal_transformers(hf_gpt2):
     torch.testing.assert_close(our_logits(model, idx), ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize('activation', ['gelu', 'gelu_pytorch_tanh'])
+def test_gpt2_logits_equal_transformers_with_each_gelu(tmp_path, activation):
+    """Hugging Face's 'gelu' is the exact (erf) GELU, the others its tanh form: at these weights the two differ by
+    ~2e-3 in the logits."""
+    folder, hf = tiny_gpt2(tmp_path, activation_function=activation)
+    model, _ = pretrained.load(str(folder))
+    idx = torch.randint(0, 50257, (2, N_POSITIONS), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
+    assert model.config.gelu_approximate == ('none' if activation == 'gelu' else 'tanh')
+
+
 def test_gpt2_from_pytorch_model_bin_in_openai_names(hf_gpt2, tmp_path):
     """The older file layout: pytorch_model.bin, names without 'transformer.', the attention mask buffers saved."""
     folder, hf = hf_gpt2
@@ -83,6 +97,51 @@ def test_gpt2_from_pytorch_model_bin_in_openai_names(hf_gpt2, tmp_path):
     (tmp_path / 'config.json').write_text((folder / 'config.json').read_text())
     model, _ = pretrained.load(str(tmp_path))
     idx = torch.randint(0, 50257, (1, 20), generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize('layout', ['model.safetensors', 'pytorch_model.bin'])
+def test_a_head_untied_from_the_embedding_is_refused(hf_gpt2, tmp_path, layout):
+    """GPT-2 ties lm_head to wte: a file whose lm_head differs (by one value) is another model, refused with one line."""
+    folder, hf = hf_gpt2
+    state = {k: v.clone() for k, v in hf.state_dict().items()}  # lm_head.weight saved beside wte, as older files do
+    state['lm_head.weight'][7, 3] += 1.0
+    if layout == 'model.safetensors':
+        from safetensors.torch import save_file
+        save_file(state, tmp_path / layout)
+    else:
+        torch.save(state, tmp_path / layout)
+    (tmp_path / 'config.json').write_text((folder / 'config.json').read_text())
+    with pytest.raises(SystemExit, match=r"lm_head\.weight differs from wte\.weight, but GPT-2 ties them"):
+        pretrained.load(str(tmp_path))
+
+
+def test_a_shorter_context_keeps_gpt2s_first_positions(hf_gpt2):
+    """Cropped to block_size 32 of its 64 positions, GPT-2 keeps the table's first 32 rows: its logits on 32 tokens
+    are transformers' own."""
+    folder, hf = hf_gpt2
+    ckpt = pretrained.read_source(str(folder))
+    args = pretrained.fine_tune_args(ckpt, {**ckpt['model_args'], 'block_size': 32}, {'block_size'}, folder,
+                                     ckpt['meta'], 'data/gpt2_tokens')
+    model = GPT(GPTConfig(**args)).eval()
+    model.load_state_dict(pretrained.convert(ckpt, model, folder, say=lambda line: None))
+    assert torch.equal(model.wpe.weight, hf.transformer.wpe.weight[:32])
+    idx = torch.randint(0, 50257, (2, 32), generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
+
+
+def test_a_config_without_vocab_size_is_gpt2s_50257_as_in_transformers(hf_gpt2, tmp_path):
+    """transformers' GPT2Config defaults vocab_size to 50257, GPT-2's BPE: a config.json without it is read so (and a
+    weight file of another vocabulary is then refused by its shape)."""
+    folder, hf = hf_gpt2
+    cfg = json.loads((folder / 'config.json').read_text())
+    del cfg['vocab_size']
+    (tmp_path / 'config.json').write_text(json.dumps(cfg))
+    os.symlink(folder / 'model.safetensors', tmp_path / 'model.safetensors')
+    assert transformers.GPT2Config.from_pretrained(tmp_path).vocab_size == 50257
+    model, ckpt = pretrained.load(str(tmp_path))
+    assert model.config.vocab_size == ckpt['meta']['vocab_size'] == 50257
+    idx = torch.randint(0, 50257, (1, 20), generator=torch.Generator().manual_seed(4))
     torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
 
 
