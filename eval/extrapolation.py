@@ -8,7 +8,9 @@ Length extrapolation (paper Figure 2): perplexity of checkpoints at growing cont
 
 The first --tokens tokens of --data (PG-19 test by default: python -m prepare.pg19), cut to a multiple of
 the longest length, are split into windows of each length, each scored from its own start: every length
-sees the same tokens. Learned/sinusoidal positions stop at block_size (longer lengths are skipped).
+sees the same tokens, except that a length which does not divide the longest leaves out the last partial
+window (each result's `tokens`: the count it scored). Learned/sinusoidal positions stop at block_size
+(longer lengths are skipped).
 Writes <out>/extrapolation.csv, .json and .png. --yarn_scale applies YaRN to RoPE checkpoints (once for all,
 or once per --ckpt) from the checkpoint's yarn_orig_ctx if it was trained with YaRN, else its block_size.
 """
@@ -138,7 +140,7 @@ def main(argv=None):
     budget = min(args.tokens, len(tokens))
     budget = (budget - 1) // max(lengths) * max(lengths) + 1 if budget > max(lengths) else budget
     tokens = load_tokens(args.data, budget)
-    print(f"{args.data}: {len(tokens) - 1:,} predicted tokens per length, lengths {lengths}")
+    print(f"{args.data}: {len(tokens) - 1:,} predicted tokens (whole windows of each length), lengths {lengths}")
 
     results = []
     for path, label, scale in zip(args.ckpt, labels, scales):
@@ -166,6 +168,15 @@ def main(argv=None):
                          "give shorter --lengths or more --tokens")
     return write(args.out, dict(data=args.data, tokens=len(tokens) - 1, lengths=lengths, dtype=dtype), results,
                  labels, key='ppl')
+
+
+def tokens_scored(ev):
+    """The tokens an extrapolation.json (ev) scored, for a table's note: 'the first 58,880 tokens of <data> (at 1024:
+    58,368, whole windows only)', naming each length that scored fewer, from its results' counts."""
+    fewer = sorted({(r['length'], r['tokens']) for r in ev['results'] if r['nll'] is not None
+                    and r['tokens'] < ev['tokens']})
+    return f"the first {ev['tokens']:,} tokens of {ev['data']}" + (
+        f" ({'; '.join(f'at {L}: {n:,}' for L, n in fewer)}, whole windows only)" if fewer else '')
 
 
 def write(out, about, results, labels, key):
