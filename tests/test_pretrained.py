@@ -146,15 +146,21 @@ def test_a_config_without_vocab_size_is_gpt2s_50257_as_in_transformers(hf_gpt2, 
 
 
 def test_sample_generates_from_a_hugging_face_folder(hf_gpt2, tmp_path):
+    """sample.py's greedy continuation (--top_k=1) of a Hugging Face folder is transformers' own greedy one."""
     try:
         from prepare.common import gpt2_encoding
-        gpt2_encoding()
+        enc = gpt2_encoding()
     except Exception as e:  # no offline BPE files
         pytest.skip(f'no GPT-2 tokenizer: {e}')
-    p = run(tmp_path, 'sample.py', f'--init_from={hf_gpt2[0]}', '--device=cpu', '--start=Hello there',
-            '--max_new_tokens=8', '--num_samples=2')
+    folder, hf = hf_gpt2
+    p = run(tmp_path, 'sample.py', f'--init_from={folder}', '--device=cpu', '--start=Hello there',
+            '--max_new_tokens=8', '--num_samples=2', '--top_k=1')
     samples = p.stdout.split('---------------\n')
-    assert len(samples) == 3 and all(s.startswith('Hello there') for s in samples[:2]), p.stdout
+    with torch.no_grad():
+        greedy = hf.generate(torch.tensor([enc.encode('Hello there')]), max_new_tokens=8, min_new_tokens=8,
+                             do_sample=False, pad_token_id=50256)[0]
+    assert len(greedy) == 2 + 8 and len(samples) == 3 and samples[2] == '', p.stdout
+    assert samples[:2] == [enc.decode(greedy.tolist()) + '\n'] * 2, (p.stdout, greedy)
 
 
 def test_train_fine_tunes_gpt2_at_a_shorter_context_and_converts_it_to_pope(workdir, hf_gpt2, capsys):
