@@ -1,5 +1,6 @@
 """eval/: extrapolation perplexity, YaRN, frequency statistics, the lm-eval adapter (CPU, offline, tiny models)."""
 
+import csv
 import importlib.util
 import json
 import math
@@ -90,10 +91,14 @@ def test_extrapolation_matches_direct(tiny):
             continue
         assert r['tokens'] == {8: 192, 20: 180, 32: 192}[r['length']]  # 20: its 9 whole windows
         assert r['ppl'] == pytest.approx(direct_ppl(r['ckpt'], tokens, r['length']), rel=1e-5)
-    for ext in ('.csv', '.json', '.png'):
-        assert os.path.getsize(os.path.join(out, 'extrapolation' + ext)) > 0
-    assert extrapolation.tokens_scored(json.load(open(os.path.join(out, 'extrapolation.json')))) == \
-        f"the first 192 tokens of {data} (at 20: 180, whole windows only)"
+    written = json.load(open(os.path.join(out, 'extrapolation.json')))
+    assert written['results'] == res and written['tokens'] == 192 and written['lengths'] == [8, 20, 32]
+    with open(os.path.join(out, 'extrapolation.csv')) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r['label'], int(r['length']), float(r['ppl']) if r['ppl'] else None, int(r['tokens'])) for r in rows] \
+        == [(r['label'], r['length'], r['ppl'], r['tokens']) for r in res]
+    assert os.path.getsize(os.path.join(out, 'extrapolation.png')) > 0
+    assert extrapolation.tokens_scored(written) == f"the first 192 tokens of {data} (at 20: 180, whole windows only)"
 
 
 def test_extrapolation_yarn_override(tiny):
