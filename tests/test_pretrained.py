@@ -3,6 +3,7 @@ and models converted to PoPE, as train.py and sample.py use them."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import asdict
@@ -282,6 +283,22 @@ def test_a_weight_file_of_another_model_is_one_line(hf_gpt2, tmp_path):
     (tmp_path / 'config.json').write_text(json.dumps({**cfg, 'activation_function': 'relu'}))
     with pytest.raises(SystemExit, match=r"has activation_function='relu': this repository builds GPT-2 as OpenAI"):
         pretrained.load(str(tmp_path))
+
+
+def test_a_config_json_is_read_as_gpt2_or_refused_by_the_key_that_differs():
+    cfg = {'model_type': 'gpt2', 'n_layer': 2, 'n_head': 4, 'n_embd': 32, 'n_positions': 64}
+    args = pretrained.gpt2_model_args({**cfg, 'n_inner': 128, 'activation_function': 'gelu'}, 'f')  # 4 x n_embd
+    assert {k: args[k] for k in ('n_layer', 'n_head', 'n_kv_head', 'n_embd', 'block_size', 'vocab_size',
+                                 'gelu_approximate', 'pos_emb', 'norm', 'bias', 'tie_embeddings', 'dropout')} == dict(
+        n_layer=2, n_head=4, n_kv_head=0, n_embd=32, block_size=64, vocab_size=50257, gelu_approximate='none',
+        pos_emb='learned', norm='layernorm', bias=True, tie_embeddings=True, dropout=0.0)
+    for key, value in (('n_inner', 64), ('layer_norm_epsilon', 1e-6), ('tie_word_embeddings', False),
+                       ('scale_attn_weights', False), ('scale_attn_by_inverse_layer_idx', True),
+                       ('add_cross_attention', True), ('vocab_size', 50304), ('activation_function', 'silu')):
+        with pytest.raises(SystemExit, match=re.escape(f"f/config.json has {key}={value!r}: this repository builds")):
+            pretrained.gpt2_model_args({**cfg, key: value}, 'f')
+    with pytest.raises(SystemExit, match=r"f/config.json gives no n_head: write the model's sizes there"):
+        pretrained.gpt2_model_args({k: v for k, v in cfg.items() if k != 'n_head'}, 'f')
 
 
 def test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes(hf_gpt2, monkeypatch):
