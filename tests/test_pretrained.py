@@ -301,18 +301,26 @@ def test_a_config_json_is_read_as_gpt2_or_refused_by_the_key_that_differs():
         pretrained.gpt2_model_args({k: v for k, v in cfg.items() if k != 'n_head'}, 'f')
 
 
-def test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes(hf_gpt2, monkeypatch):
+@pytest.mark.parametrize('layout', ['model.safetensors', 'pytorch_model.bin'])
+def test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes(hf_gpt2, monkeypatch, tmp_path, layout):
+    """model.safetensors first; an upload that has only the pickled weights is fetched again for them."""
     huggingface_hub = pytest.importorskip('huggingface_hub')
+    folder, hf = hf_gpt2
+    if layout == 'pytorch_model.bin':
+        torch.save(hf.state_dict(), tmp_path / layout)
+        (tmp_path / 'config.json').write_text((folder / 'config.json').read_text())
+        folder = tmp_path
     fetched = []
 
     def snapshot_download(repo, allow_patterns):  # the hub, answered by the tiny model's folder
         fetched.append((repo, allow_patterns))
-        return str(hf_gpt2[0])
+        return str(folder)
     monkeypatch.setattr(huggingface_hub, 'snapshot_download', snapshot_download)
     with pytest.raises(SystemExit, match=r"the cached gpt2-medium is of n_layer, n_head, n_embd = \(2, 2, 32\), not "
                                          r"\(24, 16, 1024\): delete it"):
         pretrained.read_source('gpt2-medium')
-    assert fetched == [('openai-community/gpt2-medium', ['config.json', 'model.safetensors'])]
+    assert fetched == [('openai-community/gpt2-medium', ['config.json', f]) for f in (
+        ['model.safetensors'] if layout == 'model.safetensors' else ['model.safetensors', 'pytorch_model.bin'])]
 
 
 def test_conversion_table_is_made_from_the_published_runs(tmp_path):
