@@ -68,6 +68,7 @@ def gpt2_model_args(cfg, where):
     missing = [k for k in ('n_layer', 'n_head', 'n_embd', 'n_positions') if not isinstance(cfg.get(k), int)]
     if missing:
         sys.exit(f"{where}/config.json gives no {', '.join(missing)}: write the model's sizes there (GPT2_MODELS)")
+    # any other key config.json leaves out is transformers' GPT2Config default: GPT-2's own (vocab_size 50257, ...)
     n_embd, act = cfg['n_embd'], cfg.get('activation_function', 'gelu_new')
     differ = [f"{k}={cfg.get(k, want)!r}" for k, want in (
         ('vocab_size', GPT2_VOCAB), ('layer_norm_epsilon', 1e-5), ('n_inner', None), ('scale_attn_weights', True),
@@ -78,7 +79,7 @@ def gpt2_model_args(cfg, where):
     if differ:
         sys.exit(f"{where}/config.json has {', '.join(differ)}: this repository builds GPT-2 as OpenAI made it "
                  f"(its 50257 tokens, LayerNorm eps 1e-5, a 4x MLP with GELU, tied embeddings)")
-    return {**asdict(GPTConfig()), 'block_size': cfg['n_positions'], 'vocab_size': cfg['vocab_size'],
+    return {**asdict(GPTConfig()), 'block_size': cfg['n_positions'], 'vocab_size': cfg.get('vocab_size', GPT2_VOCAB),
             'n_layer': cfg['n_layer'], 'n_head': cfg['n_head'], 'n_kv_head': 0, 'n_embd': n_embd, 'dropout': 0.0,
             'bias': True, 'pos_emb': 'learned', 'norm': 'layernorm', 'tie_embeddings': True,
             'gelu_approximate': GELU[act], 'pope_delta': 'zero'}  # (pope_delta: used only by a conversion to PoPE)

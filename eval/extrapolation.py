@@ -11,7 +11,8 @@ Length extrapolation (paper Figure 2): perplexity of checkpoints at growing cont
 
 Windows of each length, each scored from its own start, on --data (PG-19 test by default: python -m prepare.pg19):
 - `--windows stream` (the default): the first --tokens tokens, cut to a multiple of the longest length, tiled by
-  windows that run across document ends (a length that does not divide the longest leaves the tail unscored).
+  windows that run across document ends (a length that does not divide the longest leaves out the last partial
+  window: each result's `tokens` is the count it scored).
 - `--windows documents`: windows inside single documents. Every document (the tokens between two of the data
   set's eot) of at least the longest length + 1 tokens gives its first longest + 1 tokens, as many documents as
   --tokens allows; at each length they are cut into windows from their start, the last one shorter where the
@@ -185,7 +186,7 @@ def main(argv=None):
         budget = (budget - 1) // longest * longest + 1 if budget > longest else budget
         tokens = load_tokens(args.data, budget)
         about = dict(windows='stream', tokens=len(tokens) - 1)
-        print(f"{args.data}: {len(tokens) - 1:,} predicted tokens per length, lengths {lengths}")
+        print(f"{args.data}: {len(tokens) - 1:,} predicted tokens (whole windows of each length), lengths {lengths}")
 
         def windows(L):
             return stream_windows(tokens, L)
@@ -231,6 +232,15 @@ def main(argv=None):
         raise SystemExit(f"no length could be scored ({about['tokens']:,} tokens of {args.data}, lengths {lengths}): "
                          "give shorter --lengths or more --tokens")
     return write(args.out, dict(data=args.data, lengths=lengths, dtype=dtype, **about), results, labels, key='ppl')
+
+
+def tokens_scored(ev):
+    """The tokens an extrapolation.json (ev) scored, for a table's note: 'the first 58,880 tokens of <data> (at 1024:
+    58,368, whole windows only)', naming each length that scored fewer, from its results' counts."""
+    fewer = sorted({(r['length'], r['tokens']) for r in ev['results'] if r['nll'] is not None
+                    and r['tokens'] < ev['tokens']})
+    return f"the first {ev['tokens']:,} tokens of {ev['data']}" + (
+        f" ({'; '.join(f'at {L}: {n:,}' for L, n in fewer)}, whole windows only)" if fewer else '')
 
 
 def write(out, about, results, labels, key):

@@ -21,8 +21,13 @@ import math
 import os
 
 import torch
-from lm_eval.api.model import TemplateLM
 from tqdm import tqdm
+
+try:
+    from lm_eval.api.model import TemplateLM
+    NO_LM_EVAL = None
+except ImportError as err:  # an optional package: --help works without it, and main() says how to install it
+    TemplateLM, NO_LM_EVAL = object, err
 
 from eval import (ABSOLUTE, autocast, check_out, default_dtype, device_arg, labels_for, load_checkpoint, markdown_table,
                   parser, positive_float, positive_int, save_figure, subplots, tokenizer, write_json)
@@ -192,6 +197,9 @@ def main(argv=None):
     p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
     p.add_argument('--out', default='out-zero-shot', help='output folder')
     args = p.parse_args(argv)
+    if NO_LM_EVAL:
+        raise SystemExit(f"eval.zero_shot runs the lm-eval harness, which does not import ({NO_LM_EVAL}): "
+                         "pip install -r requirements-eval.txt")
     check_out(args.out)  # before the work
     from lm_eval import simple_evaluate
 

@@ -1,5 +1,6 @@
 """eval/: extrapolation perplexity, YaRN, frequency statistics, the lm-eval adapter (CPU, offline, tiny models)."""
 
+import csv
 import importlib.util
 import json
 import math
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from model import GPT, GPTConfig, rope_frequencies
 from eval import code_commit, load_checkpoint
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = 64
 
 
@@ -79,17 +81,24 @@ def test_extrapolation_matches_direct(tiny):
     d, ck, data = tiny
     out = str(d / 'extra')
     res = extrapolation.main(['--ckpt', ck['pope'], '--ckpt', ck['rope'], '--ckpt', ck['learned'], '--data', data,
-                              '--lengths', '8,32', '--tokens', '200', '--batch_size', '2', '--chunk', '5', '--out', out])
+                              '--lengths', '8,20,32', '--tokens', '200', '--batch_size', '2', '--chunk', '5', '--out',
+                              out])
     tokens = np.fromfile(data, dtype=np.uint16)[:193]  # 200 tokens -> 6 windows of the longest length (32) + 1
     for r in res:
         kind = os.path.basename(os.path.dirname(r['ckpt']))
-        if kind == 'learned' and r['length'] == 32:
-            assert r['ppl'] is None  # past block_size: skipped
+        if kind == 'learned' and r['length'] > 16:
+            assert r['ppl'] is None and r['tokens'] == 0  # past block_size: skipped
             continue
-        assert r['tokens'] == 192
+        assert r['tokens'] == {8: 192, 20: 180, 32: 192}[r['length']]  # 20: its 9 whole windows
         assert r['ppl'] == pytest.approx(direct_ppl(r['ckpt'], tokens, r['length']), rel=1e-5)
-    for ext in ('.csv', '.json', '.png'):
-        assert os.path.getsize(os.path.join(out, 'extrapolation' + ext)) > 0
+    written = json.load(open(os.path.join(out, 'extrapolation.json')))
+    assert written['results'] == res and written['tokens'] == 192 and written['lengths'] == [8, 20, 32]
+    with open(os.path.join(out, 'extrapolation.csv')) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r['label'], int(r['length']), float(r['ppl']) if r['ppl'] else None, int(r['tokens'])) for r in rows] \
+        == [(r['label'], r['length'], r['ppl'], r['tokens']) for r in res]
+    assert os.path.getsize(os.path.join(out, 'extrapolation.png')) > 0
+    assert extrapolation.tokens_scored(written) == f"the first 192 tokens of {data} (at 20: 180, whole windows only)"
 
 
 def test_extrapolation_inside_documents(tmp_path):
@@ -467,19 +476,44 @@ def test_ablations_table_averages_the_seeds_of_each_run(tmp_path):
     seeds with each seed's value in brackets; the figure is written beside the table."""
     import subprocess
     import sys
-    results = [dict(label=f'{run}-s{seed}', length=length, ppl=ppl) for run, seed, length, ppl in (
-        ('pope', 1, 256, 10.0), ('pope', 2, 256, 14.0), ('pope', 1, 2560, 11.0), ('pope', 2, 2560, 12.0),
-        ('rope', 1, 256, 9.0), ('rope', 2, 256, 10.0), ('rope', 1, 2560, 30.0), ('rope', 2, 2560, 50.0))]
+    results = [dict(label=f'{run}-s{seed}', length=length, ppl=ppl, nll=math.log(ppl), tokens=tokens)
+               for run, seed, length, ppl, tokens in (
+        ('pope', 1, 256, 10.0, 5120), ('pope', 2, 256, 14.0, 5120), ('pope', 1, 2560, 11.0, 5120),
+        ('pope', 2, 2560, 12.0, 5120), ('pope', 1, 1024, 11.0, 4096), ('pope', 2, 1024, 13.0, 4096),
+        ('rope', 1, 256, 9.0, 5120), ('rope', 2, 256, 10.0, 5120), ('rope', 1, 2560, 30.0, 5120),
+        ('rope', 2, 2560, 50.0, 5120), ('rope', 1, 1024, 20.0, 4096), ('rope', 2, 1024, 20.0, 4096))]
     (tmp_path / 'extrapolation').mkdir()
     (tmp_path / 'extrapolation' / 'extrapolation.json').write_text(
         json.dumps(dict(data='test.bin', tokens=5120, results=results)))
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'results', 'ablations', 'table.py')
+    script = os.path.join(ROOT, 'results', 'ablations', 'table.py')
     subprocess.run([sys.executable, script, str(tmp_path)], check=True, capture_output=True)
     rows = (tmp_path / 'table.md').read_text().splitlines()
-    assert rows[0] == '| run | paper: 124M, OpenWebText val ppl | test ppl at 256 (1x) | test ppl at 2560 (10x) |'
-    assert rows[2:4] == ['| PoPE | 21.33 | 12.0 (10.0, 14.0) | 11.5 (11.0, 12.0) |',
-                         '| RoPE | 21.55 | 9.5 (9.0, 10.0) | 40.0 (30.0, 50.0) |']
+    assert rows[0] == ('| run | paper: 124M, OpenWebText val ppl | test ppl at 256 (1x) | test ppl at 1024 (4x) | '
+                       'test ppl at 2560 (10x) |')
+    assert rows[2:4] == ['| PoPE | 21.33 | 12.0 (10.0, 14.0) | 12.0 (11.0, 13.0) | 11.5 (11.0, 12.0) |',
+                         '| RoPE | 21.55 | 9.5 (9.0, 10.0) | 20.0 (20.0, 20.0) | 40.0 (30.0, 50.0) |']
+    assert rows[5] == ("Each cell: the mean over seeds (each seed's in brackets); test perplexity on the first 5,120 "
+                       "tokens of test.bin (at 1024: 4,096, whole windows only), in windows of each length; the "
+                       "paper's column is its 124M OpenWebText run.")
     assert (tmp_path / 'ablations.png').stat().st_size > 0
+
+
+def test_the_ablations_table_is_made_from_the_published_scores(tmp_path):
+    """results/ablations/table.md is table.py's output on the committed extrapolation.json, and the page shows its
+    rows and the tokens each length scored."""
+    import shutil
+    import subprocess
+    import sys
+    published = os.path.join(ROOT, 'results', 'ablations')
+    shutil.copytree(os.path.join(published, 'extrapolation'), tmp_path / 'extrapolation')
+    subprocess.run([sys.executable, os.path.join(published, 'table.py'), str(tmp_path)], check=True,
+                   capture_output=True)
+    made = (tmp_path / 'table.md').read_text()
+    assert made == open(os.path.join(published, 'table.md')).read()
+    page = open(os.path.join(published, 'README.md')).read()
+    assert made.split('\n\n')[0] in page
+    assert '58,880 tokens' in made and '(at 1024: 58,368, whole windows only)' in made
+    assert 'first 58,880 tokens' in page and 'its 57 whole windows, 58,368 tokens' in page
 
 
 def test_code_commit_names_the_repository_of_the_code(tmp_path, monkeypatch):
@@ -487,13 +521,12 @@ def test_code_commit_names_the_repository_of_the_code(tmp_path, monkeypatch):
     runs from; POPE_COMMIT overrides it (a machine whose .git is a stale copy)."""
     import re
     import subprocess
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     monkeypatch.delenv('POPE_COMMIT', raising=False)
-    head = subprocess.run(['git', '-C', root, 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(['git', '-C', ROOT, 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
     if not head:
         pytest.skip('not a git checkout')
-    commit = code_commit(os.path.join(root, 'results', 'speed'))
+    commit = code_commit(os.path.join(ROOT, 'results', 'speed'))
     assert re.fullmatch(r'[0-9a-f]{7,40}(-dirty)?', commit) and head.startswith(commit.split('-')[0]), commit
     assert code_commit(str(tmp_path)) is None  # no repository there
     monkeypatch.setenv('POPE_COMMIT', 'abc1234')
-    assert code_commit(root) == 'abc1234'
+    assert code_commit(ROOT) == 'abc1234'

@@ -93,7 +93,26 @@ def test_the_page_counts_a_run_cut_short_in_the_test_but_not_in_the_solve_rate(t
     assert '| PoPE | 2 | 2 of 2 | 8k | 8k - 8k |' in page
     assert '| RoPE | 2 | 0 of 1 | 200k+ | 200k+ - 200k+ |' in page  # the cut run: not in the solve rate
     assert 'of the 4 pairs, PoPE got there first in 2, RoPE in 0' in page
-    assert 'RoPE s2 was cut at 4k before reaching 90 %: in the test as not solved by 4k' in page
+    assert 'RoPE s2 was cut at 4k before reaching 90 % (test accuracy 10.0 %): in the test as not solved by 4k' in page
+
+
+def test_a_run_stopped_early_before_solving_is_not_shown_as_needing_the_whole_schedule(tmp_path):
+    """The early stop watches val accuracy: a run can stop while its test accuracy is below 90 %. It is known only
+    not to have solved by its last evaluation, as a run cut short: in the rank test, not in the solve rate, the
+    median or the range (not '200k+')."""
+    runs = tmp_path / 'runs'
+    write_run(runs / 'leftpad_pope_s1', [0.0, 0.5, 0.95], final={'iter': 8000})
+    write_run(runs / 'leftpad_pope_s2', [0.0, 0.6, 0.7, 0.96], final={'iter': 12000})
+    write_run(runs / 'leftpad_rope_s1', [0.0, 0.1, 0.2, 0.9], final={'iter': 12000, 'early_stop': {'iter': 12000}})
+    write_run(runs / 'leftpad_rope_s2', [0.0, 0.1, 0.85], final={'iter': 8000, 'early_stop': {'iter': 8000}})
+    subprocess.run([sys.executable, os.path.join(STUDY, 'seeds.py'), str(tmp_path)], check=True, capture_output=True)
+    page = (tmp_path / 'seeds.md').read_text()
+    assert '| RoPE s2 | early stop at 8k | 8k | 8k | - | 85.0 | 86.0 |  |' in page
+    assert '| RoPE | 2 | 1 of 1 | 12k | 12k - 12k |' in page, page
+    # RoPE s2, not solved by 8k: after PoPE s1 (8k), unknown against PoPE s2 (12k); RoPE s1 (12k) ties PoPE s2
+    assert 'of the 4 pairs, PoPE got there first in 2, RoPE in 0' in page
+    assert ('RoPE s2 stopped early on its val accuracy at 8k before reaching 90 % (test accuracy 85.0 %): in the test '
+            'as not solved by 8k') in page
 
 
 def test_the_committed_page_is_what_the_script_makes_of_the_committed_runs(tmp_path):

@@ -262,6 +262,28 @@ def test_a_capturable_optimizer_follows_the_schedule_like_a_plain_one():
         out.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
     torch.testing.assert_close(out[1], out[0], rtol=1e-5, atol=1e-6)
 
+
+@pytest.mark.parametrize('pos_emb,kw', [('pope', dict(bias=True, tie_embeddings=False)), ('learned', {})])
+def test_weight_decay_shrinks_the_matrices_of_the_blocks_only(pos_emb, kw):
+    """AdamW's step at zero gradient moves a parameter only by its weight decay: the Linear layers' matrices in the
+    blocks shrink by lr * weight_decay, and nothing else moves (embeddings, positions, head, norms, biases, PoPE's
+    delta)."""
+    m = tiny(pos_emb, **kw)
+    linear = {f'{n}.weight' for n, mod in m.h.named_modules(prefix='h') if isinstance(mod, torch.nn.Linear)}
+    assert len(linear) == 4 * m.config.n_layer
+    opt = m.configure_optimizers(0.1, 1e-2, (0.9, 0.95), 'cpu')
+    before = {n: p.detach().clone() for n, p in m.named_parameters()}
+    for p in m.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    moved = {n for n, p in m.named_parameters() if not torch.equal(p, before[n])}
+    assert moved == linear, sorted(moved ^ linear)
+    for n in linear:
+        torch.testing.assert_close(m.get_parameter(n), before[n] * (1 - 1e-2 * 0.1), rtol=1e-6, atol=0)
+    if pos_emb == 'pope':
+        assert torch.equal(m.h[0].attn.delta, before['h.0.attn.delta']) and before['h.0.attn.delta'].abs().min() > 0
+
+
 def test_alibi_half_and_yarn_details():
     s = alibi_slopes(8)
     assert torch.all(s[4:] == 0) and torch.allclose(s[:4], torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]))

@@ -107,6 +107,24 @@ def test_read_tokens_takes_its_dtype_from_meta(tmp_path):
     write_meta(d, vocab_size=50257, tokenizer='gpt2', eot=50256, tokens={'train': 3}, source='test')
     assert read_tokens(path).dtype == np.uint16 and read_tokens(path).tolist() == [50256, 0, 31373]
 
+def test_open_data_checks_the_ids_up_to_the_end_of_a_large_split(tmp_path, monkeypatch):
+    """Past 2^24 tokens open_data reads 256 stretches spread over the whole file, the last one ending at its end: an
+    id beyond the vocabulary near the end is found."""
+    n = (1 << 24) + 4096
+    d = tmp_path / 'data' / 'big'
+    d.mkdir(parents=True)
+    ids = np.zeros(n, np.uint8)
+    ids[-10] = 25
+    ids.tofile(d / 'train.bin')
+    (d / 'meta.json').write_text(json.dumps(dict(vocab_size=20, dtype='uint8', kind='stream', tokens={'train': n})))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match=r'data/big/train\.bin holds token id 25 where the vocabulary has 20'):
+        common.open_data('big')
+    ids[-10] = 19
+    ids.tofile(d / 'train.bin')
+    assert len(common.open_data('big')[1]['train']) == n
+
+
 def test_splits():
     assert split_counts(371, (229, 76, 77)) == [222, 74, 75]
     assert split_counts(382, (229, 76, 77)) == [229, 76, 77]
@@ -116,6 +134,11 @@ def test_splits():
     s2 = deterministic_split(range(100), (90, 5, 5), seed=1)
     assert s1 == s2 and [len(v) for v in s1.values()] == [90, 5, 5]
     assert sorted(sum(s1.values(), [])) == list(range(100))
+    # the seed's shuffle, cut in order: a data set split with seed 1337 (MAESTRO, the chorales) keeps the pieces its
+    # results were measured on, and another seed gives another split
+    assert deterministic_split(range(10), (60, 20, 20), seed=1337) == {'train': [0, 3, 7, 2, 1, 6], 'val': [4, 5],
+                                                                       'test': [8, 9]}
+    assert deterministic_split(range(100), (90, 5, 5), seed=2) != s1
 
 
 def test_gpt2_encoding_known_ids():

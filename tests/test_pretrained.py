@@ -3,6 +3,7 @@ and models converted to PoPE, as train.py and sample.py use them."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import asdict
@@ -21,19 +22,22 @@ TINY = ['--batch_size=8', '--eval_iters=2', '--log_interval=1', '--warmup_iters=
 N_POSITIONS = 64
 
 
-@pytest.fixture(scope='module')
-def hf_gpt2(tmp_path_factory):
+def tiny_gpt2(folder, **config):
     """(folder, model): a 2-layer GPT-2 of GPT-2's vocabulary in Hugging Face's layout (config.json,
     model.safetensors), every weight drawn at random so that each one shows in the logits."""
-    folder = tmp_path_factory.mktemp('hf') / 'tiny-gpt2'
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=50257, n_positions=N_POSITIONS)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=50257, n_positions=N_POSITIONS, **config)
     hf = transformers.GPT2LMHeadModel(cfg).eval()
     with torch.no_grad():
         for p in hf.parameters():  # (the tied wte/lm_head once)
             p.add_(torch.randn_like(p) * 0.2)
     hf.save_pretrained(folder)
     return folder, hf
+
+
+@pytest.fixture(scope='module')
+def hf_gpt2(tmp_path_factory):
+    return tiny_gpt2(tmp_path_factory.mktemp('hf') / 'tiny-gpt2')
 
 
 @pytest.fixture(scope='module')
@@ -72,6 +76,17 @@ def test_gpt2_logits_equal_transformers(hf_gpt2):
     torch.testing.assert_close(our_logits(model, idx), ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize('activation', ['gelu', 'gelu_pytorch_tanh'])
+def test_gpt2_logits_equal_transformers_with_each_gelu(tmp_path, activation):
+    """Hugging Face's 'gelu' is the exact (erf) GELU, the others its tanh form: at these weights the two differ by
+    ~2e-3 in the logits."""
+    folder, hf = tiny_gpt2(tmp_path, activation_function=activation)
+    model, _ = pretrained.load(str(folder))
+    idx = torch.randint(0, 50257, (2, N_POSITIONS), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
+    assert model.config.gelu_approximate == ('none' if activation == 'gelu' else 'tanh')
+
+
 def test_gpt2_from_pytorch_model_bin_in_openai_names(hf_gpt2, tmp_path):
     """The older file layout: pytorch_model.bin, names without 'transformer.', the attention mask buffers saved."""
     folder, hf = hf_gpt2
@@ -86,16 +101,67 @@ def test_gpt2_from_pytorch_model_bin_in_openai_names(hf_gpt2, tmp_path):
     torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize('layout', ['model.safetensors', 'pytorch_model.bin'])
+def test_a_head_untied_from_the_embedding_is_refused(hf_gpt2, tmp_path, layout):
+    """GPT-2 ties lm_head to wte: a file whose lm_head differs (by one value) is another model, refused with one line."""
+    folder, hf = hf_gpt2
+    state = {k: v.clone() for k, v in hf.state_dict().items()}  # lm_head.weight saved beside wte, as older files do
+    state['lm_head.weight'][7, 3] += 1.0
+    if layout == 'model.safetensors':
+        from safetensors.torch import save_file
+        save_file(state, tmp_path / layout)
+    else:
+        torch.save(state, tmp_path / layout)
+    (tmp_path / 'config.json').write_text((folder / 'config.json').read_text())
+    with pytest.raises(SystemExit, match=r"lm_head\.weight differs from wte\.weight, but GPT-2 ties them"):
+        pretrained.load(str(tmp_path))
+
+
+def test_a_shorter_context_keeps_gpt2s_first_positions(hf_gpt2):
+    """Cropped to block_size 32 of its 64 positions, GPT-2 keeps the table's first 32 rows: its logits on 32 tokens
+    are transformers' own."""
+    folder, hf = hf_gpt2
+    ckpt = pretrained.read_source(str(folder))
+    args = pretrained.fine_tune_args(ckpt, {**ckpt['model_args'], 'block_size': 32}, {'block_size'}, folder,
+                                     ckpt['meta'], 'data/gpt2_tokens')
+    model = GPT(GPTConfig(**args)).eval()
+    model.load_state_dict(pretrained.convert(ckpt, model, folder, say=lambda line: None))
+    assert torch.equal(model.wpe.weight, hf.transformer.wpe.weight[:32])
+    idx = torch.randint(0, 50257, (2, 32), generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
+
+
+def test_a_config_without_vocab_size_is_gpt2s_50257_as_in_transformers(hf_gpt2, tmp_path):
+    """transformers' GPT2Config defaults vocab_size to 50257, GPT-2's BPE: a config.json without it is read so (and a
+    weight file of another vocabulary is then refused by its shape)."""
+    folder, hf = hf_gpt2
+    cfg = json.loads((folder / 'config.json').read_text())
+    del cfg['vocab_size']
+    (tmp_path / 'config.json').write_text(json.dumps(cfg))
+    os.symlink(folder / 'model.safetensors', tmp_path / 'model.safetensors')
+    assert transformers.GPT2Config.from_pretrained(tmp_path).vocab_size == 50257
+    model, ckpt = pretrained.load(str(tmp_path))
+    assert model.config.vocab_size == ckpt['meta']['vocab_size'] == 50257
+    idx = torch.randint(0, 50257, (1, 20), generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(our_logits(model, idx), hf_logits(hf, idx), atol=1e-5, rtol=1e-5)
+
+
 def test_sample_generates_from_a_hugging_face_folder(hf_gpt2, tmp_path):
+    """sample.py's greedy continuation (--top_k=1) of a Hugging Face folder is transformers' own greedy one."""
     try:
         from prepare.common import gpt2_encoding
-        gpt2_encoding()
+        enc = gpt2_encoding()
     except Exception as e:  # no offline BPE files
         pytest.skip(f'no GPT-2 tokenizer: {e}')
-    p = run(tmp_path, 'sample.py', f'--init_from={hf_gpt2[0]}', '--device=cpu', '--start=Hello there',
-            '--max_new_tokens=8', '--num_samples=2')
+    folder, hf = hf_gpt2
+    p = run(tmp_path, 'sample.py', f'--init_from={folder}', '--device=cpu', '--start=Hello there',
+            '--max_new_tokens=8', '--num_samples=2', '--top_k=1')
     samples = p.stdout.split('---------------\n')
-    assert len(samples) == 3 and all(s.startswith('Hello there') for s in samples[:2]), p.stdout
+    with torch.no_grad():
+        greedy = hf.generate(torch.tensor([enc.encode('Hello there')]), max_new_tokens=8, min_new_tokens=8,
+                             do_sample=False, pad_token_id=50256)[0]
+    assert len(greedy) == 2 + 8 and len(samples) == 3 and samples[2] == '', p.stdout
+    assert samples[:2] == [enc.decode(greedy.tolist()) + '\n'] * 2, (p.stdout, greedy)
 
 
 def test_train_fine_tunes_gpt2_at_a_shorter_context_and_converts_it_to_pope(workdir, hf_gpt2, capsys):
@@ -219,18 +285,42 @@ def test_a_weight_file_of_another_model_is_one_line(hf_gpt2, tmp_path):
         pretrained.load(str(tmp_path))
 
 
-def test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes(hf_gpt2, monkeypatch):
+def test_a_config_json_is_read_as_gpt2_or_refused_by_the_key_that_differs():
+    cfg = {'model_type': 'gpt2', 'n_layer': 2, 'n_head': 4, 'n_embd': 32, 'n_positions': 64}
+    args = pretrained.gpt2_model_args({**cfg, 'n_inner': 128, 'activation_function': 'gelu'}, 'f')  # 4 x n_embd
+    assert {k: args[k] for k in ('n_layer', 'n_head', 'n_kv_head', 'n_embd', 'block_size', 'vocab_size',
+                                 'gelu_approximate', 'pos_emb', 'norm', 'bias', 'tie_embeddings', 'dropout')} == dict(
+        n_layer=2, n_head=4, n_kv_head=0, n_embd=32, block_size=64, vocab_size=50257, gelu_approximate='none',
+        pos_emb='learned', norm='layernorm', bias=True, tie_embeddings=True, dropout=0.0)
+    for key, value in (('n_inner', 64), ('layer_norm_epsilon', 1e-6), ('tie_word_embeddings', False),
+                       ('scale_attn_weights', False), ('scale_attn_by_inverse_layer_idx', True),
+                       ('add_cross_attention', True), ('vocab_size', 50304), ('activation_function', 'silu')):
+        with pytest.raises(SystemExit, match=re.escape(f"f/config.json has {key}={value!r}: this repository builds")):
+            pretrained.gpt2_model_args({**cfg, key: value}, 'f')
+    with pytest.raises(SystemExit, match=r"f/config.json gives no n_head: write the model's sizes there"):
+        pretrained.gpt2_model_args({k: v for k, v in cfg.items() if k != 'n_head'}, 'f')
+
+
+@pytest.mark.parametrize('layout', ['model.safetensors', 'pytorch_model.bin'])
+def test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes(hf_gpt2, monkeypatch, tmp_path, layout):
+    """model.safetensors first; an upload that has only the pickled weights is fetched again for them."""
     huggingface_hub = pytest.importorskip('huggingface_hub')
+    folder, hf = hf_gpt2
+    if layout == 'pytorch_model.bin':
+        torch.save(hf.state_dict(), tmp_path / layout)
+        (tmp_path / 'config.json').write_text((folder / 'config.json').read_text())
+        folder = tmp_path
     fetched = []
 
     def snapshot_download(repo, allow_patterns):  # the hub, answered by the tiny model's folder
         fetched.append((repo, allow_patterns))
-        return str(hf_gpt2[0])
+        return str(folder)
     monkeypatch.setattr(huggingface_hub, 'snapshot_download', snapshot_download)
     with pytest.raises(SystemExit, match=r"the cached gpt2-medium is of n_layer, n_head, n_embd = \(2, 2, 32\), not "
                                          r"\(24, 16, 1024\): delete it"):
         pretrained.read_source('gpt2-medium')
-    assert fetched == [('openai-community/gpt2-medium', ['config.json', 'model.safetensors'])]
+    assert fetched == [('openai-community/gpt2-medium', ['config.json', f]) for f in (
+        ['model.safetensors'] if layout == 'model.safetensors' else ['model.safetensors', 'pytorch_model.bin'])]
 
 
 def test_conversion_table_is_made_from_the_published_runs(tmp_path):

@@ -228,6 +228,21 @@ def test_zero_shot_limit_below_zero_is_one_line(capsys):
     assert "argument --limit: '-1': give a number above 0" in capsys.readouterr().err
 
 
+def test_zero_shot_without_lm_eval_prints_its_help_and_says_how_to_install_it():
+    """lm-eval is optional (requirements-eval.txt): without it (here: its import made to fail) --help still prints,
+    and a run is one line that says what to install."""
+    without = ("import runpy, sys; sys.modules['lm_eval'] = None; sys.argv[0] = 'zero_shot.py'; "
+               "runpy.run_module('eval.zero_shot', run_name='__main__')")
+    run = lambda *argv: subprocess.run([sys.executable, '-c', without, *argv], cwd=ROOT, capture_output=True,
+                                       text=True, timeout=120)
+    p = run('--help')
+    assert p.returncode == 0 and p.stdout.startswith('usage: ') and 'Zero-shot downstream tasks' in p.stdout, p.stderr
+    p = run('--ckpt', 'out/ckpt.pt')
+    assert p.returncode == 1 and p.stdout == '' and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith('eval.zero_shot runs the lm-eval harness, which does not import (')
+    assert p.stderr.strip().endswith('): pip install -r requirements-eval.txt')
+
+
 def test_eval_read_only_out_is_one_line_before_the_work(data, tmp_path):
     ckpt = save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)
     (tmp_path / 'a_file').write_text('')

@@ -14,6 +14,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from eval import save_figure, subplots  # noqa: E402
+from eval.extrapolation import tokens_scored  # noqa: E402
 
 PAPER = {'pope': 21.33, 'no_softplus': 21.57, 'relu': 21.55, 'no_delta': 21.42, 'rope': 21.55}  # section 4
 NAMES = {'pope': 'PoPE', 'no_softplus': 'PoPE, mu = x (no softplus)', 'relu': 'PoPE, mu = relu(x)',
@@ -38,9 +39,8 @@ lines = ['| run | paper: 124M, OpenWebText val ppl | ' + ' | '.join(
 for run, by_length in ppl.items():
     cells = [f"{mean(by_length[L]):.1f} ({', '.join(f'{x:.1f}' for x in by_length[L])})" for L in lengths]
     lines.append(f'| {NAMES[run]} | {PAPER[run]} | ' + ' | '.join(cells) + ' |')
-lines += ['', f"Each cell: the mean over seeds (each seed's in brackets); test perplexity on the first "
-          f"{ev['tokens']:,} tokens of {ev['data']}, in windows of each length; the paper's column is its 124M "
-          f"OpenWebText run."]
+lines += ['', f"Each cell: the mean over seeds (each seed's in brackets); test perplexity on {tokens_scored(ev)}, "
+          "in windows of each length; the paper's column is its 124M OpenWebText run."]
 with open(os.path.join(out, 'table.md'), 'w') as f:
     f.write('\n'.join(lines) + '\n')
 print('\n'.join(lines))

@@ -17,6 +17,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from eval import read_json, save_figure, subplots  # noqa: E402
+from eval.extrapolation import tokens_scored  # noqa: E402
 
 
 STYLE = {'2': ':', '10': '--', '30': '-'}  # the line of each share of recalibration steps (%)
@@ -47,7 +48,7 @@ start = defaultdict(list)  # conversion run -> (its source's best val loss, its 
 lengths, seeds, about = set(), set(), None
 for path in paths:
     ev = read_json(path)
-    about = about or ev
+    about = dict(ev, results=about['results'] + ev['results']) if about else ev  # every seed's counts, one data set
     for r in ev['results']:
         run, seed = r['label'].rsplit('-s', 1)
         seeds.add(seed)
@@ -77,7 +78,7 @@ lines = ['| model | steps | ' + ' | '.join(f'test ppl at {L} ({L // base}x)' for
 lines += [f'| {name(run)[0]} | {steps.get(run, "")} | ' + ' | '.join(cell(by_length[L]) for L in lengths) + ' |'
           for run, by_length in ppl.items()]
 lines += ['', f"Each cell: the mean over {len(seeds)} seeds ({', '.join(sorted(seeds))}), their range in brackets; "
-          f"test perplexity on the first {about['tokens']:,} tokens of {about['data']}, in windows of each length; "
+          f"test perplexity on {tokens_scored(about)}, in windows of each length; "
           f"'-': learned positions stop at {base}.", '',
           '| conversion | val loss of the pre-trained model | converted, at step 0 | converted, best |',
           '|---|---|---|---|']

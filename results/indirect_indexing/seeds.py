@@ -8,8 +8,10 @@ Reads every run folder runs/leftpad_<pope|rope>_s<seed>/ (eval_log.jsonl, final.
     python results/indirect_indexing/seeds.py results/indirect_indexing
 
 Steps to a threshold: the first evaluation (every 4k steps) whose test accuracy is at or above it. A run "solves" the
-task when that happens for 90 %. A run that ends without solving it (at the schedule's end, or cut short) is known
-only to need more steps than it ran: censored at its last evaluation.
+task when that happens for 90 %. A run that ends without solving it is known only to need more steps than it ran:
+censored at its last evaluation. Only one that ran its whole schedule counts in the solve rate, the median and the
+range (as needing more than the schedule); one cut short, or stopped early (the stop watches val accuracy, not test
+accuracy) before solving it, counts in the rank test alone.
 The test: Gehan's form of the Mann-Whitney test, which takes censored runs: each PoPE-RoPE pair scores +1 if the
 PoPE run certainly got to 90 % first, -1 if the RoPE run did, 0 if they tied or the order is not known (a censored
 run against one that solved after it was cut, or two censored runs); the statistic G is the sum over the pairs,
@@ -45,7 +47,8 @@ def read_run(folder):
     else:
         ended = f"schedule's end ({final['iter'] // 1000}k)"
     run = {'name': os.path.basename(os.path.normpath(folder)), 'last_iter': last['iter'], 'ended': ended,
-           'complete': final is not None, 'test_acc': last['test_acc'], 'train_acc': last['train_acc'],
+           'complete': final is not None and 'early_stop' not in final,  # ran its whole schedule
+           'test_acc': last['test_acc'], 'train_acc': last['train_acc'],
            'to': {t: next((r['iter'] for r in log if r['test_acc'] >= t), None) for t in THRESHOLDS},
            'curve': [(r['iter'], r['test_acc']) for r in log]}
     if os.path.exists(probe_path):
@@ -115,8 +118,10 @@ def main(argv=None):
     ranked, notes = {}, []
     for pe, rs in runs.items():
         ranked[pe] = [steps_to_90(r) for r in rs]
-        notes += [f"{NAMES[pe]} {r['name'].rsplit('_', 1)[1]} was cut at {r['last_iter'] // 1000}k before reaching "
-                  f"90 %: in the test as not solved by {r['last_iter'] // 1000}k" for r in rs
+        notes += [f"{NAMES[pe]} {r['name'].rsplit('_', 1)[1]} "
+                  + ('was cut' if r['ended'].startswith('cut') else 'stopped early on its val accuracy')
+                  + f" at {r['last_iter'] // 1000}k before reaching 90 % (test accuracy {100 * r['test_acc']:.1f} %): "
+                  f"in the test as not solved by {r['last_iter'] // 1000}k" for r in rs
                   if not r['complete'] and r['to'][0.9] is None]
         known = [s if solved else math.inf for (s, solved), r in zip(ranked[pe], rs) if solved or r['complete']]
         shown = lambda s: f"{SCHEDULE // 1000}k+" if s == math.inf else fmt_step(int(s))
