@@ -79,6 +79,7 @@ yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
 learning_rate = 2e-4  # peak learning rate
 max_iters = 100000  # optimizer steps in all
 weight_decay = 0.01
+weight_decay_on = 'matrices'  # the blocks' Linear weights, or 'all': every parameter (norms, biases, embeddings, delta)
 beta1 = 0.9
 beta2 = 0.99
 grad_clip = 1.0  # clip the gradient norm at this value (0 = off)
@@ -236,7 +237,8 @@ except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that d
     sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
 model.project_delta()  # a checkpoint of an older version may hold deltas outside [-2pi, 0]
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph)
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
+                                       weight_decay_on=weight_decay_on)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
