@@ -404,6 +404,27 @@ def test_delta_stays_in_range_and_trainable(workdir, flags):
     assert (delta.grad != 0).all()
 
 
+def test_every_forward_pass_runs_in_the_context_of_its_dtype(workdir, monkeypatch):
+    """train.py's forward passes (training and evaluation) run in eval.autocast(device, dtype), and with
+    dtype='float32' with TF32 matmuls off: float32 throughout, as the replication trained (on a GPU, autocast would
+    otherwise make them bf16; eval's own test checks the contexts it gives)."""
+    import eval
+    made, entered = [], []
+
+    class Recorder:  # entered many times, as train.py's ctx is
+        def __enter__(self):
+            entered.append(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(eval, 'autocast', lambda device, dtype: made.append((device, dtype)) or Recorder())
+    assert train_here(workdir, POPE, *TINY, '--dtype=float32', '--max_iters=2', '--eval_interval=2',
+                      '--out_dir=float32') is None
+    assert made == [('cpu', 'float32')]
+    assert len(entered) > 2 and not any(entered)  # TF32 off at every forward pass
+
+
 def as_an_earlier_version_saved_it(ckpt, pope_zero_freqs=0, delta_lr_mult=1.0):
     """A checkpoint of today as an earlier version wrote it: pope_softplus and pope_delta_init for pope_mu and
     pope_delta, and the keys of the probes that are gone (model flags; delta_lr_mult, a train.py flag)."""
