@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import torch
 
 from eval import device_arg
-from model import GPTConfig
+from model import WEIGHT_DECAY_ON, GPTConfig
 from prepare.common import SPLITS, remake_command
 
 # keys of this command and machine, never taken from a checkpoint; and those a resumed run may not change
@@ -84,7 +84,7 @@ def resume(config, given, checkpoint, init_path):
                  f"has: fine-tune from it with --init_from={init_path} and a new out_dir")
     trained = {**saved, **checkpoint['model_args']}  # the model as its model_args say
     fixed = [f.name for f in fields(GPTConfig) if f.name in config and f.name not in LOCAL] + [
-        'dataset', 'loss_on', 'example_order']
+        'dataset', 'loss_on', 'example_order', 'weight_decay_on']  # (the optimizer's state keeps its groups' decay)
     differ = [f"{k}={config[k]!r} (checkpoint: {trained[k]!r})" for k in fixed
               if k in given and k in trained and config[k] != trained[k]]
     if differ:
@@ -133,7 +133,8 @@ def check(config, given):
     if not (0 <= c.beta1 < 1 and 0 <= c.beta2 < 1):
         sys.exit(f"beta1={c.beta1}, beta2={c.beta2}: AdamW's betas lie in [0, 1)")
     for key, choices in (('loss_on', ('target', 'all')), ('final_weights', ('last', 'best')),
-                         ('example_order', ('random', 'epochs')), ('dtype', ('float32', 'bfloat16', 'float16'))):
+                         ('example_order', ('random', 'epochs')), ('dtype', ('float32', 'bfloat16', 'float16')),
+                         ('weight_decay_on', WEIGHT_DECAY_ON)):
         if config[key] not in choices:
             sys.exit(f"{key}={config[key]!r}: choose one of {', '.join(choices)}")
     try:

@@ -26,6 +26,7 @@ ATTN_IMPLS = ('auto', 'torch', 'sdpa', 'triton')
 # phase of pi); pope_kernel.py computes the same three
 POPE_MUS = {'softplus': F.softplus, 'relu': F.relu, 'identity': lambda x: x}
 POPE_DELTAS = ('uniform', 'zero', 'none')  # delta learned from init U(-2pi, 0) or 0, or no delta (the ablation)
+WEIGHT_DECAY_ON = ('matrices', 'all')  # AdamW's decay on the blocks' Linear weights, or on every parameter
 
 # -----------------------------------------------------------------------------
 # PoPE attention: the plain reference and the SDPA form
@@ -422,13 +423,19 @@ class GPT(nn.Module):
         # detached: an output with a gradient gets a zero (B*T, 50304) gradient filled and read in every backward
         return logits[..., :self.config.vocab_size].detach(), loss
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False):
-        # decay only the matrices of Linear layers: not norms, biases, embeddings, nor PoPE's delta
-        decay = [p for n, p in self.named_parameters()
-                 if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
-        ids = {id(p) for p in decay}
-        no_decay = [p for p in self.parameters() if id(p) not in ids]
-        groups = [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,
+                             weight_decay_on='matrices'):
+        """AdamW with weight decay on the weight matrices of the Linear layers inside the blocks; with
+        weight_decay_on='all' on the rest too (norms, biases, embeddings, the output layer, PoPE's delta), as
+        torch.optim.AdamW(model.parameters()) does (the public indirect-indexing replication)."""
+        if weight_decay_on not in WEIGHT_DECAY_ON:
+            raise ValueError(f"weight_decay_on={weight_decay_on!r}; choose one of {WEIGHT_DECAY_ON}")
+        matrices = [p for n, p in self.named_parameters()
+                    if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
+        ids = {id(p) for p in matrices}
+        rest = [p for p in self.parameters() if id(p) not in ids]
+        groups = [{'params': matrices, 'weight_decay': weight_decay},
+                  {'params': rest, 'weight_decay': weight_decay if weight_decay_on == 'all' else 0.0}]
         if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU
             learning_rate = torch.tensor(learning_rate, device=self.lm_head.weight.device)
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda',

@@ -21,7 +21,6 @@ import pathlib
 import signal
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import fields
 
 import numpy as np
@@ -32,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import configurator
 import pretrained
 from checkpoint import RunFolder, read_checkpoint
+from eval import autocast
 from model import GPT, GPTConfig
 from prepare.common import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
 
@@ -79,6 +79,7 @@ yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
 learning_rate = 2e-4  # peak learning rate
 max_iters = 100000  # optimizer steps in all
 weight_decay = 0.01
+weight_decay_on = 'matrices'  # the blocks' Linear weights, or 'all': every parameter (norms, biases, embeddings, delta)
 beta1 = 0.9
 beta2 = 0.99
 grad_clip = 1.0  # clip the gradient norm at this value (0 = off)
@@ -124,9 +125,10 @@ else:
     ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
 master_process = run.master = ddp_rank == 0
 torch.manual_seed(seed)
-torch.backends.cuda.matmul.allow_tf32 = True
-torch.backends.cudnn.allow_tf32 = True
-ctx = nullcontext() if device_type == 'cpu' else torch.autocast(device_type=device_type, dtype=getattr(torch, dtype))
+# dtype='float32' is float32 throughout: no autocast, and matmuls in full float32 (PyTorch's default); under bf16 or
+# fp16 autocast, the matmuls it leaves in float32 run on TF32 tensor cores (10 mantissa bits, faster)
+torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = dtype != 'float32'
+ctx = autocast(device, dtype)  # bf16/fp16 autocast on a GPU; none with float32, nor on the CPU
 if master_process and os.path.isdir(out_dir):  # a busy out_dir stops a run at once; a new one is made only when
     run.take_lock()  # the run starts training (a run that stops before leaves nothing behind)
 run.refuse_earlier_run(init_from != 'resume' and not overwrite and not eval_only)
@@ -236,7 +238,8 @@ except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that d
     sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
 model.project_delta()  # a checkpoint of an older version may hold deltas outside [-2pi, 0]
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph)
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
+                                       weight_decay_on=weight_decay_on)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']

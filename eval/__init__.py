@@ -9,6 +9,7 @@ plots (the loss without all the logits at once is GPT.sequence_nll).
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -106,9 +107,11 @@ def load_tokens(path, count=None, dtype=None):
 
 
 def autocast(device, dtype):
-    """bf16/fp16 autocast on a GPU, none on the CPU (as in train.py)."""
-    on = 'cuda' in str(device) and dtype != 'float32'
-    return torch.autocast('cuda' if on else 'cpu', dtype=getattr(torch, dtype), enabled=on)
+    """The context of train.py's and the eval tools' forward passes: bf16/fp16 autocast on a GPU; with
+    dtype='float32', or on the CPU, no autocast at all (float32 throughout)."""
+    if 'cuda' in str(device) and dtype != 'float32':
+        return torch.autocast('cuda', dtype=getattr(torch, dtype))
+    return contextlib.nullcontext()
 
 
 def default_dtype(device):

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from model import GPT, GPTConfig, rope_frequencies
-from eval import code_commit, load_checkpoint
+from eval import autocast, code_commit, load_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = 64
@@ -74,6 +74,33 @@ def direct_ppl(path, tokens, L, **over):
     with torch.no_grad():
         _, loss = model(x, y)
     return math.exp(loss.item())
+
+
+def test_autocast_is_half_precision_on_a_gpu_and_nothing_with_float32():
+    """The context of every forward pass (train.py's and the eval tools'): dtype='float32' is no autocast at all, on a
+    GPU too (the replication's float32 training); bf16/fp16 is CUDA autocast; the CPU never autocasts."""
+    import contextlib
+    import warnings
+    for device in ('cuda', 'cuda:1', 'cpu'):
+        assert isinstance(autocast(device, 'float32'), contextlib.nullcontext), device
+    assert isinstance(autocast('cpu', 'bfloat16'), contextlib.nullcontext)
+    for dtype in ('bfloat16', 'float16'):
+        with warnings.catch_warnings():  # (a machine without CUDA: "CUDA is not available", disabled)
+            warnings.simplefilter('ignore')
+            ctx = autocast('cuda', dtype)
+        assert isinstance(ctx, torch.autocast) and (ctx.device, ctx.fast_dtype) == ('cuda', getattr(torch, dtype))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='CUDA autocast')
+def test_autocast_float32_leaves_a_gpu_forward_pass_in_float32():
+    model = GPT(GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=16, vocab_size=VOCAB, pos_emb='rope')).cuda()
+    idx = torch.randint(0, VOCAB, (2, 16), device='cuda')
+    seen = []
+    model.h[0].mlp.c_fc.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    for dtype in ('float32', 'bfloat16'):
+        with autocast('cuda', dtype):
+            model(idx, idx)
+    assert seen == [torch.float32, torch.bfloat16]
 
 
 def test_extrapolation_matches_direct(tiny):

@@ -284,6 +284,33 @@ def test_weight_decay_shrinks_the_matrices_of_the_blocks_only(pos_emb, kw):
         assert torch.equal(m.h[0].attn.delta, before['h.0.attn.delta']) and before['h.0.attn.delta'].abs().min() > 0
 
 
+def test_weight_decay_on_the_blocks_matrices_or_on_every_parameter():
+    """One AdamW step with zero gradients is weight decay alone: it shrinks exactly the parameters it decays, by
+    1 - lr * weight_decay. 'matrices': the blocks' Linear weights; 'all' (the replication's AdamW(model.parameters())):
+    every parameter, norms, biases, the embedding, the untied output layer and PoPE's delta among them."""
+    lr, wd = 0.1, 0.5
+    decayed = {}
+    for on in ('matrices', 'all'):
+        m = tiny('pope', norm='layernorm', bias=True, tie_embeddings=False, init='torch')
+        opt = m.configure_optimizers(wd, lr, (0.9, 0.99), 'cpu', weight_decay_on=on)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.fill_(-1.0)  # (inside delta's range; no parameter at 0, where decay changes nothing)
+                p.grad = torch.zeros_like(p)
+        opt.step()
+        for n, p in m.named_parameters():
+            assert torch.all(p == -1.0) or torch.allclose(p, torch.full_like(p, -(1 - lr * wd))), n
+        decayed[on] = {n for n, p in m.named_parameters() if torch.all(p != -1.0)}
+    names = {n for n, _ in m.named_parameters()}
+    rest = {'wte.weight', 'lm_head.weight', 'lm_head.bias', 'ln_f.weight', 'ln_f.bias', 'h.0.ln_1.weight',
+            'h.1.ln_2.bias', 'h.0.attn.c_attn.bias', 'h.1.mlp.c_proj.bias', 'h.0.attn.delta', 'h.1.attn.delta'}
+    assert rest <= names and decayed['all'] == names
+    assert decayed['matrices'] == {f'h.{i}.{w}.weight' for i in range(2)
+                                   for w in ('attn.c_attn', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj')}
+    with pytest.raises(ValueError, match="weight_decay_on='norms'"):
+        m.configure_optimizers(wd, lr, (0.9, 0.99), 'cpu', weight_decay_on='norms')
+
+
 def test_alibi_half_and_yarn_details():
     s = alibi_slopes(8)
     assert torch.all(s[4:] == 0) and torch.allclose(s[:4], torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]))

@@ -156,6 +156,25 @@ def test_indirect_study_finish_ends_the_queue_and_its_runs(sandbox):
     assert not any(f.endswith(('pid', 'queue')) for f in files(root / 'st'))
 
 
+def test_indirect_replica_settings_give_train_py_the_replications_model(sandbox):
+    """leftpad_replica: the replication's rows and its model as it trained (LayerNorm, biases, an untied output
+    layer, PyTorch's init, float32 throughout, weight decay on every parameter); leftpad_replica_arch: its layers and
+    init alone, trained as our runs are."""
+    root, env, log = sandbox
+    study = dict(FIRST_LOOK='0', STUDY='st')
+    script = 'results/indirect_indexing/reproduce.sh'
+    p = run(root, env, script, 'start', 'leftpad_replica_rope_s7', 'leftpad_replica_arch_pope_s2', **study)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert run(root, env, script, 'wait', '30', **study).returncode == 0
+    lines = {line.split('--out_dir=st/')[1]: line.split() for line in log.read_text().splitlines() if 'train.py' in line}
+    model = {'--norm=layernorm', '--bias=True', '--tie_embeddings=False', '--init=torch'}
+    replica, arch = lines['leftpad_replica_rope_s7'], lines['leftpad_replica_arch_pope_s2']
+    assert replica[2] == 'config/indirect_rope_leftpad.py' and '--seed=7' in replica
+    assert model | {'--dtype=float32', '--weight_decay_on=all'} <= set(replica)
+    assert arch[2] == 'config/indirect_pope_leftpad.py' and model <= set(arch)
+    assert not any(a.startswith(('--dtype', '--weight_decay_on')) for a in arch)
+
+
 def test_no_script_ends_processes_by_name():
     tracked = subprocess.run(['git', 'ls-files'], cwd=ROOT, capture_output=True, text=True).stdout.split()
     words = ('pkill', 'pgrep', 'kill' + 'all')

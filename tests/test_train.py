@@ -62,6 +62,9 @@ def train_here(cwd, *args):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
+# the public replication's model as it trained (results/indirect_indexing/reproduce.sh, setting leftpad_replica)
+REPLICA = ['--norm=layernorm', '--bias=True', '--tie_embeddings=False', '--init=torch', '--dtype=float32',
+           '--weight_decay_on=all']
 STREAM = ['--dataset=stream', '--block_size=16', '--eval_contexts=1,2']  # the small token stream made below
 
 
@@ -229,6 +232,8 @@ def test_a_run_is_never_lost(workdir):
     p = run(workdir, 'train.py', *common, '--max_iters=6', '--init_from=resume', '--n_layer=2', '--pos_emb=rope',
             check=False)
     assert p.returncode != 0 and "n_layer=2 (checkpoint: 1)" in p.stderr and "pos_emb='rope' (checkpoint: 'pope')" in p.stderr
+    p = run(workdir, 'train.py', *common, '--max_iters=6', '--init_from=resume', '--weight_decay_on=all', check=False)
+    assert p.returncode != 0 and "weight_decay_on='all' (checkpoint: 'matrices')" in p.stderr, p.stderr
     # a diverging resume stops at its first evaluation and keeps both checkpoints
     best = torch.load(life / 'best.pt', weights_only=False)
     p = run(workdir, 'train.py', *common, '--max_iters=6', '--init_from=resume', '--learning_rate=10.0',
@@ -376,14 +381,19 @@ def test_resume_drops_a_cut_off_last_log_line_with_a_note(workdir, stream_run, c
     assert msg == "cut_log/eval_log.jsonl: line 2 is not JSON: repair or delete it, then resume again", msg
 
 
-def test_delta_stays_in_range_and_trainable(workdir):
+@pytest.mark.parametrize('flags', [[], REPLICA], ids=['ours', 'replica'])
+def test_delta_stays_in_range_and_trainable(workdir, flags):
     # zero init puts every delta on the boundary 0: without the projection after each step about half of them
-    # would leave [-2pi, 0] (and, clamped in the forward pass, get exactly zero gradient from then on)
+    # would leave [-2pi, 0] (and, clamped in the forward pass, get exactly zero gradient from then on); so also with
+    # the replication's weight decay on delta, which pulls it toward 0 (inside the range) but not back across it
+    out = 'delta' + ('_replica' if flags else '')
     p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=6', '--eval_interval=6', '--pope_delta=zero',
-            '--loss_on=all', '--block_size=96', '--out_dir=delta')
+            '--loss_on=all', '--block_size=96', f'--out_dir={out}', *flags)
     assert '384 tokens per iteration' in p.stdout  # 8 examples of 48 tokens, whatever block_size
     assert 'an evaluation scores 900 examples' in p.stdout  # val and test whole (300 each), as many train rows
-    ckpt = torch.load(workdir / 'delta' / 'ckpt.pt', weights_only=False)
+    ckpt = torch.load(workdir / out / 'ckpt.pt', weights_only=False)
+    # the optimizer's groups: the blocks' Linear weights, and the rest (delta among them), decayed only with 'all'
+    assert [g['weight_decay'] for g in ckpt['optimizer']['param_groups']] == [0.01, 0.01 if flags else 0.0]
     model = GPT(GPTConfig(**ckpt['model_args']))
     model.load_state_dict(ckpt['model'])
     delta = model.h[0].attn.delta
@@ -392,6 +402,27 @@ def test_delta_stays_in_range_and_trainable(workdir):
                             .astype(np.int64).reshape(-1, ROW_LEN))
     model(*example_batch(rows[:64], PAD, all_tokens=True))[1].backward()
     assert (delta.grad != 0).all()
+
+
+def test_every_forward_pass_runs_in_the_context_of_its_dtype(workdir, monkeypatch):
+    """train.py's forward passes (training and evaluation) run in eval.autocast(device, dtype), and with
+    dtype='float32' with TF32 matmuls off: float32 throughout, as the replication trained (on a GPU, autocast would
+    otherwise make them bf16; eval's own test checks the contexts it gives)."""
+    import eval
+    made, entered = [], []
+
+    class Recorder:  # entered many times, as train.py's ctx is
+        def __enter__(self):
+            entered.append(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(eval, 'autocast', lambda device, dtype: made.append((device, dtype)) or Recorder())
+    assert train_here(workdir, POPE, *TINY, '--dtype=float32', '--max_iters=2', '--eval_interval=2',
+                      '--out_dir=float32') is None
+    assert made == [('cpu', 'float32')]
+    assert len(entered) > 2 and not any(entered)  # TF32 off at every forward pass
 
 
 def as_an_earlier_version_saved_it(ckpt, pope_zero_freqs=0, delta_lr_mult=1.0):
@@ -544,6 +575,7 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--max_iters=-1'], 'max_iters=-1'),
     (['--dtype=float16'], "dtype='float16' on the CPU"),
     (['--final_weights=middle'], "final_weights='middle'"),
+    (['--weight_decay_on=norms'], "weight_decay_on='norms': choose one of matrices, all"),
     # the optimizer and its schedule
     (['--grad_clip=-1'], 'grad_clip=-1.0: must be 0 or more'),
     (['--min_lr=0.01'], 'min_lr=0.01 is above learning_rate=0.003'),

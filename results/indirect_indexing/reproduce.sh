@@ -6,9 +6,9 @@
 #   bash results/indirect_indexing/reproduce.sh wait SECONDS   # wait (or until every run has ended), show the last evals
 #   bash results/indirect_indexing/reproduce.sh finish         # stop this study's runs that still train; probe the rest
 # ARM is <setting>_<pope|rope|...>_s<seed>, e.g. leftpad_pope_s1337; settings: paper leftpad leftpad_replica
-# leftpad_nospace leftpad_noshift0 leftpad_nospace_shift0 shift0 spaces_shift0 bos fixedlen fresh. Each run writes
-# $STUDY/<arm>/ (default out-study/: train.log, eval_log.jsonl, ckpt.pt, final.json when it ended, probe/ when its
-# last checkpoint was probed, pid while it runs).
+# leftpad_replica_arch leftpad_nospace leftpad_noshift0 leftpad_nospace_shift0 shift0 spaces_shift0 bos fixedlen
+# fresh. Each run writes $STUDY/<arm>/ (default out-study/: train.log, eval_log.jsonl, ckpt.pt, final.json when it
+# ended, probe/ when its last checkpoint was probed, pid while it runs).
 # A run ends at STEPS, or once its val accuracy has been >= STOP_ACC at two evaluations in a row (STOP_ACC=0: never);
 # the probe of its last checkpoint follows. JOBS=N runs N at a time (default 0: all at once): the rest wait in
 # $STUDY/queue, and each starts when a run ends (a runner in the background, its id in $STUDY/queue.pid). With $OUT
@@ -28,8 +28,10 @@ args() {  # the config file and train.py flags of a setting, for encoding $2
   case $1 in
     paper) echo "config/indirect_$2.py" ;;                      # our rows: right-padded, no spaces, shifts != 0
     leftpad) echo "config/indirect_$2_leftpad.py" ;;            # the replication's rows (left-padded, spaces)
-    leftpad_replica) echo "config/indirect_$2_leftpad.py --norm=layernorm --bias=True --tie_embeddings=False" \
-                          "--init=torch" ;;                      # and the replication's model
+    leftpad_replica) echo "$(args leftpad_replica_arch "$2") --dtype=float32 --weight_decay_on=all" ;;  # and its model
+                                                                 # as it trained: float32, decay on every parameter
+    leftpad_replica_arch) echo "config/indirect_$2_leftpad.py --norm=layernorm --bias=True --tie_embeddings=False" \
+                               "--init=torch" ;;                 # its model's layers and init alone
     leftpad_nospace) echo "config/indirect_$2.py --dataset=indirect_indexing_leftpad_nospace --block_size=56" ;;
     leftpad_noshift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_noshift0" ;;  # no 0 shift
     leftpad_nospace_shift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_nospace_shift0" ;;
