@@ -28,11 +28,12 @@ def test_t_test_p_against_closed_forms(t):
 def write_arm(root, enc, seed, val, test, doc_losses):
     """An arm's files as reproduce.sh leaves them, with the given losses."""
     d = root / 'runs' / f'{enc}_s{seed}'
-    for sub in ('pretrain', 'ft', 'documents', 'stream'):
+    for sub in ('pretrain', 'ft'):
         (d / sub).mkdir(parents=True)
     (d / 'pretrain.log').write_text(f'50.86M parameters, {enc}, 32,768 tokens per iteration, device cuda\n')
     (d / 'pretrain' / 'final.json').write_text(json.dumps(dict(iter=5000, block_size=1024, minutes=12.5,
-                                                               val_loss=val, test_loss=test)))
+                                                               val_loss=val, test_loss=test, val_loss_ctx1024=val,
+                                                               val_loss_ctx2048=val + seed)))
     (d / 'pretrain' / 'eval_log.jsonl').write_text(''.join(
         json.dumps(dict(iter=i, val_loss=val + 1 / (1 + i))) + '\n' for i in range(0, 5001, 500)))
     (d / 'ft' / 'final.json').write_text(json.dumps(dict(iter=500, block_size=4096, val_loss=val, test_loss=test)))
@@ -44,7 +45,9 @@ def write_arm(root, enc, seed, val, test, doc_losses):
             about.update(documents=3, documents_long_enough=3, documents_in_all=9)
         results = [dict(label=label, length=L, nll=doc_losses[i] + k, tokens=10240 * 3)
                    for k, label in enumerate(labels) for i, L in enumerate(LENGTHS)]
-        (d / windows / 'extrapolation.json').write_text(json.dumps(dict(about, results=results)))
+        for stage, mine in (('', results[:-len(LENGTHS)]), ('ft_', results[-len(LENGTHS):])):  # the fine-tune last
+            os.makedirs(d / (stage + windows), exist_ok=True)
+            (d / (stage + windows) / 'extrapolation.json').write_text(json.dumps(dict(about, results=mine)))
 
 
 def test_the_page_pairs_the_seeds_and_tests_their_difference(tmp_path):
@@ -52,8 +55,12 @@ def test_the_page_pairs_the_seeds_and_tests_their_difference(tmp_path):
     for seed, rv, (dv, dt) in zip((1, 2, 3), (1.50, 1.52, 1.51), ((0.01, -0.02), (0.03, -0.01), (0.02, -0.03))):
         write_arm(tmp_path, 'rope', seed, rv, 1.6, [1.0, 1.2, 1.5, 2.0, 2.2])
         write_arm(tmp_path, 'pope', seed, rv + dv, 1.6 + dt, [1.1, 1.1, 1.1, 1.1, 1.15])
+    write_arm(tmp_path, 'pope', 4, 9.0, 9.0, [9.0] * 5)  # no RoPE of its seed: listed, in no pair
     study.main([str(tmp_path)])
     page = (tmp_path / 'results.md').read_text()
+    assert '| pope_s4 | 5000 | 164M | 12.5 | 9.0000 | 9.0000 | 500 | 9.0000 |' in page
+    assert 'The seeds with both arms: 1, 2, 3;' in page
+    assert '| PoPE (seeds 1, 2, 3, 4) | 3.3975 +- 3.7350 (1.5100, 1.5500, 1.5300, 9.0000) | 5.8975 +- ' in page
     # val: differences 0.01, 0.03, 0.02 -> mean 0.02, sd 0.01, t = 0.02 / (0.01 / sqrt 3) = 3.46, df 2
     t = 0.02 / (0.01 / math.sqrt(3))
     assert f'| val | 1.5300 +- 0.0200 (1.5100, 1.5500, 1.5300) | 1.5100 +- 0.0100 (1.5000, 1.5200, 1.5100) | ' \
@@ -67,5 +74,22 @@ def test_the_page_pairs_the_seeds_and_tests_their_difference(tmp_path):
 
 
 def test_no_arm_is_one_line(tmp_path):
-    with pytest.raises(SystemExit, match='no arm has ended'):
+    with pytest.raises(SystemExit, match='no arm has pre-trained'):
         study.main([str(tmp_path)])
+
+
+def test_the_committed_pilot_page_is_what_the_script_makes_and_the_readme_quotes_it(tmp_path):
+    pytest.importorskip('matplotlib')
+    import re
+    import shutil
+    pilot = os.path.join(ROOT, 'results', 'linux_c', 'pilot')
+    shutil.copytree(os.path.join(pilot, 'runs'), tmp_path / 'runs')
+    study.main([str(tmp_path)])
+    made = (tmp_path / 'results.md').read_text().replace(str(tmp_path), 'results/linux_c/pilot')
+    assert made == open(os.path.join(pilot, 'results.md')).read()
+    # every loss the README gives (4 decimals) is on the page, or a score of the one arm scored inside documents
+    scored = json.load(open(os.path.join(pilot, 'runs', 'rope_s1338', 'documents', 'extrapolation.json')))
+    known = set(re.findall(r'\d\.\d{4}', made)) | {f"{r['nll']:.4f}" for r in scored['results']}
+    readme = open(os.path.join(ROOT, 'results', 'linux_c', 'README.md')).read()
+    quoted = re.findall(r'\d\.\d{4}', readme[readme.index('## The pilot'):])
+    assert len(quoted) >= 30 and set(quoted) <= known, sorted(set(quoted) - known)

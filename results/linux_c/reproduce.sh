@@ -8,13 +8,17 @@
 #   bash results/linux_c/reproduce.sh wait SECONDS   # wait that long, or until every arm has ended; show progress
 #   bash results/linux_c/reproduce.sh finish         # the frequency usage of each seed whose two arms have ended
 #   python results/linux_c/study.py $STUDY           # the page's results.md and figures, from the arms' files
-# ARM is <pope|rope>_s<seed>, e.g. pope_s1337: pre-training, fine-tune and evaluation, one after the other, in
-# $STUDY/runs/<arm>/ (default STUDY=out-linux-c): pretrain/ and ft/ (train.py's run folders) with pretrain.log and
-# ft.log, documents/ and stream/ (eval.extrapolation's files) with their logs, `done` once it has ended, `pid` while
-# it runs; the frequency usage in $STUDY/frequency_usage_s<seed>.*. An arm already done is not started again.
+# ARM is <pope|rope>_s<seed>, e.g. pope_s1337: pre-training, the scores of the pre-trained model, the fine-tune, its
+# scores, one after the other, in $STUDY/runs/<arm>/ (default STUDY=out-linux-c): pretrain/ and ft/ (train.py's run
+# folders) with pretrain.log and ft.log; documents/ and stream/ (eval.extrapolation's files for the pre-trained
+# model) and ft_documents/, ft_stream/ (for the fine-tuned one), each with its log; `done` once the arm has ended,
+# `pid` while it runs. The frequency usage goes to $STUDY/frequency_usage_s<seed>.*. An arm done is not started again.
 # Data: data/linux_c, made by `python -m prepare.linux_c` (SOURCE=<file or folder> passes --source).
-# PRETRAIN_EXTRA, FT_EXTRA and EVAL_EXTRA add flags (a CPU smoke test: see tests/test_scripts.py). With $OUT set
-# (the GPU machine), each verb packs the arms' small files (no checkpoints) into $OUT/study.tgz.
+# PRETRAIN_EXTRA, FT_EXTRA and EVAL_EXTRA add flags (a CPU smoke run on a small data/linux_c: PRETRAIN_EXTRA="--device=cpu
+# --max_iters=4 --eval_interval=2 --eval_iters=1 --batch_size=8 --block_size=64 --n_layer=1 --n_embd=32 --n_head=2
+# --eval_contexts=" FT_EXTRA="--device=cpu --max_iters=2 --eval_interval=2 --eval_iters=1 --block_size=128"
+# EVAL_EXTRA="--device cpu" LENGTHS=64,128,640 STREAM_TOKENS=2561). With $OUT set (the GPU machine), each verb packs
+# the arms' small files (no checkpoints) into $OUT/study.tgz.
 set -u
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
@@ -38,29 +42,39 @@ pack() {
   tar czf "$OUT/study.tgz" --exclude='*.pt' "$STUDY" 2>/dev/null
 }
 
-arm() {  # one arm, start to end (run by start in its own process group)
+score() {  # STAGE CKPT_ARGS...: the test loss of an arm's models at 1x-10x, inside documents, then across them
+  local stage=$1 windows tokens
+  shift
+  for windows in documents stream; do
+    tokens=$([ "$windows" = documents ] && echo 100000000000 || echo "$STREAM_TOKENS")
+    # shellcheck disable=SC2086  # EVAL_EXTRA is a list of flags
+    python -m eval.extrapolation --data data/linux_c/test.bin --windows "$windows" --tokens "$tokens" \
+      --lengths "$LENGTHS" "$@" --out "$dir/$stage$windows" $EVAL_EXTRA > "$dir/$stage$windows.log" 2>&1 \
+      || return 1
+  done
+}
+
+arm() {  # one arm, start to end (run by start in its own process group); each model scored as soon as it exists
   parse "$1"
-  local dir=$STUDY/runs/$1 ft ckpts
+  local dir=$STUDY/runs/$1 ft
   ft=$([ "$pe" = pope ] && echo config/linux_c_pope_ft.py || echo config/linux_c_rope_yarn_ft.py)
   # shellcheck disable=SC2086  # the EXTRA variables are lists of flags
   python train.py "config/linux_c_$pe.py" --seed="$seed" --out_dir="$dir/pretrain" --overwrite=True \
     $PRETRAIN_EXTRA > "$dir/pretrain.log" 2>&1 || return 1
+  if [ "$pe" = pope ]; then
+    score "" --ckpt "$dir/pretrain/ckpt.pt" --label PoPE || return 1
+  else  # YaRN's scale: 1 (none), and 10 with no fine-tune
+    score "" --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 1 --label RoPE \
+      --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 10 --label "RoPE+YaRN s=10 (no fine-tune)" || return 1
+  fi
   # shellcheck disable=SC2086
   python train.py "$ft" --init_from="$dir/pretrain/ckpt.pt" --seed="$seed" --out_dir="$dir/ft" \
     --overwrite=True $FT_EXTRA > "$dir/ft.log" 2>&1 || return 1
   if [ "$pe" = pope ]; then
-    ckpts=(--ckpt "$dir/pretrain/ckpt.pt" --label PoPE --ckpt "$dir/ft/ckpt.pt" --label "PoPE, fine-tuned at 4096")
-  else  # YaRN's scale: 1 (none), 10 with no fine-tune, the fine-tune's 4
-    ckpts=(--ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 1 --label RoPE
-           --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 10 --label "RoPE+YaRN s=10 (no fine-tune)"
-           --ckpt "$dir/ft/ckpt.pt" --yarn_scale 4 --label "RoPE+YaRN s=4, fine-tuned at 4096")
+    score ft_ --ckpt "$dir/ft/ckpt.pt" --label "PoPE, fine-tuned at 4096" || return 1
+  else  # the fine-tune's YaRN scale, 4
+    score ft_ --ckpt "$dir/ft/ckpt.pt" --yarn_scale 4 --label "RoPE+YaRN s=4, fine-tuned at 4096" || return 1
   fi
-  # shellcheck disable=SC2086
-  python -m eval.extrapolation --data data/linux_c/test.bin --windows documents --tokens 100000000000 \
-    --lengths "$LENGTHS" "${ckpts[@]}" --out "$dir/documents" $EVAL_EXTRA > "$dir/documents.log" 2>&1 || return 1
-  # shellcheck disable=SC2086
-  python -m eval.extrapolation --data data/linux_c/test.bin --windows stream --tokens "$STREAM_TOKENS" \
-    --lengths "$LENGTHS" "${ckpts[@]}" --out "$dir/stream" $EVAL_EXTRA > "$dir/stream.log" 2>&1 || return 1
   touch "$dir/done"
 }
 

@@ -32,27 +32,38 @@ MODELS = ['RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at
           'PoPE, fine-tuned at 4096']  # eval.extrapolation's labels in reproduce.sh, in the tables' order
 
 
+def encoding(label):
+    """The arm ('pope' or 'rope') whose evaluation has a model of this label."""
+    return 'pope' if label.startswith('PoPE') else 'rope'
+
+
 def read_json(path, lines=False):
     with open(path) as f:
         return [json.loads(s) for s in f if s.strip()] if lines else json.load(f)
 
 
 def read_arm(folder):
-    """One arm's numbers: its pre-training's final.json and eval log, its fine-tune's final.json, and the test losses
-    of its models at each length, inside documents and across them ({windows: {label: {length: loss}}})."""
+    """One arm's numbers: its pre-training's final.json and eval log; where they exist, its fine-tune's final.json and
+    the test losses of its models at each length inside documents and across them ({windows: {label: {length:
+    (loss, tokens)}}})."""
     name = os.path.basename(os.path.normpath(folder))
     arm = {'name': name, 'enc': name.split('_s')[0], 'seed': int(name.split('_s')[1]),
            'final': read_json(os.path.join(folder, 'pretrain', 'final.json')),
            'log': read_json(os.path.join(folder, 'pretrain', 'eval_log.jsonl'), lines=True),
-           'ft_final': read_json(os.path.join(folder, 'ft', 'final.json')), 'losses': {}, 'about': {}}
+           'ft_final': None, 'losses': {}, 'about': {}}
+    if os.path.exists(os.path.join(folder, 'ft', 'final.json')):
+        arm['ft_final'] = read_json(os.path.join(folder, 'ft', 'final.json'))
     with open(os.path.join(folder, 'pretrain.log')) as f:  # train.py's first line: '..., 32,768 tokens per iteration'
         arm['tokens_per_iter'] = int(re.search(r'([\d,]+) tokens per iteration', f.read()).group(1).replace(',', ''))
-    for windows in ('documents', 'stream'):
-        ex = read_json(os.path.join(folder, windows, 'extrapolation.json'))
-        arm['about'][windows] = {k: v for k, v in ex.items() if k != 'results'}
-        arm['losses'][windows] = {}
-        for r in ex['results']:
-            arm['losses'][windows].setdefault(r['label'], {})[r['length']] = (r['nll'], r['tokens'])
+    for stage in ('', 'ft_'):  # the pre-trained model(s), then the fine-tuned one
+        for windows in ('documents', 'stream'):
+            path = os.path.join(folder, stage + windows, 'extrapolation.json')
+            if not os.path.exists(path):
+                continue
+            ex = read_json(path)
+            arm['about'][windows] = {k: v for k, v in ex.items() if k != 'results'}
+            for r in ex['results']:
+                arm['losses'].setdefault(windows, {}).setdefault(r['label'], {})[r['length']] = (r['nll'], r['tokens'])
     return arm
 
 
@@ -86,17 +97,18 @@ def spread(values):
     return f"{statistics.mean(values):.4f}{sd} ({', '.join(f'{v:.4f}' for v in values)})"
 
 
-def page(arms):
+def page(arms, folder):
     seeds = sorted({a['seed'] for a in arms if a['enc'] == 'pope'} & {a['seed'] for a in arms if a['enc'] == 'rope'})
     by = {(a['enc'], a['seed']): a for a in arms}
     lines = ['# The language-modelling study on the Linux kernel\'s C: the numbers',
-             '', 'Made by `python results/linux_c/study.py results/linux_c` from the files in `runs/`. Losses in '
-             'nats per token.', '', '## The runs', '']
+             '', f'Made by `python results/linux_c/study.py {folder}` from the files in `runs/`. Losses in nats per '
+             'token.', '', '## The runs', '']
     rows = []
     for a in sorted(arms, key=lambda a: (a['seed'], a['enc'])):
         f, ft = a['final'], a['ft_final']
         rows.append([a['name'], f['iter'], f"{f['iter'] * a['tokens_per_iter'] / 1e6:.0f}M", f"{f['minutes']:.1f}",
-                     f"{f['val_loss']:.4f}", f"{f['test_loss']:.4f}", ft['iter'], f"{ft['test_loss']:.4f}"])
+                     f"{f['val_loss']:.4f}", f"{f['test_loss']:.4f}", ft['iter'] if ft else '-',
+                     f"{ft['test_loss']:.4f}" if ft else '-'])
     lines += [markdown_table(['arm', 'steps', 'tokens', 'minutes', 'val loss', 'test loss', 'fine-tune steps',
                               'test loss after (at 4096)'], rows), '']
     lines += ['## In distribution (context 1024, the whole splits)', '']
@@ -108,9 +120,27 @@ def page(arms):
         rows.append([split, spread(pope), spread(rope), f'{mean:+.4f}', f'{sd:.4f}', f'{t:.2f}', f'{p:.3g}', n])
     lines += [markdown_table(['split', 'PoPE', 'RoPE', 'PoPE - RoPE, mean', 'sd', 't', 'p (paired, two-sided)',
                               'pairs'], rows), '',
-              f"Seeds: {', '.join(str(s) for s in seeds)}; mean +- sd over seeds, each seed's value in brackets.", '']
+              f"The seeds with both arms: {', '.join(str(s) for s in seeds)}; mean +- sd over them, each seed's value "
+              'in brackets.', '']
+    ctx = sorted(int(k.removeprefix('val_loss_ctx')) for k in arms[0]['final'] if k.startswith('val_loss_ctx'))
+    if ctx:
+        lines += [f'## Val loss at 1x-{ctx[-1] // ctx[0]}x the context, as train.py measures it', '',
+                  "The pre-trained models' final.json: the first 65,536 val tokens, in windows of each length that run "
+                  'across file ends (`eval_contexts`); every arm that has one.', '']
+        rows = []
+        for enc in ('rope', 'pope'):
+            mine = sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed'])
+            rows.append([f"{NAMES[enc]} (seeds {', '.join(str(a['seed']) for a in mine)})"]
+                        + [spread([a['final'][f'val_loss_ctx{L}'] for a in mine]) for L in ctx])
+        lines += [markdown_table(['model'] + [f'{L} ({L // ctx[0]}x)' for L in ctx], rows), '']
     for windows, title in (('documents', 'inside documents'), ('stream', 'across documents (stream windows)')):
-        about = arms[0]['about'][windows]
+        scored = [label for label in MODELS if all(label in by[encoding(label), s]['losses'].get(windows, {})
+                                                     for s in seeds)]  # the models scored for every seed
+        if not seeds or not scored:
+            lines += [f'## Test loss at 1x-10x the context, {title}', '', 'Not run for every arm of the seeds above.',
+                      '']
+            continue
+        about = by['pope', seeds[0]]['about'][windows]
         lengths = about['lengths']
         lines += [f'## Test loss at 1x-{lengths[-1] // lengths[0]}x the context, {title}', '']
         if windows == 'documents':
@@ -123,15 +153,11 @@ def page(arms):
                       'an <|endoftext|> between two), in windows of each length that run across file ends.', '']
         rows = []
         for label in MODELS:
-            enc = 'pope' if label.startswith('PoPE') else 'rope'
-            row = [label]
-            for L in lengths:
-                values = [by[enc, s]['losses'][windows][label][L][0] for s in seeds]
-                row.append(spread(values))
-            rows.append(row)
+            rows.append([label] + ([spread([by[encoding(label), s]['losses'][windows][label][L][0] for s in seeds])
+                                    for L in lengths] if label in scored else ['not run'] * len(lengths)))
         lines += [markdown_table(['model'] + [f'{L} ({L // lengths[0]}x)' for L in lengths], rows), '']
-        counts = {by[e, s]['losses'][windows][label][L][1] for e, s in by for label in by[e, s]['losses'][windows]
-                  for L in lengths}
+        counts = {by[encoding(label), s]['losses'][windows][label][L][1]
+                  for s in seeds for label in scored for L in lengths}
         if len(counts) != 1:
             raise SystemExit(f'{windows}: the lengths scored different token counts ({sorted(counts)}): the '
                              'evaluations are not of the same tokens')
@@ -139,12 +165,17 @@ def page(arms):
 
 
 def plot_extrapolation(arms, path):
-    seeds = {a['seed'] for a in arms}
+    """The mean over seeds inside documents, of the arms evaluated so (none: no figure)."""
+    arms = [a for a in arms if 'documents' in a['losses']]
+    seeds = {a['seed'] for a in arms if a['enc'] == 'pope'} & {a['seed'] for a in arms if a['enc'] == 'rope'}
+    if not seeds:
+        return
     lengths = arms[0]['about']['documents']['lengths']
     fig, ax = subplots(figsize=(7, 4.5))
     for label in MODELS:
-        enc = 'pope' if label.startswith('PoPE') else 'rope'
-        mine = [a for a in arms if a['enc'] == enc and a['seed'] in seeds]
+        mine = [a for a in arms if a['enc'] == encoding(label) and a['seed'] in seeds]
+        if not all(label in a['losses']['documents'] for a in mine):
+            continue
         ys = [statistics.mean(a['losses']['documents'][label][L][0] for a in mine) for L in lengths]
         ax.plot(lengths, ys, marker='o', label=label, ls='-' if 'fine-tuned' in label or 'YaRN' not in label else ':')
     ax.axvline(1024, color='gray', ls='--', lw=1, label='pre-training context')
@@ -163,7 +194,7 @@ def plot_extrapolation(arms, path):
 def plot_val_loss(arms, path):
     fig, ax = subplots(figsize=(7, 4.5))
     for a in sorted(arms, key=lambda a: (a['enc'], a['seed'])):
-        pts = [(r['iter'], r['val_loss']) for r in a['log'] if r['iter'] > 0]
+        pts = [(r['iter'], r['val_loss']) for r in a['log'] if r['iter'] >= 1000]  # past the first steps' fall
         ax.plot(*zip(*pts), color='C1' if a['enc'] == 'pope' else 'C0', alpha=0.8,
                 label=f"{NAMES[a['enc']]} s{a['seed']}")
     ax.set_xlabel('step')
@@ -178,13 +209,13 @@ def main(argv=None):
     if len(argv) != 1 or argv[0].startswith('-'):
         sys.exit(__doc__)
     folder = argv[0]
-    found = sorted(glob.glob(os.path.join(folder, 'runs', '*_s*', 'stream', 'extrapolation.json')))
+    found = sorted(glob.glob(os.path.join(folder, 'runs', '*_s*', 'pretrain', 'final.json')))
     if not found:
-        sys.exit(f'no arm has ended in {folder}/runs/ (no <arm>/stream/extrapolation.json): run '
+        sys.exit(f'no arm has pre-trained in {folder}/runs/ (no <arm>/pretrain/final.json): run '
                  'results/linux_c/reproduce.sh first')
     arms = [read_arm(os.path.dirname(os.path.dirname(p))) for p in found]
     with open(os.path.join(folder, 'results.md'), 'w') as f:
-        f.write(page(arms) + '\n')
+        f.write(page(arms, folder) + '\n')
     plot_extrapolation(arms, os.path.join(folder, 'extrapolation.png'))
     plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
     print(f'wrote {folder}/results.md, extrapolation.png, val_loss.png ({len(arms)} arms)')
