@@ -42,7 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from checkpoint import read_checkpoint
+from checkpoint import load_checkpoint, read_checkpoint
 from model import GPT, GPTConfig
 from prepare.common import GPT2_VOCAB, PACKAGED_GGUF, encoding, gguf_field, gguf_path, gguf_reader
 
@@ -304,6 +304,8 @@ def convert(ckpt, model, source, say=print):
 def load(init_from, device='cpu', ckpt=None, **overrides):
     """(model, ckpt) for sample.py and eval/: GPT-2 by name, a Hugging Face folder, a GGUF file or a ckpt.pt (ckpt:
     read_source's, where read already), in eval mode on device; overrides replace GPTConfig fields (yarn_scale...)."""
+    if os.path.isfile(init_from) and not init_from.endswith('.gguf'):  # train.py's: checkpoint.py's loader
+        return load_checkpoint(init_from, device, **overrides)
     ckpt = ckpt or read_source(init_from)
     ckpt['model_args'] = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
     model = GPT(GPTConfig(**ckpt['model_args']))
