@@ -193,6 +193,10 @@ class GPTConfig:
     tie_embeddings: bool = True  # the output layer shares the token embedding's weights (GPT-2)
     init: str = 'gpt2'  # 'gpt2': N(0, 0.02), residual projections / sqrt(2 n_layer); 'torch': PyTorch's defaults
     gelu_approximate: str = 'none'  # the MLP's F.gelu(approximate=): 'none' (exact, erf) or 'tanh' (GPT-2's weights)
+    # Llama's architecture (its GGUF files: pretrained.py) is this GPT with rope, pos_base, n_kv_head and these three
+    mlp: str = 'gelu'  # 'gelu' (GPT-2, the paper) or 'swiglu' (Llama: c_proj(silu(gate x) * up x), c_fc = [gate; up])
+    mlp_hidden: int = 0  # the MLP's hidden width; 0 = 4 * n_embd
+    norm_eps: float = 0.0  # the norms' epsilon; 0: torch's (RMSNorm: the dtype's machine epsilon, LayerNorm: 1e-5)
 
 
 def attention_function(config):
@@ -304,17 +308,27 @@ class MLP(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        hidden = config.mlp_hidden or 4 * config.n_embd
+        self.swiglu = config.mlp == 'swiglu'
+        # SwiGLU's gate and up projections are one matrix, as q, k and v are one c_attn
+        self.c_fc = nn.Linear(config.n_embd, (2 if self.swiglu else 1) * hidden, bias=config.bias)
+        self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
         self.approximate = config.gelu_approximate
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate)))
+        if self.swiglu:
+            gate, up = self.c_fc(x).chunk(2, dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = F.gelu(self.c_fc(x), approximate=self.approximate)
+        return self.dropout(self.c_proj(h))
 
 
 def make_norm(config):
-    return nn.RMSNorm(config.n_embd) if config.norm == 'rmsnorm' else nn.LayerNorm(config.n_embd, bias=config.bias)
+    if config.norm == 'rmsnorm':
+        return nn.RMSNorm(config.n_embd, eps=config.norm_eps or None)
+    return nn.LayerNorm(config.n_embd, eps=config.norm_eps or 1e-5, bias=config.bias)
 
 
 class Block(nn.Module):
@@ -337,7 +351,8 @@ class GPT(nn.Module):
         super().__init__()
         for key, choices in (('pos_emb', POS_EMBS), ('attn_impl', ATTN_IMPLS), ('pope_mu', tuple(POPE_MUS)),
                              ('pope_delta', POPE_DELTAS), ('norm', ('rmsnorm', 'layernorm')),
-                             ('init', ('gpt2', 'torch')), ('gelu_approximate', ('none', 'tanh'))):
+                             ('init', ('gpt2', 'torch')), ('gelu_approximate', ('none', 'tanh')),
+                             ('mlp', ('gelu', 'swiglu'))):
             if getattr(config, key) not in choices:
                 raise ValueError(f"{key}={getattr(config, key)!r}; choose one of {choices}")
         self.config = config

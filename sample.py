@@ -6,6 +6,7 @@ Sample from a trained model, decoding with the data set's own tokenizer:
     python sample.py --out_dir=out-shakespeare-pope --start=FILE:prompt.txt --num_samples=3
     python sample.py --out_dir=out-owt-pope --num_samples=8 --max_new_tokens=500 --compile=True
     python sample.py --init_from=gpt2 --start="The meaning of life is" --top_k=50   # OpenAI's GPT-2 (pretrained.py)
+    python sample.py --init_from=smollm2-135m --start="The capital of France is" --top_k=1   # a GGUF model
 
 An indirect-indexing model answers one token, the most likely, to a question written as its training rows hold
 it (the data set's separator, '<bos>', left padding: prepare/indirect_indexing.py's question), typed either way.
@@ -27,8 +28,8 @@ from prepare import indirect_indexing
 p = parser(__doc__)
 p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
 p.add_argument('--ckpt', default='ckpt.pt', help='ckpt.pt (the latest weights) or best.pt (the lowest val loss)')
-p.add_argument('--init_from', help="instead of out_dir: GPT-2 (gpt2, gpt2-medium, gpt2-large, gpt2-xl) or a folder of "
-               "Hugging Face's files (pretrained.py)")
+p.add_argument('--init_from', help="instead of out_dir: GPT-2 (gpt2, gpt2-medium, gpt2-large, gpt2-xl), a folder of "
+               "Hugging Face's files, or a llama GGUF file (path/to/model.gguf, or smollm2-135m) (pretrained.py)")
 p.add_argument('--start', default='\n', help='the prompt, or FILE:path to read it from a file')
 p.add_argument('--num_samples', type=int, default=1)
 p.add_argument('--max_new_tokens', type=int, default=200)
@@ -58,7 +59,7 @@ torch.manual_seed(args.seed)
 model, ckpt = (pretrained.load(args.init_from, args.device) if args.init_from
                else load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device))
 meta = ckpt['meta']
-encode, decode = tokenizer(meta)  # the data set's own: GPT-2 BPE, or its token list
+encode, decode = tokenizer(meta)  # the data set's own: GPT-2's BPE, a GGUF model's, or its token list
 
 start = pathlib.Path(args.start[5:]).read_text(encoding='utf-8') if args.start.startswith('FILE:') else args.start
 examples = meta['kind'] == 'examples'  # indirect indexing: a question in its data set's layout, one answer token

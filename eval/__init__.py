@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from checkpoint import load_checkpoint, read_checkpoint  # noqa: F401 (for the eval scripts)
-from prepare.common import (gpt2_encoding, nonnegative_int, parser, positive_float,  # noqa: F401 (for the eval scripts)
+from prepare.common import (encoding, nonnegative_int, parser, positive_float,  # noqa: F401 (for the eval scripts)
                             positive_int, read_tokens, write_json)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
@@ -119,10 +119,11 @@ def default_dtype(device):
 
 
 def tokenizer(meta):
-    """(encode, decode) of a data set's meta.json: GPT-2 BPE or a token list (itos)."""
-    if meta['tokenizer'] == 'gpt2':
-        enc = gpt2_encoding()
-        return (lambda s: enc.encode(s, allowed_special={'<|endoftext|>'})), enc.decode
+    """(encode, decode) of a data set's meta.json: a BPE by name (GPT-2's, a GGUF model's: prepare.common.encoding),
+    whose special tokens a prompt may name, or a token list (itos)."""
+    if meta['tokenizer'] != 'itos':
+        enc = encoding(meta['tokenizer'])
+        return (lambda s: enc.encode(s, allowed_special='all')), enc.decode
     itos, sep = meta['itos'], meta.get('sep', '')  # a token list: characters, music events, 6-mers
     stoi = {s: i for i, s in enumerate(itos)}
 

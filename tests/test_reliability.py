@@ -266,12 +266,12 @@ import os, sys
 import numpy as np
 import eval.extrapolation as ex
 data, ckpt = sys.argv[1], sys.argv[2]
-load = ex.load_checkpoint
+load = ex.pretrained.load  # (the loader eval.extrapolation calls)
 def load_then_cut(*a, **k):  # the data made again while the evaluation runs: cut short, then longer
     with open(data, 'r+b') as f:
         f.truncate(10)
     return load(*a, **k)
-ex.load_checkpoint = load_then_cut
+ex.pretrained.load = load_then_cut
 r = ex.main(['--ckpt', ckpt, '--data', data, '--lengths', '16,32', '--out', sys.argv[3], '--device', 'cpu'])
 print([round(x['nll'], 6) for x in r])
 '''

@@ -11,7 +11,7 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'results', '*', 'reproduce.sh')))
+SCRIPTS = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'results', '*', 'reproduce*.sh')))
 STUB_PYTHON = r'''#!/usr/bin/env bash
 echo "python $*" >> "$STUB_LOG"
 case $1 in
@@ -66,7 +66,7 @@ def test_usage_and_nothing_else(sandbox, script, arg):
     before = files(root)
     p = run(root, env, script, arg)
     out = p.stdout + p.stderr
-    assert 'bash results/' in out and 'reproduce.sh' in out, out  # its usage, with its command lines
+    assert f'bash {script}' in out, out  # its usage, with its command lines
     assert (p.returncode == 0) == (arg in ('--help', '-h'))
     assert p.returncode != 0 or arg in ('--help', '-h')
     assert not log.exists(), log.read_text()  # nothing run
@@ -173,6 +173,32 @@ def test_indirect_replica_settings_give_train_py_the_replications_model(sandbox)
     assert model | {'--dtype=float32', '--weight_decay_on=all'} <= set(replica)
     assert arch[2] == 'config/indirect_pope_leftpad.py' and model <= set(arch)
     assert not any(a.startswith(('--dtype', '--weight_decay_on')) for a in arch)
+def test_smollm2_study_steps_evaluation_and_summary(sandbox):
+    """The token budget becomes steps, each run starts from the model with its own YaRN scale, and the evaluation
+    takes the model itself (RoPE, and YaRN without a fine-tune) beside every run's best.pt."""
+    root, env, log = sandbox
+    script = 'results/conversion/reproduce_smollm2.sh'
+    p = run(root, env, script, DATA='d')
+    assert p.returncode == 1 and 'no data/d: make it first' in p.stderr and not log.exists()
+    os.makedirs(root / 'data' / 'd')
+    (root / 'data' / 'd' / 'test.bin').write_bytes(b'')
+    p = run(root, env, script, DATA='d', CTX='64', BATCH='4', MICRO='2', TOKENS='2560', SEEDS='1 2', RUNS='pope yarn-ft')
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[0] == '10 steps of 4 x 64 tokens a run (2560 tokens)'
+    trains = [line.split() for line in log.read_text().splitlines() if line.startswith('python train.py')]
+    assert [t[2] for t in trains] == ['config/smollm2_pope_convert.py', 'config/smollm2_rope_yarn_ft.py'] * 2
+    assert all({'--init_from=smollm2-135m', '--dataset=d', '--block_size=64', '--batch_size=2',
+                '--gradient_accumulation_steps=2', '--max_iters=10', '--warmup_iters=1', '--eval_interval=2'} <= set(t)
+               for t in trains)
+    assert [t[3:5] for t in trains] == [['--seed=1', '--yarn_scale=1'], ['--seed=1', '--yarn_scale=4'],
+                                        ['--seed=2', '--yarn_scale=1'], ['--seed=2', '--yarn_scale=4']]
+    evaluation = next(line for line in log.read_text().splitlines() if 'eval.extrapolation' in line)
+    assert ('--windows documents --out out-conversion-smollm2/extrapolation --ckpt smollm2-135m --yarn_scale 1 --label '
+            'rope --ckpt smollm2-135m --yarn_scale 4 --label rope+yarn4 --ckpt out-conversion-smollm2/pope-s1/best.pt '
+            '--yarn_scale 1 --label pope-s1 --ckpt out-conversion-smollm2/yarn-ft-s1/best.pt --yarn_scale 4') in evaluation
+    assert 'out-conversion-smollm2/yarn-ft-s2/final.json: 2 iterations, val_loss 1.2500' in p.stdout
+    p = run(root, env, script, DATA='d', RUNS='rope')
+    assert p.returncode == 2 and "RUNS holds 'rope'" in p.stderr
 
 
 def test_no_script_ends_processes_by_name():
