@@ -6,13 +6,14 @@
 # NVIDIA MPS. From the repository root:
 #   bash results/linux_c/reproduce.sh start ARM...   # make the data if needed, start each arm in the background
 #   bash results/linux_c/reproduce.sh wait SECONDS   # wait that long, or until every arm has ended; show progress
-#   bash results/linux_c/reproduce.sh finish         # the frequency usage of each seed whose two arms have ended
+#   bash results/linux_c/reproduce.sh finish         # the frequency usage of each seed whose two pre-trainings ended
 #   python results/linux_c/study.py $STUDY           # the page's results.md and figures, from the arms' files
 # ARM is <pope|rope>_s<seed>, e.g. pope_s1337: pre-training, the scores of the pre-trained model, the fine-tune, its
 # scores, one after the other, in $STUDY/runs/<arm>/ (default STUDY=out-linux-c): pretrain/ and ft/ (train.py's run
 # folders) with pretrain.log and ft.log; documents/ and stream/ (eval.extrapolation's files for the pre-trained
 # model) and ft_documents/, ft_stream/ (for the fine-tuned one), each with its log; `done` once the arm has ended,
 # `pid` while it runs. The frequency usage goes to $STUDY/frequency_usage_s<seed>.*. An arm done is not started again.
+# WINDOWS=documents scores inside documents alone (the default also scores across them: "documents stream").
 # Data: data/linux_c, made by `python -m prepare.linux_c` (SOURCE=<file or folder> passes --source).
 # PRETRAIN_EXTRA, FT_EXTRA and EVAL_EXTRA add flags (a CPU smoke run on a small data/linux_c: PRETRAIN_EXTRA="--device=cpu
 # --max_iters=4 --eval_interval=2 --eval_iters=1 --batch_size=8 --block_size=64 --n_layer=1 --n_embd=32 --n_head=2
@@ -28,7 +29,8 @@ FT_EXTRA=${FT_EXTRA:---compile=True}
 EVAL_EXTRA=${EVAL_EXTRA:---batch_size 16}
 LENGTHS=${LENGTHS:-1024,2048,4096,8192,10240}  # 1x, 2x, 4x, 8x, 10x the pre-training context
 STREAM_TOKENS=${STREAM_TOKENS:-2048001}  # across documents: 200 windows of 10240, about what the documents give
-export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS
+WINDOWS=${WINDOWS:-documents stream}  # which windows score the models: inside documents, across them, or both
+export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS WINDOWS
 
 usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }  # the comment at the top
 
@@ -45,7 +47,7 @@ pack() {
 score() {  # STAGE CKPT_ARGS...: the test loss of an arm's models at 1x-10x, inside documents, then across them
   local stage=$1 windows tokens
   shift
-  for windows in documents stream; do
+  for windows in $WINDOWS; do
     tokens=$([ "$windows" = documents ] && echo 100000000000 || echo "$STREAM_TOKENS")
     # shellcheck disable=SC2086  # EVAL_EXTRA is a list of flags
     python -m eval.extrapolation --data data/linux_c/test.bin --windows "$windows" --tokens "$tokens" \
@@ -124,12 +126,13 @@ wait_for() {
   show; pack
 }
 
-finish() {  # each seed whose two arms are done: the frequency usage of its pre-trained pair
+finish() {  # each seed whose two pre-trainings have ended: the frequency usage of its pair
   local p seed
-  for p in "$STUDY"/runs/pope_s*/done; do
+  for p in "$STUDY"/runs/pope_s*/pretrain/final.json; do
     [ -f "$p" ] || continue
-    seed=$(basename "$(dirname "$p")"); seed=${seed#pope_s}
-    [ -f "$STUDY/runs/rope_s$seed/done" ] || continue
+    seed=${p%/pretrain/final.json}; seed=${seed##*/pope_s}
+    [ -f "$STUDY/runs/rope_s$seed/pretrain/final.json" ] || continue
+    [ -f "$STUDY/frequency_usage_s$seed.json" ] && continue  # made before
     python -m eval.frequency_usage --rope "$STUDY/runs/rope_s$seed/pretrain/ckpt.pt" \
       --pope "$STUDY/runs/pope_s$seed/pretrain/ckpt.pt" --data data/linux_c/test.bin --tokens 65536 \
       --out "$STUDY/frequency_usage_s$seed" > "$STUDY/frequency_usage_s$seed.log" 2>&1 \
