@@ -93,3 +93,22 @@ def test_the_committed_pilot_page_is_what_the_script_makes_and_the_readme_quotes
     readme = open(os.path.join(ROOT, 'results', 'linux_c', 'README.md')).read()
     quoted = re.findall(r'\d\.\d{4}', readme[readme.index('## The pilot'):])
     assert len(quoted) >= 30 and set(quoted) <= known, sorted(set(quoted) - known)
+
+
+def test_the_frequency_usage_section_reads_each_seeds_pair(tmp_path):
+    pytest.importorskip('matplotlib')
+    write_arm(tmp_path, 'rope', 1, 1.5, 1.6, [1.0] * 5)
+    write_arm(tmp_path, 'pope', 1, 1.5, 1.6, [1.0] * 5)
+    # two layers; RoPE's queries lean on the high frequencies (index 0), PoPE's keys peak on the last one
+    usage = {'RoPE': dict(tokens=65536, q=[[4, 2, 1, 1], [3, 1, 1, 1]], k=[[1, 1, 1, 1], [1, 1, 2, 2]]),
+             'PoPE': dict(tokens=65536, q=[[1] * 8, [2] * 8], k=[[1] * 7 + [9], [1] * 8],
+                          delta=[[[0.0, -0.5], [-0.05, 0.0]], [[0.0, 0.0], [-1.0, -0.2]]])}
+    (tmp_path / 'frequency_usage_s1.json').write_text(json.dumps(usage))
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    assert 'on the first 65,536 test tokens' in page and '4 frequencies; PoPE: softplus, 8)' in page
+    assert '| RoPE | q | 1 | 2.00-3.00 | 2.00-2.00 | 0 0 |' in page  # (4+2)/(1+1) = 3, (3+1)/2 = 2; 4/2, 3/1.5
+    assert '| RoPE | k | 1 | 0.50-1.00 | 1.00-1.33 | 0 2 |' in page
+    assert '| PoPE | k | 1 | 0.33-1.00 | 1.00-4.50 | 7 0 |' in page  # 4 / 12 = 0.33 where the 9 is in the low half
+    assert ('range [-1.000, 0.000], mean -0.219, 50% exactly 0, 38% below -0.1 rad' in page)
+    assert os.path.getsize(tmp_path / 'frequency_usage.png') > 10000

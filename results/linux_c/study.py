@@ -7,6 +7,8 @@ final.json and eval_log.jsonl, documents/ and stream/ extrapolation.json) and wr
                         t-test of their difference; test loss at 1x-10x the context inside documents and across them
     extrapolation.png   test loss against context length inside documents, the mean over seeds
     val_loss.png        val loss against step, every pre-training run
+    frequency_usage.png mean query and key magnitude per layer and frequency, the mean over seeds (DIR's
+                        frequency_usage_s<seed>.json, from eval.frequency_usage: reproduce.sh finish)
 
     python results/linux_c/study.py results/linux_c
 
@@ -164,6 +166,74 @@ def page(arms, folder):
     return '\n'.join(lines)
 
 
+def read_frequency_usage(folder):
+    """{seed: eval.frequency_usage's summary ({'RoPE', 'PoPE': {'q', 'k': [layer][frequency] magnitudes, ...}})}."""
+    found = glob.glob(os.path.join(folder, 'frequency_usage_s*.json'))
+    return {int(re.search(r'_s(\d+)\.json$', p).group(1)): read_json(p) for p in sorted(found)}
+
+
+def half_ratio(row):
+    """The mean magnitude of the higher-frequency half of a layer's row (index 0 is the highest frequency) over the
+    lower half's: > 1 where the layer leans on the high frequencies."""
+    h = len(row) // 2
+    return statistics.mean(row[:h]) / statistics.mean(row[h:])
+
+
+def frequency_section(usage):
+    """The page's frequency-usage section: per encoding and side, the range over layers of each seed's high/low
+    half ratio and peak-to-mean ratio, and the frequency of each layer's peak."""
+    if not usage:
+        return ['## Frequency usage', '', 'Not run (reproduce.sh finish).', '']
+    first = next(iter(usage.values()))
+    lines = ['## Frequency usage', '', "`eval.frequency_usage` of each seed's pre-trained pair on the first "
+             f"{first['PoPE']['tokens']:,} test tokens: the mean query and key magnitude per layer and frequency, "
+             f"averaged over heads (RoPE: the norm of each rotated pair, {len(first['RoPE']['q'][0])} frequencies; "
+             f"PoPE: softplus, {len(first['PoPE']['q'][0])}); index 0 is the highest frequency. "
+             'Per layer: high/low = the mean of the higher-frequency half over the lower half\'s; peak/mean = the largest over the mean; the range over '
+             'layers, then each layer\'s peak index.', '']
+    rows = []
+    for name in ('RoPE', 'PoPE'):
+        for side in ('q', 'k'):
+            for seed, summary in usage.items():
+                m = summary[name][side]
+                ratios = [half_ratio(r) for r in m]
+                peaks = [max(r) / statistics.mean(r) for r in m]
+                rows.append([name, side, seed, f'{min(ratios):.2f}-{max(ratios):.2f}',
+                             f'{min(peaks):.2f}-{max(peaks):.2f}', ' '.join(str(r.index(max(r))) for r in m)])
+    lines += [markdown_table(['encoding', 'side', 'seed', 'high/low half', 'peak/mean', 'peak index per layer'],
+                             rows), '']
+    deltas = [x for s in usage.values() if 'delta' in s['PoPE'] for x in flatten(s['PoPE']['delta'])]
+    if deltas:
+        lines += [f"PoPE's delta ({len(deltas):,} values over the seeds, initialised at 0, projected onto [-2pi, 0]): "
+                  f'range [{min(deltas):.3f}, {max(deltas):.3f}], mean {statistics.mean(deltas):.3f}, '
+                  f'{sum(x == 0 for x in deltas) / len(deltas):.0%} exactly 0, '
+                  f'{sum(x < -0.1 for x in deltas) / len(deltas):.0%} below -0.1 rad.', '']
+    return lines + ['![frequency usage](frequency_usage.png)', '']
+
+
+def flatten(x):
+    return [v for item in x for v in flatten(item)] if isinstance(x, list) else [x]
+
+
+def plot_frequency_usage(usage, path):
+    """Layer x frequency heatmaps of the mean magnitude over seeds: RoPE's and PoPE's queries and keys."""
+    if not usage:
+        return
+    fig, axes = subplots(2, 2, figsize=(12, 6.5), squeeze=False, layout='constrained')
+    for j, name in enumerate(('RoPE', 'PoPE')):
+        for i, side in enumerate(('q', 'k')):
+            ms = [s[name][side] for s in usage.values()]
+            mean = [[statistics.mean(m[layer][c] for m in ms) for c in range(len(ms[0][0]))]
+                    for layer in range(len(ms[0]))]
+            ax = axes[i][j]
+            im = ax.imshow(mean, aspect='auto', cmap='viridis', origin='lower')
+            fig.colorbar(im, ax=ax)
+            ax.set_title(f'{name} {"queries" if side == "q" else "keys"} (mean of {len(ms)} seeds)')
+            ax.set_xlabel('frequency index (0 = highest)')
+            ax.set_ylabel('layer')
+    save_figure(fig, path, dpi=120)
+
+
 def plot_extrapolation(arms, path):
     """The mean over seeds inside documents, of the arms evaluated so (none: no figure)."""
     arms = [a for a in arms if 'documents' in a['losses']]
@@ -214,11 +284,14 @@ def main(argv=None):
         sys.exit(f'no arm has pre-trained in {folder}/runs/ (no <arm>/pretrain/final.json): run '
                  'results/linux_c/reproduce.sh first')
     arms = [read_arm(os.path.dirname(os.path.dirname(p))) for p in found]
+    usage = read_frequency_usage(folder)
     with open(os.path.join(folder, 'results.md'), 'w') as f:
-        f.write(page(arms, folder) + '\n')
+        f.write('\n'.join([page(arms, folder)] + frequency_section(usage)).rstrip() + '\n')
     plot_extrapolation(arms, os.path.join(folder, 'extrapolation.png'))
     plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
-    print(f'wrote {folder}/results.md, extrapolation.png, val_loss.png ({len(arms)} arms)')
+    plot_frequency_usage(usage, os.path.join(folder, 'frequency_usage.png'))
+    print(f"wrote {folder}/results.md, extrapolation.png, val_loss.png{', frequency_usage.png' if usage else ''} "
+          f'({len(arms)} arms, frequency usage of {len(usage)} seeds)')
 
 
 if __name__ == '__main__':
