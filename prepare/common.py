@@ -20,6 +20,7 @@ script's --tokenizer names, and the one sample.py and eval/ decode with, from me
 
 import argparse
 import contextlib
+import errno
 import functools
 import glob
 import importlib.util
@@ -38,6 +39,7 @@ GPT2_EOT = 50256
 GPT2_VOCAB = 50257
 SPLITS = ('train', 'val', 'test')
 RUN_FILES = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')  # a train.py run's folder (checkpoint.RunFolder)
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)  # a disk that takes no more: one line
 PARTIAL = '.partial-'  # the staging folder of a data set being written: <out_dir>.partial-<pid>-<n>
 
 
@@ -172,7 +174,7 @@ def writing(out_dir):
         final = _staged(out_dir)
         if final:
             shutil.rmtree(out_dir, ignore_errors=True)
-        if isinstance(err, OSError):
+        if isinstance(err, OSError) and err.errno in WRITE_ERRORS:  # (not a source that cannot be read)
             raise SystemExit(f"could not write {final or out_dir} ({err.strerror or err}): free some space or choose "
                              f"another --out_dir; {final or out_dir} is as it was") from None
         raise

@@ -35,8 +35,8 @@ import tarfile
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, check_writable, data_dir, encoding, start_dataset,
-                            write_meta, write_streams, writing)
+from prepare.common import (WRITE_ERRORS, SourceMissing, argument_parser, check_writable, data_dir, encoding,
+                            start_dataset, write_meta, write_streams, writing)
 
 DEFAULT_SOURCE = '/usr/src/linux-source-6.12.tar.xz'
 EXCLUDED = ('drivers/gpu/drm/amd/include/asic_reg/',)  # generated tables, not written by people
@@ -154,7 +154,7 @@ def export(files, makefile, info, path):
     except BaseException as err:
         if os.path.exists(tmp):
             os.remove(tmp)
-        if isinstance(err, OSError):
+        if isinstance(err, OSError) and err.errno in WRITE_ERRORS:
             raise SourceMissing(f"could not write {path} ({err.strerror or err}): free some space or name another "
                                 "--export") from None
         raise

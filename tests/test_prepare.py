@@ -558,6 +558,8 @@ def test_genome_missing_source(tmp_path):
     (tmp_path / 'header.fa').write_text('>chr1 a header, no sequence\n')
     with pytest.raises(SystemExit, match='0 tokens'):
         genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'header.fa')])
+    with pytest.raises(SystemExit, match=r'--source .* is a folder: give a FASTA file in it \(.fa, .fa.gz\)$'):
+        genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path)])
     assert sorted(os.listdir(tmp_path)) == ['header.fa']
 
 
@@ -817,6 +819,10 @@ def test_a_full_or_read_only_disk_is_one_line_and_the_data_set_stays(tmp_path, m
                 genome.main(argv)
         assert sorted(os.listdir(tmp_path)) == ['g', 'tiny.fa']  # no staging folder left
         assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+    with monkeypatch.context() as m:  # a source that cannot be read, met while the tokens are written: not the disk's
+        m.setattr(genome, 'tokenize', failing(errno.EACCES))
+        with pytest.raises(PermissionError):
+            genome.main(argv)
     with monkeypatch.context() as m:  # a read-only disk (root writes into a folder of mode 555): before the work
         m.setattr(common.tempfile, 'TemporaryFile', failing(errno.EROFS))
         m.setattr(genome, 'write_streams', lambda *a, **k: pytest.fail('made the data first'))
