@@ -2,7 +2,7 @@
 The Linux kernel's hand-written C, a large real corpus that installs offline: every .c and .h file of the kernel
 tree in GPT-2 tokens (the tokenizer of the paper's OpenWebText runs), one <|endoftext|> (50256) after each file;
 with --tokenizer=smollm2-135m (or a .gguf file) in that model's tokens, into data/linux_c_smollm2.
-From Debian's linux-source-6.12 (6.12.118: ~384M train, ~13M val, ~9M test tokens; GPL-2.0):
+From Debian's linux-source-6.12 (6.12.118: ~389M train, ~13M val, ~8M test tokens; GPL-2.0):
 
     apt-get install linux-source-6.12 && python -m prepare.linux_c      # reads /usr/src/linux-source-6.12.tar.xz
     python -m prepare.linux_c --source linux-6.12.118.tar.xz             # the same tree from kernel.org
@@ -10,7 +10,7 @@ From Debian's linux-source-6.12 (6.12.118: ~384M train, ~13M val, ~9M test token
     python -m prepare.linux_c --export linux_c.tar.xz                    # the kept files alone, to rebuild elsewhere
 
 (`apt-get download linux-source-6.12` fetches the .deb alone: `dpkg-deb -x` it and pass the tarball inside.)
-`--export` writes the kept files and the tree's Makefile as a .tar.xz (~100 MB against 152 MB for the whole tree;
+`--export` writes the kept files and the tree's Makefile as a .tar.xz (119 MB against 152 MB for the whole tree;
 xz at level 9, a few minutes); `--source` takes it like any tarball and makes the same data set (meta.json's
 selection_sha256 is the same), which is how a machine without the package gets it.
 
