@@ -100,7 +100,14 @@ def read_tree(source):
             files = {p.partition('/')[2]: b for p, b in files.items()}
         extra = {p: files.pop(p) for p in list(files) if p in ('Makefile', EXPORT_INFO)}
         files = {p: b for p, b in files.items() if kept(p)}  # a nested Makefile is not the top one
-    info = json.loads(extra[EXPORT_INFO]) if EXPORT_INFO in extra else None
+    info = None
+    if EXPORT_INFO in extra:  # an export: where its files came from
+        try:
+            info = json.loads(extra[EXPORT_INFO])
+            info = {k: info[k] for k in ('source_file', 'source_sha256')}
+        except (ValueError, KeyError, TypeError):
+            raise SourceMissing(f'{source}: its {EXPORT_INFO} is damaged or not of this script: make the export '
+                                'again (--export) from the kernel tarball') from None
     return files, extra.get('Makefile'), info
 
 

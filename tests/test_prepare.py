@@ -651,6 +651,12 @@ def test_linux_c_bad_sources_are_one_line(tmp_path, monkeypatch):
             linux_c.main(['--source', str(tmp_path / source), '--out_dir', str(tmp_path / 'out')])
     assert not os.path.exists(tmp_path / 'out')
     # a folder that is not a tree's top is refused before it is read (a home folder would be read whole)
+    export = tmp_path / 'export' / 'linux_c'  # an export whose note of its origin is damaged
+    kernel_tree(export)
+    (export / linux_c.EXPORT_INFO).write_text('{"version": ')
+    with pytest.raises(SystemExit, match='linux_c_export.json is damaged or not of this script: make the export again'):
+        linux_c.main(['--source', str(export), '--out_dir', str(tmp_path / 'out')])
+    assert not os.path.exists(tmp_path / 'out')
     monkeypatch.setattr(linux_c, 'read_tree', lambda source: pytest.fail('read the folder'))
     with pytest.raises(SystemExit, match='without a Makefile'):
         linux_c.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
