@@ -29,6 +29,7 @@ import os
 import random
 import re
 import shutil
+import sys
 import tempfile
 import uuid
 from multiprocessing import Pool
@@ -167,7 +168,7 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
 @contextlib.contextmanager
 def writing(out_dir):
     """Files written into out_dir, a staging folder of start_dataset's: on an error the folder goes (the data set's
-    own is as it was), and a write that fails (a full disk, a folder made read-only) is one line."""
+    own is as it was), and a write that fails (a full disk, a folder made read-only) or a Ctrl-C is one line."""
     try:
         yield
     except BaseException as err:
@@ -177,7 +178,15 @@ def writing(out_dir):
         if isinstance(err, OSError) and err.errno in WRITE_ERRORS:  # (not a source that cannot be read)
             raise SystemExit(f"could not write {final or out_dir} ({err.strerror or err}): free some space or choose "
                              f"another --out_dir; {final or out_dir} is as it was") from None
+        if isinstance(err, KeyboardInterrupt):
+            interrupted(final or out_dir)
         raise
+
+
+def interrupted(path):
+    """Ctrl-C while a file or folder is written, what was written gone: one line, and the shell's exit status 130."""
+    print(f"interrupted: {path} not written, nothing else changed", file=sys.stderr)
+    raise SystemExit(130) from None
 
 
 def check_writable(folder, name):

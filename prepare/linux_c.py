@@ -36,7 +36,7 @@ import tarfile
 import numpy as np
 
 from prepare.common import (WRITE_ERRORS, SourceMissing, argument_parser, check_writable, data_dir, encoding,
-                            start_dataset, write_meta, write_streams, writing)
+                            interrupted, start_dataset, write_meta, write_streams, writing)
 
 DEFAULT_SOURCE = '/usr/src/linux-source-6.12.tar.xz'
 EXCLUDED = ('drivers/gpu/drm/amd/include/asic_reg/',)  # generated tables, not written by people
@@ -164,6 +164,8 @@ def export(files, makefile, info, path):
         if isinstance(err, OSError) and err.errno in WRITE_ERRORS:
             raise SourceMissing(f"could not write {path} ({err.strerror or err}): free some space or name another "
                                 "--export") from None
+        if isinstance(err, KeyboardInterrupt):
+            interrupted(path)
         raise
     print(f'wrote {path}: {len(files):,} files, {os.path.getsize(path) / 1e6:.1f} MB')
 

@@ -690,10 +690,10 @@ def test_linux_c_bad_exports_are_one_line_before_the_work(tmp_path, monkeypatch)
 
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(tarfile.TarFile, 'addfile', ctrl_c)  # stopped while it writes: no partial file
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(tarfile.TarFile, 'addfile', ctrl_c)  # stopped while it writes: one line, no partial file
+    with pytest.raises(SystemExit) as exit_:
         linux_c.main(['--source', str(tarball), '--export', str(tmp_path / 'new' / 'x.tar.xz')])
-    assert os.listdir(tmp_path / 'new') == []
+    assert exit_.value.code == 130 and os.listdir(tmp_path / 'new') == []
     assert sorted(os.listdir(tmp_path)) == ['afile', 'folder.tar.xz', 'linux.tar.gz', 'new', 'tree']
 
 
@@ -804,7 +804,7 @@ def test_out_dir_that_is_no_data_set_is_refused_and_kept(tmp_path, monkeypatch, 
                             "move the run's files out first, or choose another --out_dir"), err
 
 
-def test_a_full_or_read_only_disk_is_one_line_and_the_data_set_stays(tmp_path, monkeypatch):
+def test_a_full_or_read_only_disk_or_a_ctrl_c_is_one_line_and_the_data_set_stays(tmp_path, monkeypatch, capsys):
     import errno
     from prepare import genome
     fasta, out = _tiny_fasta(tmp_path), tmp_path / 'g'
@@ -812,10 +812,13 @@ def test_a_full_or_read_only_disk_is_one_line_and_the_data_set_stays(tmp_path, m
     genome.main(argv)
     before = {f: (out / f).read_bytes() for f in os.listdir(out)}
 
-    def failing(code):
+    def failing_with(err):
         def fail(*args, **kwargs):
-            raise OSError(code, os.strerror(code))
+            raise err
         return fail
+
+    def failing(code):
+        return failing_with(OSError(code, os.strerror(code)))
     full = failing(errno.ENOSPC)
     for where in ('write', 'write_json'):  # the tokens, then meta.json (the last file)
         with monkeypatch.context() as m:
@@ -825,6 +828,13 @@ def test_a_full_or_read_only_disk_is_one_line_and_the_data_set_stays(tmp_path, m
                 genome.main(argv)
         assert sorted(os.listdir(tmp_path)) == ['g', 'tiny.fa']  # no staging folder left
         assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+    with monkeypatch.context() as m:  # Ctrl-C while the tokens are written: one line, exit status 130
+        m.setattr(TokenWriter, 'write', failing_with(KeyboardInterrupt()))
+        with pytest.raises(SystemExit) as exit_:
+            genome.main(argv)
+        assert exit_.value.code == 130 and capsys.readouterr().err.strip().endswith(
+            f'interrupted: {out} not written, nothing else changed')
+        assert sorted(os.listdir(tmp_path)) == ['g', 'tiny.fa']
     with monkeypatch.context() as m:  # a source that cannot be read, met while the tokens are written: not the disk's
         m.setattr(genome, 'tokenize', failing(errno.EACCES))
         with pytest.raises(PermissionError):
