@@ -118,6 +118,8 @@ def check(config, given):
                 'divergence_margin', 'eval_context_tokens', 'seed'):
         if config[key] < 0:
             sys.exit(f"{key}={config[key]}: must be 0 or more")
+    if c.seed >= 2 ** 64:  # what torch.manual_seed takes
+        sys.exit(f"seed={c.seed}: give a whole number below 2**64")
     if c.n_embd % c.n_head:
         sys.exit(f"n_embd={c.n_embd} is not a multiple of n_head={c.n_head} (each head gets n_embd // n_head channels)")
     if c.n_kv_head < 0 or c.n_kv_head and c.n_head % c.n_kv_head:

@@ -43,8 +43,11 @@ args = p.parse_args()
 for name in ('num_samples', 'max_new_tokens', 'top_k'):
     if getattr(args, name) is not None and getattr(args, name) < 1:
         raise SystemExit(f"--{name}={getattr(args, name)}: must be 1 or more")
-if not args.temperature > 0:
-    raise SystemExit(f"--temperature={args.temperature}: must be above 0 (for the most likely token use --top_k=1)")
+if not 0 < args.temperature < float('inf'):
+    raise SystemExit(f"--temperature={args.temperature}: must be a number above 0 (for the most likely token use "
+                     "--top_k=1)")
+if not 0 <= args.seed < 2 ** 64:  # what torch.manual_seed takes (as train.py, none below 0)
+    raise SystemExit(f"--seed={args.seed}: give a whole number from 0 to 2**64 - 1")
 if args.start == '':
     raise SystemExit("--start is empty: give a prompt (the default is a newline), or FILE:path")
 if args.start.startswith('FILE:') and not os.path.isfile(args.start[5:]):

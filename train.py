@@ -133,6 +133,7 @@ if master_process and os.path.isdir(out_dir):  # a busy out_dir stops a run at o
     run.take_lock()  # the run starts training (a run that stops before leaves nothing behind)
 run.refuse_earlier_run(init_from != 'resume' and not overwrite and not eval_only)
 signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line that says what is kept (checkpoint.py)
+signal.signal(signal.SIGTERM, run.interrupted)  # kill, timeout, a scheduler: the same, and no partial file left
 
 # -----------------------------------------------------------------------------
 # data

@@ -14,14 +14,13 @@ import json
 import math
 import os
 import subprocess
-import tempfile
 
 import numpy as np
 import torch
 
 from checkpoint import load_checkpoint, read_checkpoint  # noqa: F401 (for the eval scripts)
-from prepare.common import (encoding, nonnegative_int, parser, positive_float,  # noqa: F401 (for the eval scripts)
-                            positive_int, read_tokens, write_json)
+from prepare.common import (check_writable, encoding, nonnegative_int, parser,  # noqa: F401 (for the eval scripts)
+                            positive_float, positive_int, read_tokens, write_json)
 
 ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
@@ -55,19 +54,8 @@ def device_arg(text):
 
 def check_out(path, folder=True):
     """Exits with one line unless the folder path (or, folder=False, the folder of the file path) can be made and
-    written, trying its nearest folder that exists; called before the work, so that a read-only --out costs nothing.
-    Makes nothing."""
-    where = os.path.abspath(path if folder else os.path.dirname(os.path.abspath(path)))
-    while not os.path.exists(where):
-        where = os.path.dirname(where)
-    if not os.path.isdir(where):
-        raise SystemExit(f"--out {path}: {where} is a file, not a folder: give a folder you can write to")
-    try:
-        with tempfile.TemporaryFile(dir=where):
-            pass
-    except OSError as err:
-        raise SystemExit(f"--out {path}: cannot write in {where} ({err.strerror or err}): give a folder you can "
-                         "write to")
+    written (prepare.common.check_writable); called before the work, so that a read-only --out costs nothing."""
+    check_writable(path if folder else os.path.dirname(os.path.abspath(path)), f'--out {path}')
 
 
 def check_data(data_dir, ckpt, ckpt_path):

@@ -192,11 +192,12 @@ def main(argv=None):
         def windows(L):
             return stream_windows(tokens, L)
     else:
+        tokens = load_tokens(args.data)  # checked first: the file and its meta.json
         eot = read_json(os.path.join(os.path.dirname(os.path.abspath(args.data)), 'meta.json')).get('eot')
         if eot is None:
             raise SystemExit(f"{args.data}: its meta.json names no end-of-document token (eot), so documents cannot "
                              "be told apart: use --windows stream")
-        blocks, eligible, documents = document_blocks(load_tokens(args.data), eot, longest, args.tokens // longest)
+        blocks, eligible, documents = document_blocks(tokens, eot, longest, args.tokens // longest)
         if not len(blocks):
             raise SystemExit(f"{args.data}: no document holds {longest + 1:,} tokens (of {documents:,}), or --tokens "
                              f"{args.tokens} is below {longest}: give shorter --lengths or more --tokens")

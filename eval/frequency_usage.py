@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval import (check_data, check_out, device_arg, load_checkpoint, load_tokens, parser, positive_int, save_figure,
-                  subplots, write_json)
+import pretrained
+from eval import check_data, check_out, device_arg, load_tokens, parser, positive_int, save_figure, subplots, write_json
 from model import POPE_MUS
 
 
@@ -94,7 +94,7 @@ def plot_delta(delta, path):
 
 def main(argv=None):
     p = parser(__doc__)
-    p.add_argument('--rope', help='a RoPE ckpt.pt')
+    p.add_argument('--rope', help='a RoPE ckpt.pt, or a model pretrained.py reads: a GGUF file or smollm2-135m')
     p.add_argument('--pope', help='a PoPE ckpt.pt')
     p.add_argument('--data', default='data/shakespeare/val.bin', help='prepared token file')
     p.add_argument('--tokens', type=positive_int, default=16384, help='tokens to average over')
@@ -112,7 +112,7 @@ def main(argv=None):
     for name, path in (('RoPE', args.rope), ('PoPE', args.pope)):
         if not path:
             continue
-        model, ckpt = load_checkpoint(path, args.device, attn_impl='auto')
+        model, ckpt = pretrained.load(path, args.device, attn_impl='auto')  # a ckpt.pt, or a GGUF file
         check_data(os.path.dirname(os.path.abspath(args.data)), ckpt, path)
         cfg = model.config
         want = ('pope',) if name == 'PoPE' else ('rope', 'rope_half')
@@ -122,7 +122,7 @@ def main(argv=None):
         q, k = stats[name]['q'], stats[name]['k']
         summary[name] = dict(ckpt=path, pos_emb=cfg.pos_emb, tokens=len(tokens), q=q.tolist(), k=k.tolist())
         arrays.update({f'{name}_q': q, f'{name}_k': k})
-        if name == 'PoPE' and cfg.pope_delta != 'none':  # delta as load_checkpoint left it: projected onto [-2pi, 0]
+        if name == 'PoPE' and cfg.pope_delta != 'none':  # delta as pretrained.load left it: projected onto [-2pi, 0]
             delta = np.stack([b.attn.delta.detach().cpu().float().numpy() for b in model.h])
             arrays['PoPE_delta'] = delta
             summary[name]['delta'] = delta.tolist()

@@ -8,8 +8,10 @@ Helpers shared by the prepare/ scripts. A prepared data set, as train.py, sample
 A script writes into a staging folder of its own, `<out_dir>.partial-<pid>-<n>` (`start_dataset`), that
 `write_meta`, called last, swaps in for out_dir: a run that fails or is killed leaves out_dir as it was, and two
 runs at once do not write into each other's files. A data set replaces only a data set: out_dir must be new,
-empty, or hold a meta.json; any other folder (a run's checkpoints, data/, the checkout) is refused before anything
-is written. Cheap to import (sample.py and eval/ import `encoding`): tiktoken, datasets, tqdm, gguf and tokenizers
+empty, or hold a meta.json and no train.py run; any other folder (a run's checkpoints, data/, the checkout) is
+refused before anything is written, and so is one that cannot be written. A write that fails on the way (a full
+disk) is one line, the staging folder gone.
+Cheap to import (sample.py and eval/ import `encoding`): tiktoken, datasets, tqdm, gguf and tokenizers
 are imported where they are used.
 
 A data set's tokens are GPT-2's, a token list of its own (itos), or a GGUF model's (`encoding`: the tokenizer a
@@ -18,6 +20,7 @@ script's --tokenizer names, and the one sample.py and eval/ decode with, from me
 
 import argparse
 import contextlib
+import errno
 import functools
 import glob
 import importlib.util
@@ -26,6 +29,8 @@ import os
 import random
 import re
 import shutil
+import sys
+import tempfile
 import uuid
 from multiprocessing import Pool
 
@@ -34,6 +39,8 @@ import numpy as np
 GPT2_EOT = 50256
 GPT2_VOCAB = 50257
 SPLITS = ('train', 'val', 'test')
+RUN_FILES = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')  # a train.py run's folder (checkpoint.RunFolder)
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)  # a disk that takes no more: one line
 PARTIAL = '.partial-'  # the staging folder of a data set being written: <out_dir>.partial-<pid>-<n>
 
 
@@ -128,7 +135,11 @@ class TokenWriter:
         self.count += ids.size
 
     def __exit__(self, exc_type, exc, tb):
-        self.file.close()
+        try:
+            self.file.close()  # (a full disk may show only here, at the last flush)
+        except BaseException:
+            os.remove(self.path + '.tmp')
+            raise
         if exc_type is None:
             os.replace(self.path + '.tmp', self.path)
         else:
@@ -145,19 +156,52 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
     """Writes (split, token ids) pairs, in order, as one stream <split>.bin per split with eot after every
     non-empty piece; a split's file is made by its first piece. Returns {split: token count}."""
     writers = {}
-    try:
-        with contextlib.ExitStack() as stack:  # on an error every .tmp is deleted
-            for split, ids in pieces:
-                if split not in writers:
-                    writers[split] = stack.enter_context(TokenWriter(os.path.join(out_dir, f'{split}.bin'),
-                                                                     vocab_size))
-                if len(ids):  # an empty document (an empty file): no tokens, not even its eot
-                    writers[split].write(ids if eot is None else np.append(ids, eot))
-    except BaseException:
-        if _staged(out_dir):  # and a staging folder of start_dataset's with them
-            shutil.rmtree(out_dir, ignore_errors=True)
-        raise
+    with writing(out_dir), contextlib.ExitStack() as stack:  # on an error every .tmp is deleted
+        for split, ids in pieces:
+            if split not in writers:
+                writers[split] = stack.enter_context(TokenWriter(os.path.join(out_dir, f'{split}.bin'), vocab_size))
+            if len(ids):  # an empty document (an empty file): no tokens, not even its eot
+                writers[split].write(ids if eot is None else np.append(ids, eot))
     return {split: writers[split].count for split in SPLITS if split in writers}
+
+
+@contextlib.contextmanager
+def writing(out_dir):
+    """Files written into out_dir, a staging folder of start_dataset's: on an error the folder goes (the data set's
+    own is as it was), and a write that fails (a full disk, a folder made read-only) or a Ctrl-C is one line."""
+    try:
+        yield
+    except BaseException as err:
+        final = _staged(out_dir)
+        if final:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        if isinstance(err, OSError) and err.errno in WRITE_ERRORS:  # (not a source that cannot be read)
+            raise SystemExit(f"could not write {final or out_dir} ({err.strerror or err}): free some space or choose "
+                             f"another --out_dir; {final or out_dir} is as it was") from None
+        if isinstance(err, KeyboardInterrupt):
+            interrupted(final or out_dir)
+        raise
+
+
+def interrupted(path):
+    """Ctrl-C while a file or folder is written, what was written gone: one line, and the shell's exit status 130."""
+    print(f"interrupted: {path} not written, nothing else changed", file=sys.stderr)
+    raise SystemExit(130) from None
+
+
+def check_writable(folder, name):
+    """Exits with one line unless folder can be made and written, tried in its nearest folder that exists (a
+    read-only disk, no permission); name: how the command line gave it (--out x). Makes nothing."""
+    where = os.path.abspath(folder)
+    while not os.path.exists(where):
+        where = os.path.dirname(where)
+    if not os.path.isdir(where):
+        raise SystemExit(f"{name}: {where} is a file, not a folder: give a folder you can write to")
+    try:
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as err:
+        raise SystemExit(f"{name}: cannot write in {where} ({err.strerror or err}): give a folder you can write to")
 
 
 def read_tokens(path, dtype=None):
@@ -227,6 +271,10 @@ def check_out_dir(out_dir):
         if os.listdir(final) and not os.path.isfile(os.path.join(final, 'meta.json')):
             raise SystemExit(f"{out_dir} holds files but no meta.json: it is not a data set, and a data set replaces "
                              "only a data set; choose another --out_dir (e.g. data/<name>), or empty it first")
+        run = [f for f in RUN_FILES if os.path.exists(os.path.join(final, f))]
+        if run:
+            raise SystemExit(f"{out_dir} holds a data set and a train.py run ({', '.join(run)}), which replacing the "
+                             "data set would delete: move the run's files out first, or choose another --out_dir")
     return final
 
 
@@ -278,6 +326,7 @@ def start_dataset(out_dir):
     file written into it); write_meta swaps it in. Refuses an out_dir that is not a data set (check_out_dir) and
     clears the staging folders of runs that have ended without finishing."""
     final = check_out_dir(out_dir)
+    check_writable(os.path.dirname(os.path.abspath(final)), f'--out_dir {out_dir}')  # the staging folder's, beside it
     for old in glob.glob(glob.escape(final + PARTIAL) + '*'):
         pid = os.path.basename(old)[len(os.path.basename(final + PARTIAL)):].split('-')[0]
         if pid.isdigit() and not _alive(int(pid)):
@@ -322,7 +371,8 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
         if final_dir != out_dir:
             shutil.rmtree(out_dir, ignore_errors=True)
         raise SourceMissing(f'the source holds no usable data (0 tokens): {final_dir} not written; check the input')
-    write_json(os.path.join(out_dir, 'meta.json'), meta)  # last: a folder with a meta.json is complete
+    with writing(out_dir):
+        write_json(os.path.join(out_dir, 'meta.json'), meta)  # last: a folder with a meta.json is complete
     if out_dir != final_dir:  # swap the complete data set in: out_dir -> out_dir.old-<pid>, staging -> out_dir
         with _folder_lock(os.path.dirname(os.path.abspath(final_dir))):  # one swap at a time beside it
             try:

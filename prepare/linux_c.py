@@ -2,7 +2,7 @@
 The Linux kernel's hand-written C, a large real corpus that installs offline: every .c and .h file of the kernel
 tree in GPT-2 tokens (the tokenizer of the paper's OpenWebText runs), one <|endoftext|> (50256) after each file;
 with --tokenizer=smollm2-135m (or a .gguf file) in that model's tokens, into data/linux_c_smollm2.
-From Debian's linux-source-6.12 (6.12.118: ~384M train, ~13M val, ~9M test tokens; GPL-2.0):
+From Debian's linux-source-6.12 (6.12.118: ~389M train, ~13M val, ~8M test tokens; GPL-2.0):
 
     apt-get install linux-source-6.12 && python -m prepare.linux_c      # reads /usr/src/linux-source-6.12.tar.xz
     python -m prepare.linux_c --source linux-6.12.118.tar.xz             # the same tree from kernel.org
@@ -10,7 +10,7 @@ From Debian's linux-source-6.12 (6.12.118: ~384M train, ~13M val, ~9M test token
     python -m prepare.linux_c --export linux_c.tar.xz                    # the kept files alone, to rebuild elsewhere
 
 (`apt-get download linux-source-6.12` fetches the .deb alone: `dpkg-deb -x` it and pass the tarball inside.)
-`--export` writes the kept files and the tree's Makefile as a .tar.xz (~100 MB against 152 MB for the whole tree;
+`--export` writes the kept files and the tree's Makefile as a .tar.xz (119 MB against 152 MB for the whole tree;
 xz at level 9, a few minutes); `--source` takes it like any tarball and makes the same data set (meta.json's
 selection_sha256 is the same), which is how a machine without the package gets it.
 
@@ -35,14 +35,15 @@ import tarfile
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, data_dir, encoding, start_dataset, write_meta,
-                            write_streams)
+from prepare.common import (WRITE_ERRORS, SourceMissing, argument_parser, check_writable, data_dir, encoding,
+                            interrupted, start_dataset, write_meta, write_streams, writing)
 
 DEFAULT_SOURCE = '/usr/src/linux-source-6.12.tar.xz'
 EXCLUDED = ('drivers/gpu/drm/amd/include/asic_reg/',)  # generated tables, not written by people
 GROUP_DEPTH = 4  # a file's group: its folder cut to this many parts
 VAL, TEST = range(0, 2), range(2, 4)  # sha256(group) mod 100
 EXPORT_INFO = 'linux_c_export.json'  # inside an export: where its files came from
+EXPORT_MODES = {'.tar.xz': 'w:xz', '.txz': 'w:xz', '.tar.gz': 'w:gz', '.tgz': 'w:gz', '.tar': 'w'}  # by its ending
 
 
 def kept(path):
@@ -99,7 +100,14 @@ def read_tree(source):
             files = {p.partition('/')[2]: b for p, b in files.items()}
         extra = {p: files.pop(p) for p in list(files) if p in ('Makefile', EXPORT_INFO)}
         files = {p: b for p, b in files.items() if kept(p)}  # a nested Makefile is not the top one
-    info = json.loads(extra[EXPORT_INFO]) if EXPORT_INFO in extra else None
+    info = None
+    if EXPORT_INFO in extra:  # an export: where its files came from
+        try:
+            info = json.loads(extra[EXPORT_INFO])
+            info = {k: info[k] for k in ('source_file', 'source_sha256')}
+        except (ValueError, KeyError, TypeError):
+            raise SourceMissing(f'{source}: its {EXPORT_INFO} is damaged or not of this script: make the export '
+                                'again (--export) from the kernel tarball') from None
     return files, extra.get('Makefile'), info
 
 
@@ -121,18 +129,44 @@ def selection_sha256(files):
     return h.hexdigest()
 
 
+def check_export(path, source):
+    """One line, before the work, for an --export that cannot be written: an unknown ending, a folder, the source
+    itself, or a place that cannot be written."""
+    if not path.endswith(tuple(EXPORT_MODES)):
+        raise SourceMissing(f"--export {path}: name a tarball, ending in {', '.join(EXPORT_MODES)} (.tar.xz: the "
+                            "smallest)")
+    if os.path.isdir(path):
+        raise SourceMissing(f"--export {path} is a folder: name the file to write, e.g. "
+                            f"{os.path.join(path, 'linux_c.tar.xz')}")
+    if os.path.exists(path) and os.path.samefile(path, source):
+        raise SourceMissing(f"--export {path} is the --source it reads, which it would replace: name another file")
+    check_writable(os.path.dirname(os.path.abspath(path)), f'--export {path}')
+
+
 def export(files, makefile, info, path):
-    """The kept files, the top Makefile and EXPORT_INFO as one .tar.xz (or .tar, .tar.gz by path's ending)."""
-    mode = 'w:xz' if path.endswith('.xz') else 'w:gz' if path.endswith(('.gz', '.tgz')) else 'w'
+    """The kept files, the top Makefile and EXPORT_INFO as one tarball, compressed as path's ending says; written to
+    path.tmp, then renamed: a write that fails or is stopped leaves no file (one line for a full disk)."""
+    mode = next(m for ending, m in EXPORT_MODES.items() if path.endswith(ending))
     kwargs = {'preset': 9} if mode == 'w:xz' else {}
     tmp = path + '.tmp'
-    with tarfile.open(tmp, mode, **kwargs) as tar:
-        for name, data in [(EXPORT_INFO, json.dumps(info, indent=1).encode()), ('Makefile', makefile),
-                           *sorted(files.items())]:
-            member = tarfile.TarInfo(f'linux_c/{name}')
-            member.size, member.mtime, member.mode = len(data), 0, 0o644
-            tar.addfile(member, io.BytesIO(data))
-    os.replace(tmp, path)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with tarfile.open(tmp, mode, **kwargs) as tar:
+            for name, data in [(EXPORT_INFO, json.dumps(info, indent=1).encode()), ('Makefile', makefile),
+                               *sorted(files.items())]:
+                member = tarfile.TarInfo(f'linux_c/{name}')
+                member.size, member.mtime, member.mode = len(data), 0, 0o644
+                tar.addfile(member, io.BytesIO(data))
+        os.replace(tmp, path)
+    except BaseException as err:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(err, OSError) and err.errno in WRITE_ERRORS:
+            raise SourceMissing(f"could not write {path} ({err.strerror or err}): free some space or name another "
+                                "--export") from None
+        if isinstance(err, KeyboardInterrupt):
+            interrupted(path)
+        raise
     print(f'wrote {path}: {len(files):,} files, {os.path.getsize(path) / 1e6:.1f} MB')
 
 
@@ -152,7 +186,8 @@ def token_pieces(files, order, enc, batch=2048):
 def main(argv=None):
     p = argument_parser(__doc__, 'linux_c', f'the kernel tarball (default {DEFAULT_SOURCE}), an unpacked tree, or '
                         'an --export of this script', tokenizer=True)
-    p.add_argument('--export', default=None, help='instead of the data set, write the kept files to this .tar.xz')
+    p.add_argument('--export', default=None, help='instead of the data set, write the kept files to this .tar.xz '
+                   '(or .tar.gz, .tar)')
     args = p.parse_args(argv)
 
     source = args.source or DEFAULT_SOURCE
@@ -162,8 +197,15 @@ def main(argv=None):
     if source.endswith('.deb'):
         raise SourceMissing(f'{source} is a Debian package: unpack it (dpkg-deb -x {source} DIR) and pass '
                             '--source DIR/usr/src/linux-source-6.12.tar.xz')
-    out_dir = args.out_dir or data_dir('linux_c', args.tokenizer)
-    enc = None if args.export else encoding(args.tokenizer)  # a missing tokenizer stops the script before the work
+    if os.path.isdir(source) and not os.path.isfile(os.path.join(source, 'Makefile')):  # before reading the folder
+        inside = sorted(n for n in os.listdir(source) if n.startswith('linux') or n.endswith(('.tar.xz', '.tar.gz')))
+        raise SourceMissing(f"{source} is a folder without a Makefile, not the top of a kernel tree: give the folder "
+                            "that holds the kernel's Makefile, the kernel tarball or an export"
+                            + (f" (here: {', '.join(inside[:3])})" if inside else ''))
+    if args.export:
+        check_export(args.export, source)
+    else:  # a missing tokenizer, or an out_dir that is no data set or cannot be written, stop it before the work
+        enc, work = encoding(args.tokenizer), start_dataset(args.out_dir or data_dir('linux_c', args.tokenizer))
     print(f'reading {source}')
     files, makefile, info = read_tree(source)
     version = kernel_version(makefile) if makefile else None
@@ -180,7 +222,6 @@ def main(argv=None):
         return export(files, makefile, origin, args.export)
 
     order = sorted(files, key=lambda p: (('train', 'val', 'test').index(split_of(p)), p))
-    work = start_dataset(out_dir)
     sizes = []  # (split, path, tokens) in stream order
 
     def pieces():
@@ -188,7 +229,7 @@ def main(argv=None):
             sizes.append((split, path, len(ids)))
             yield split, ids
     counts = write_streams(work, pieces(), enc.n_vocab, enc.eot_token)
-    with open(os.path.join(work, 'files.tsv'), 'w', encoding='utf-8') as f:
+    with writing(work), open(os.path.join(work, 'files.tsv'), 'w', encoding='utf-8') as f:
         f.write('split\tpath\ttokens\n' + ''.join(f'{s}\t{p}\t{n}\n' for s, p, n in sizes))
     n_files = {split: sum(1 for s, _, n in sizes if s == split and n) for split in counts}
     return write_meta(

@@ -160,9 +160,12 @@ def test_extrapolation_inside_documents(tmp_path):
     about = json.load(open(tmp_path / 'out' / 'extrapolation.json'))
     assert (about['windows'], about['documents'], about['documents_long_enough'], about['documents_in_all']) == \
         ('documents', 3, 4, 6)
-    with pytest.raises(SystemExit, match='no document holds 41'):
-        extrapolation.main(['--ckpt', ck, '--data', str(tmp_path / 'data' / 'test.bin'), '--windows', 'documents',
-                            '--lengths', '40', '--out', str(tmp_path / 'out2')])
+    for data, lengths, message in (  # each one line that says what to do
+            ('data/test.bin', '40', 'no document holds 41 tokens .* give shorter --lengths or more --tokens$'),
+            ('none/test.bin', '10', "none/test.bin: no such file; make the data with `python -m prepare.<name>`$")):
+        with pytest.raises(SystemExit, match=message):
+            extrapolation.main(['--ckpt', ck, '--data', str(tmp_path / data), '--windows', 'documents',
+                                '--lengths', lengths, '--out', str(tmp_path / 'out2')])
 
 
 def test_extrapolation_yarn_override(tiny):

@@ -194,6 +194,12 @@ def test_sample_and_a_data_set_in_its_tokens_and_the_conversion_to_pope(files, t
     assert common.data_dir('shakespeare', path) == 'data/shakespeare_tied'
     assert common.data_dir('shakespeare', 'smollm2-135m') == 'data/shakespeare_smollm2'
     assert common.remake_command('shakespeare_smollm2') == 'python -m prepare.shakespeare --tokenizer=smollm2-135m'
+    # its RoPE's frequency usage, read from the file as eval.extrapolation reads it (it was refused as a ckpt.pt)
+    from eval import frequency_usage
+    stats, _ = frequency_usage.main(['--rope', path, '--data', str(tmp_path / 'data' / 'plays' / 'val.bin'),
+                                     '--tokens', '256', '--device', 'cpu', '--out', str(tmp_path / 'usage')])
+    assert stats['RoPE']['q'].shape == stats['RoPE']['k'].shape == (L, C // H // 2)
+    assert np.isfinite(stats['RoPE']['q']).all() and (stats['RoPE']['k'] > 0).all()
     # the model converted to PoPE (delta 0) and trained two steps on it; GPT-2 tokens are refused
     tiny = ['--dataset=plays', '--max_iters=2', '--eval_interval=2', '--batch_size=2', '--block_size=32',
             '--eval_iters=1', '--device=cpu', '--compile=False', '--eval_contexts=', '--warmup_iters=1']

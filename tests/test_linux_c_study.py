@@ -78,6 +78,35 @@ def test_no_arm_is_one_line(tmp_path):
         study.main([str(tmp_path)])
 
 
+def test_a_partial_study_makes_its_page_and_damaged_arms_are_one_line(tmp_path):
+    """Arms of one encoding only (no pair yet): the page without the paired tables; an arm's file missing or
+    damaged, or a folder that is no arm's: one line naming it."""
+    pytest.importorskip('matplotlib')
+    write_arm(tmp_path, 'pope', 1, 1.5, 1.6, [1.0] * 5)
+    write_arm(tmp_path, 'pope', 2, 1.5, 1.6, [1.0] * 5)
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    assert '| pope_s2 | 5000 | 164M |' in page and 'No seed has pre-trained both arms yet.' in page
+    assert '| PoPE (seeds 1, 2) |' in page and 'RoPE (seeds' not in page
+    assert not (tmp_path / 'extrapolation.png').exists()
+    arm = tmp_path / 'runs' / 'pope_s2'
+    for path, damage, why in ((arm / 'pretrain' / 'final.json', '{"iter": 50', 'JSONDecodeError'),
+                              (arm / 'pretrain' / 'eval_log.jsonl', None, 'FileNotFoundError'),
+                              (arm / 'documents' / 'extrapolation.json', '', 'JSONDecodeError'),
+                              (arm / 'pretrain.log', 'config: config/linux_c_pope.py\n',
+                               "no line '<n> tokens per iteration'")):
+        kept = path.read_bytes()
+        path.unlink() if damage is None else path.write_text(damage)
+        with pytest.raises(SystemExit) as exit_:
+            study.main([str(tmp_path)])
+        assert exit_.value.code == (f"{path} is missing or damaged ({why}): start its arm again (bash "
+                                    "results/linux_c/reproduce.sh start pope_s2), or move the arm's folder out of runs/")
+        path.write_bytes(kept)
+    os.rename(arm, tmp_path / 'runs' / 'pope_s2.old')
+    with pytest.raises(SystemExit, match=r"runs/pope_s2.old is not an arm's folder \(<pope\|rope>_s<seed>"):
+        study.main([str(tmp_path)])
+
+
 def test_the_committed_pilot_page_is_what_the_script_makes_and_the_readme_quotes_it(tmp_path):
     pytest.importorskip('matplotlib')
     import re

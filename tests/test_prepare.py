@@ -558,6 +558,8 @@ def test_genome_missing_source(tmp_path):
     (tmp_path / 'header.fa').write_text('>chr1 a header, no sequence\n')
     with pytest.raises(SystemExit, match='0 tokens'):
         genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'header.fa')])
+    with pytest.raises(SystemExit, match=r'--source .* is a folder: give a FASTA file in it \(.fa, .fa.gz\)$'):
+        genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path)])
     assert sorted(os.listdir(tmp_path)) == ['header.fa']
 
 
@@ -633,17 +635,66 @@ def test_linux_c_from_a_tree_a_tarball_and_an_export(tmp_path):
             == (tmp_path / 'c' / name).read_bytes()
 
 
-def test_linux_c_bad_sources_are_one_line(tmp_path):
+def test_linux_c_bad_sources_are_one_line(tmp_path, monkeypatch):
     from prepare import linux_c
     (tmp_path / 'notakernel').mkdir()
     (tmp_path / 'notakernel' / 'a.c').write_text('int x;')
     (tmp_path / 'broken.tar.xz').write_bytes(b'not a tarball')
     (tmp_path / 'linux.deb').write_bytes(b'!<arch>')
-    for source, message in (('notakernel', 'no top Makefile'), ('broken.tar.xz', 'not a readable tarball'),
-                            ('linux.deb', 'dpkg-deb -x'), ('missing.tar.xz', 'apt-get install linux-source')):
+    (tmp_path / 'empty').mkdir()
+    for source, message in (('notakernel', 'is a folder without a Makefile'), ('broken.tar.xz', 'not a readable tarball'),
+                            ('linux.deb', 'dpkg-deb -x'), ('missing.tar.xz', 'apt-get install linux-source'),
+                            ('empty', 'is a folder without a Makefile, not the top of a kernel tree: give the folder '
+                             "that holds the kernel's Makefile, the kernel tarball or an export$"),
+                            ('.', r'without a Makefile, .* \(here: broken.tar.xz, linux.deb\)$')):
         with pytest.raises(SystemExit, match=message):
             linux_c.main(['--source', str(tmp_path / source), '--out_dir', str(tmp_path / 'out')])
     assert not os.path.exists(tmp_path / 'out')
+    # a folder that is not a tree's top is refused before it is read (a home folder would be read whole)
+    export = tmp_path / 'export' / 'linux_c'  # an export whose note of its origin is damaged
+    kernel_tree(export)
+    (export / linux_c.EXPORT_INFO).write_text('{"version": ')
+    with pytest.raises(SystemExit, match='linux_c_export.json is damaged or not of this script: make the export again'):
+        linux_c.main(['--source', str(export), '--out_dir', str(tmp_path / 'out')])
+    assert not os.path.exists(tmp_path / 'out')
+    monkeypatch.setattr(linux_c, 'read_tree', lambda source: pytest.fail('read the folder'))
+    with pytest.raises(SystemExit, match='without a Makefile'):
+        linux_c.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
+
+
+def test_linux_c_bad_exports_are_one_line_before_the_work(tmp_path, monkeypatch):
+    import tarfile
+    from prepare import linux_c
+    kernel_tree(tmp_path / 'tree')
+    tarball = tmp_path / 'linux.tar.gz'
+    with tarfile.open(tarball, 'w:gz') as tar:
+        tar.add(tmp_path / 'tree', arcname='linux-6.12.118')
+    (tmp_path / 'afile').write_text('')
+    (tmp_path / 'folder.tar.xz').mkdir()
+    before = tarball.read_bytes()
+    read_tree = linux_c.read_tree
+    monkeypatch.setattr(linux_c, 'read_tree', lambda source: pytest.fail('read the source first'))
+    for export, message in (('linux_c', 'name a tarball, ending in .tar.xz, .txz, .tar.gz, .tgz, .tar'),
+                            ('linux_c.zip', 'name a tarball, ending in'), ('folder.tar.xz', 'is a folder: name the file'),
+                            ('linux.tar.gz', 'is the --source it reads, which it would replace: name another file'),
+                            ('afile/linux_c.tar', 'afile is a file, not a folder: give a folder you can write to')):
+        with pytest.raises(SystemExit, match=message):
+            linux_c.main(['--source', str(tarball), '--export', str(tmp_path / export)])
+    assert tarball.read_bytes() == before
+    monkeypatch.setattr(linux_c, 'read_tree', read_tree)
+    if os.path.exists('/dev/full'):  # a full disk: one line, no partial file
+        os.symlink('/dev/full', tmp_path / 'full.tar.tmp')
+        with pytest.raises(SystemExit, match=r'could not write .*full.tar \(No space left on device\): free some space'):
+            linux_c.main(['--source', str(tarball), '--export', str(tmp_path / 'full.tar')])
+        assert not os.path.lexists(tmp_path / 'full.tar.tmp') and not os.path.exists(tmp_path / 'full.tar')
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(tarfile.TarFile, 'addfile', ctrl_c)  # stopped while it writes: one line, no partial file
+    with pytest.raises(SystemExit) as exit_:
+        linux_c.main(['--source', str(tarball), '--export', str(tmp_path / 'new' / 'x.tar.xz')])
+    assert exit_.value.code == 130 and os.listdir(tmp_path / 'new') == []
+    assert sorted(os.listdir(tmp_path)) == ['afile', 'folder.tar.xz', 'linux.tar.gz', 'new', 'tree']
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -725,7 +776,7 @@ def _tiny_fasta(tmp_path):
     return str(fa)
 
 
-@pytest.mark.parametrize('target', ['run', 'data', 'cwd', 'parent', 'empty_text', 'file'])
+@pytest.mark.parametrize('target', ['run', 'data', 'cwd', 'parent', 'empty_text', 'file', 'data_and_run'])
 def test_out_dir_that_is_no_data_set_is_refused_and_kept(tmp_path, monkeypatch, capsys, target):
     from prepare import genome
     fasta = _tiny_fasta(tmp_path)
@@ -733,10 +784,13 @@ def test_out_dir_that_is_no_data_set_is_refused_and_kept(tmp_path, monkeypatch, 
     data = tmp_path / 'data'
     (data / 'shakespeare').mkdir(parents=True)
     (data / 'shakespeare' / 'meta.json').write_text('{}')
+    (data / 'chars').mkdir()  # a data set that a run was trained into (--out_dir=data/chars)
+    (data / 'chars' / 'meta.json').write_text('{}')
+    (data / 'chars' / 'best.pt').write_bytes(b'weights')
     (tmp_path / 'notes.txt').write_text('mine')
     monkeypatch.chdir(data / 'shakespeare')
     out_dir = {'run': str(run), 'data': str(data), 'cwd': '.', 'parent': str(tmp_path), 'empty_text': '',
-               'file': str(tmp_path / 'notes.txt')}[target]
+               'file': str(tmp_path / 'notes.txt'), 'data_and_run': str(data / 'chars')}[target]
     before = sorted(str(p) for p in tmp_path.rglob('*'))
     with pytest.raises(SystemExit) as exit_:
         genome.main(['--source', fasta, '--out_dir', out_dir, '--chunk', '60'])
@@ -745,6 +799,53 @@ def test_out_dir_that_is_no_data_set_is_refused_and_kept(tmp_path, monkeypatch, 
     assert err.startswith('genome.py: error: argument --out_dir:') or 'error: argument --out_dir:' in err
     assert sorted(str(p) for p in tmp_path.rglob('*')) == before  # nothing moved, made or deleted
     assert (run / 'ckpt.pt').read_bytes() == b'weights'
+    if target == 'data_and_run':
+        assert err.endswith('holds a data set and a train.py run (best.pt), which replacing the data set would delete: '
+                            "move the run's files out first, or choose another --out_dir"), err
+
+
+def test_a_full_or_read_only_disk_or_a_ctrl_c_is_one_line_and_the_data_set_stays(tmp_path, monkeypatch, capsys):
+    import errno
+    from prepare import genome
+    fasta, out = _tiny_fasta(tmp_path), tmp_path / 'g'
+    argv = ['--source', fasta, '--out_dir', str(out), '--chunk', '60']
+    genome.main(argv)
+    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+
+    def failing_with(err):
+        def fail(*args, **kwargs):
+            raise err
+        return fail
+
+    def failing(code):
+        return failing_with(OSError(code, os.strerror(code)))
+    full = failing(errno.ENOSPC)
+    for where in ('write', 'write_json'):  # the tokens, then meta.json (the last file)
+        with monkeypatch.context() as m:
+            m.setattr(*((TokenWriter, 'write') if where == 'write' else (common, 'write_json')), full)
+            with pytest.raises(SystemExit, match=f'could not write {out} \\(No space left on device\\): free some '
+                               f'space or choose another --out_dir; {out} is as it was$'):
+                genome.main(argv)
+        assert sorted(os.listdir(tmp_path)) == ['g', 'tiny.fa']  # no staging folder left
+        assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+    with monkeypatch.context() as m:  # Ctrl-C while the tokens are written: one line, exit status 130
+        m.setattr(TokenWriter, 'write', failing_with(KeyboardInterrupt()))
+        with pytest.raises(SystemExit) as exit_:
+            genome.main(argv)
+        assert exit_.value.code == 130 and capsys.readouterr().err.strip().endswith(
+            f'interrupted: {out} not written, nothing else changed')
+        assert sorted(os.listdir(tmp_path)) == ['g', 'tiny.fa']
+    with monkeypatch.context() as m:  # a source that cannot be read, met while the tokens are written: not the disk's
+        m.setattr(genome, 'tokenize', failing(errno.EACCES))
+        with pytest.raises(PermissionError):
+            genome.main(argv)
+    with monkeypatch.context() as m:  # a read-only disk (root writes into a folder of mode 555): before the work
+        m.setattr(common.tempfile, 'TemporaryFile', failing(errno.EROFS))
+        m.setattr(genome, 'write_streams', lambda *a, **k: pytest.fail('made the data first'))
+        with pytest.raises(SystemExit, match=f'--out_dir {out}: cannot write in {tmp_path} \\(Read-only file system\\): '
+                           'give a folder you can write to'):
+            genome.main(argv)
+    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
 
 
 def test_start_dataset_refuses_a_folder_that_is_no_data_set(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ summary read from final.json, no GPU script that passes without a GPU, and no pr
 
 import glob
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ case $1 in
       exec "$REAL_PYTHON" "$@" ;;
   train.py) for a in "$@"; do case $a in --out_dir=*) d=${a#--out_dir=} ;; esac; done
             [ -n "${STUB_SLEEP:-}" ] && sleep "$STUB_SLEEP"
+            [ -n "${STUB_TRAIN_FAILS:-}" ] && { echo "stub: train.py failed"; exit 1; }
             mkdir -p "$d" && echo '{"iter": 2, "val_loss": 1.25, "test_loss": 1.5}' > "$d/final.json"
             echo "ended $d" >> "$STUB_LOG"; exit 0 ;;
   -m) exit 0 ;;
@@ -199,6 +201,62 @@ def test_smollm2_study_steps_evaluation_and_summary(sandbox):
     assert 'out-conversion-smollm2/yarn-ft-s2/final.json: 2 iterations, val_loss 1.2500' in p.stdout
     p = run(root, env, script, DATA='d', RUNS='rope')
     assert p.returncode == 2 and "RUNS holds 'rope'" in p.stderr
+
+
+def test_linux_c_study_verbs_arms_and_a_failed_arm(sandbox):
+    """results/linux_c/reproduce.sh: bad verbs, arm names and numbers are one line with nothing run; an arm running is
+    not started twice, one whose process is gone is; a failed arm names its step and log; finish says when no seed
+    has both arms done."""
+    root, env, log = sandbox
+    script, study = 'results/linux_c/reproduce.sh', dict(STUDY='st')
+
+    def settled():  # every arm's process ended (its pid file gone)
+        deadline = time.time() + 30
+        while glob.glob(str(root / 'st' / 'runs' / '*' / 'pid')) and time.time() < deadline:
+            time.sleep(0.2)
+    before = files(root)
+    for args, message in ((['start'], 'start: name the arms to start, e.g. start pope_s1337 rope_s1337'),
+                          (['start', 'pope_s01'], 'bad arm name pope_s01: <pope|rope>_s<seed>, e.g. pope_s1337'),
+                          (['start', 'yarn_s1'], 'bad arm name yarn_s1: <pope|rope>_s<seed>, e.g. pope_s1337'),
+                          (['start', 'pope_s1', 'rope_s1', 'pope_s1'], 'pope_s1 is named twice: name each arm once'),
+                          (['wait', 'abc'], 'wait abc: give a whole number of seconds, e.g. wait 540'),
+                          (['wait', '-5'], 'wait -5: give a whole number of seconds, e.g. wait 540')):
+        p = run(root, env, script, *args, **study)
+        assert p.returncode == 2 and p.stderr.strip() == message and p.stdout == '', p.stdout + p.stderr
+    assert not log.exists() and files(root) == before
+    p = run(root, env, script, 'finish', **study)
+    assert p.returncode == 1 and p.stderr.strip() == (f'finish: no seed has both its pre-trainings ended in st/runs/ '
+                                                      f'yet: wait for them (bash {root / script} wait SECONDS)'), p.stderr
+    # a failed arm: its step and the last line of that step's log, and how to start it again
+    assert run(root, env, script, 'start', 'pope_s1', STUB_TRAIN_FAILS='1', **study).returncode == 0
+    settled()
+    p = run(root, env, script, 'wait', '0', **study)
+    assert (f'== st/runs/pope_s1/: ended, not done (failed: st/runs/pope_s1/pretrain.log: stub: train.py failed); '
+            f'start it again: bash {root / script} start pope_s1') in p.stdout, p.stdout
+    # an arm running is not started again; one killed (its pid file left behind, as after a machine's restart) is
+    p = run(root, env, script, 'start', 'rope_s2', STUB_SLEEP='30', **study)
+    pid = int((root / 'st' / 'runs' / 'rope_s2' / 'pid').read_text())
+    try:
+        p = run(root, env, script, 'start', 'rope_s2', **study)
+        assert p.returncode == 2 and p.stderr.strip() == f'st/runs/rope_s2 is running (pid {pid}): wait for it'
+    finally:
+        os.killpg(pid, signal.SIGKILL)  # the arm started above, its own process group (setsid)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+            time.sleep(0.2)
+        except ProcessLookupError:
+            break
+    assert (root / 'st' / 'runs' / 'rope_s2' / 'pid').exists()
+    assert 'st/runs/rope_s2/: ended, not done (stopped, no step failed' in run(root, env, script, 'wait', '0',
+                                                                               **study).stdout
+    for arm in ('rope_s2', 'pope_s2'):  # and a seed with both arms done gets its frequency usage
+        assert run(root, env, script, 'start', arm, **study).stdout.startswith(f'started {arm} (pid ')
+    settled()
+    p = run(root, env, script, 'finish', **study)
+    assert p.returncode == 0 and '== st/runs/pope_s2/: done' in p.stdout, p.stdout + p.stderr
+    assert 'python -m eval.frequency_usage --rope st/runs/rope_s2/pretrain/ckpt.pt' in log.read_text()
 
 
 def test_no_script_ends_processes_by_name():

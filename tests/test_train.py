@@ -42,7 +42,7 @@ def train_here(cwd, *args):
     """`python train.py args` in cwd, run inside this process (no interpreter start-up): the message it stops with,
     or None when it runs to its end."""
     path, old_cwd, old_argv = os.path.join(ROOT, 'train.py'), os.getcwd(), sys.argv
-    old_sigint = signal.getsignal(signal.SIGINT)
+    old_signals = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     rng, tf32 = torch.get_rng_state(), (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     scope = {'__name__': '__main__', '__file__': path}
     os.chdir(cwd)
@@ -57,7 +57,8 @@ def train_here(cwd, *args):
         scope.clear()  # its data, model and out_dir lock go now, not at some later garbage collection
         os.chdir(old_cwd)
         sys.argv = old_argv
-        signal.signal(signal.SIGINT, old_sigint)
+        for sig, handler in old_signals.items():
+            signal.signal(sig, handler)
         torch.set_rng_state(rng)  # and the global settings it makes, as they were
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
@@ -324,31 +325,33 @@ def test_a_failed_save_stops_with_one_line_and_keeps_the_last_checkpoint(workdir
         assert (d / 'ckpt.pt').read_bytes() == before['ckpt.pt'] and (d / 'best.pt').read_bytes() == before['best.pt']
 
 
-def test_ctrl_c_says_which_checkpoint_is_intact_and_how_to_go_on(workdir):
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])  # Ctrl-C; kill, timeout, a scheduler
+def test_ctrl_c_says_which_checkpoint_is_intact_and_how_to_go_on(workdir, sig):
     env = dict(os.environ, PYTHONPATH=ROOT)
+    out_dir = f'ctrl_c_{sig.name}'
     p = subprocess.Popen([sys.executable, os.path.join(ROOT, 'train.py'), *TINY, *STREAM, '--max_iters=100000',
-                          '--eval_interval=2', '--out_dir=ctrl_c'], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                          '--eval_interval=2', f'--out_dir={out_dir}'], cwd=workdir, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 240
-        while not (workdir / 'ctrl_c' / 'ckpt.pt').exists() and p.poll() is None and time.time() < deadline:
+        while not (workdir / out_dir / 'ckpt.pt').exists() and p.poll() is None and time.time() < deadline:
             time.sleep(0.2)
         # meanwhile a second run into the same out_dir stops, naming the first
-        msg = train_here(workdir, *TINY, *STREAM, '--max_iters=2', '--out_dir=ctrl_c', '--init_from=resume')
-        assert msg.startswith(f"ctrl_c is in use by another run (pid {p.pid} on "), msg
-        p.send_signal(signal.SIGINT)
+        msg = train_here(workdir, *TINY, *STREAM, '--max_iters=2', f'--out_dir={out_dir}', '--init_from=resume')
+        assert msg.startswith(f"{out_dir} is in use by another run (pid {p.pid} on "), msg
+        p.send_signal(sig)
         out, err = p.communicate(timeout=120)
     finally:
         p.kill()
     assert p.returncode == 130 and len(err.strip().splitlines()) == 1, err
     line = err.strip()
-    it = torch.load(workdir / 'ctrl_c' / 'ckpt.pt', weights_only=False)['iter_num']
-    assert line == (f"interrupted: ctrl_c/ckpt.pt (iter {it}) is intact; go on with: python train.py "
-                    "--out_dir=ctrl_c --init_from=resume --device=cpu --compile=False"), line
-    assert not [f for f in os.listdir(workdir / 'ctrl_c') if f.endswith('.tmp')]
+    it = torch.load(workdir / out_dir / 'ckpt.pt', weights_only=False)['iter_num']
+    assert line == (f"interrupted: {out_dir}/ckpt.pt (iter {it}) is intact; go on with: python train.py "
+                    f"--out_dir={out_dir} --init_from=resume --device=cpu --compile=False"), line
+    assert not [f for f in os.listdir(workdir / out_dir) if f.endswith('.tmp')]
     command = shlex.split(line.split('go on with: ')[1])  # the command it names goes on (here, for 2 more steps)
     assert train_here(workdir, *command[2:], f'--max_iters={it + 2}') is None
-    assert torch.load(workdir / 'ctrl_c' / 'ckpt.pt', weights_only=False)['iter_num'] == it + 2
+    assert torch.load(workdir / out_dir / 'ckpt.pt', weights_only=False)['iter_num'] == it + 2
 
 
 def test_a_ctrl_c_just_after_ckpt_is_renamed_names_that_checkpoint(workdir, monkeypatch, capsys):
@@ -585,6 +588,7 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--beta2=1.5'], "beta1=0.9, beta2=1.5: AdamW's betas lie in [0, 1)"),
     (['--warmup_iters=10', '--lr_decay_iters=10'], 'warmup_iters=10 must be below lr_decay_iters=10'),
     (['--seed=-1'], 'seed=-1: must be 0 or more'),
+    (['--seed=99999999999999999999'], 'seed=99999999999999999999: give a whole number below 2**64'),
     (['--eval_contexts=1,x2'], "eval_contexts='1,x2': give multiples of block_size"),
     # the machine and the paths
     (['--device=mps'], "device='mps': use cpu, cuda or cuda:<n> (MPS has no float64"),
@@ -643,7 +647,9 @@ def test_an_unreadable_checkpoint_is_one_clear_line(workdir, content):
 
 
 @pytest.mark.parametrize('args,message', [
-    (['--temperature=0'], '--temperature=0.0: must be above 0'),
+    (['--temperature=0'], '--temperature=0.0: must be a number above 0'),
+    (['--temperature=inf'], '--temperature=inf: must be a number above 0'),
+    (['--seed=99999999999999999999'], '--seed=99999999999999999999: give a whole number from 0 to 2**64 - 1'),
     (['--start='], '--start is empty'),
     (['--num_samples=0'], '--num_samples=0: must be 1 or more'),
     (['--max_new_tokens=-3'], '--max_new_tokens=-3: must be 1 or more'),

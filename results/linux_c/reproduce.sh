@@ -12,7 +12,8 @@
 # scores, one after the other, in $STUDY/runs/<arm>/ (default STUDY=out-linux-c): pretrain/ and ft/ (train.py's run
 # folders) with pretrain.log and ft.log; documents/ and stream/ (eval.extrapolation's files for the pre-trained
 # model) and ft_documents/, ft_stream/ (for the fine-tuned one), each with its log; `done` once the arm has ended,
-# `pid` while it runs. The frequency usage goes to $STUDY/frequency_usage_s<seed>.*. An arm done is not started again.
+# `pid` while it runs. The frequency usage goes to $STUDY/frequency_usage_s<seed>.*. An arm done is not started again;
+# one that failed (wait names its step and log) or was killed starts from the beginning.
 # WINDOWS=documents scores inside documents alone (the default also scores across them: "documents stream").
 # Data: data/linux_c, made by `python -m prepare.linux_c` (SOURCE=<file or folder> passes --source).
 # PRETRAIN_EXTRA, FT_EXTRA and EVAL_EXTRA add flags (a CPU smoke run on a small data/linux_c: PRETRAIN_EXTRA="--device=cpu
@@ -34,14 +35,23 @@ export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS WINDOWS
 
 usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }  # the comment at the top
 
-parse() {  # ARM -> $pe $seed; 1 if it is no arm's name
+parse() {  # ARM -> $pe $seed; 1 if it is no arm's name (a seed is written as train.py reads it: no leading 0)
   pe=${1%_s*}; seed=${1##*_s}
-  [[ $1 == *_s* && $seed =~ ^[0-9]+$ && ($pe == pope || $pe == rope) ]]
+  [[ $1 == *_s* && $seed =~ ^(0|[1-9][0-9]*)$ && ($pe == pope || $pe == rope) ]]
+}
+
+alive() {  # ARM: 0 while the arm's process runs (a pid file of an arm whose machine went down is stale)
+  [ -f "$STUDY/runs/$1/pid" ] && kill -0 "$(cat "$STUDY/runs/$1/pid")" 2> /dev/null
 }
 
 pack() {
   [ -n "${OUT:-}" ] || return 0
   tar czf "$OUT/study.tgz" --exclude='*.pt' "$STUDY" 2>/dev/null
+}
+
+failed() {  # LOG: the step of an arm that failed, and the last line of its log (show prints it)
+  echo "failed: $1: $(tail -n 1 "$1" | cut -c1-300)"
+  return 1
 }
 
 score() {  # STAGE CKPT_ARGS...: the test loss of an arm's models at 1x-10x, inside documents, then across them
@@ -52,7 +62,7 @@ score() {  # STAGE CKPT_ARGS...: the test loss of an arm's models at 1x-10x, ins
     # shellcheck disable=SC2086  # EVAL_EXTRA is a list of flags
     python -m eval.extrapolation --data data/linux_c/test.bin --windows "$windows" --tokens "$tokens" \
       --lengths "$LENGTHS" "$@" --out "$dir/$stage$windows" $EVAL_EXTRA > "$dir/$stage$windows.log" 2>&1 \
-      || return 1
+      || failed "$dir/$stage$windows.log" || return 1
   done
 }
 
@@ -62,7 +72,7 @@ arm() {  # one arm, start to end (run by start in its own process group); each m
   ft=$([ "$pe" = pope ] && echo config/linux_c_pope_ft.py || echo config/linux_c_rope_yarn_ft.py)
   # shellcheck disable=SC2086  # the EXTRA variables are lists of flags
   python train.py "config/linux_c_$pe.py" --seed="$seed" --out_dir="$dir/pretrain" --overwrite=True \
-    $PRETRAIN_EXTRA > "$dir/pretrain.log" 2>&1 || return 1
+    $PRETRAIN_EXTRA > "$dir/pretrain.log" 2>&1 || failed "$dir/pretrain.log" || return 1
   if [ "$pe" = pope ]; then
     score "" --ckpt "$dir/pretrain/ckpt.pt" --label PoPE || return 1
   else  # YaRN's scale: 1 (none), and 10 with no fine-tune
@@ -71,7 +81,7 @@ arm() {  # one arm, start to end (run by start in its own process group); each m
   fi
   # shellcheck disable=SC2086
   python train.py "$ft" --init_from="$dir/pretrain/ckpt.pt" --seed="$seed" --out_dir="$dir/ft" \
-    --overwrite=True $FT_EXTRA > "$dir/ft.log" 2>&1 || return 1
+    --overwrite=True $FT_EXTRA > "$dir/ft.log" 2>&1 || failed "$dir/ft.log" || return 1
   if [ "$pe" = pope ]; then
     score ft_ --ckpt "$dir/ft/ckpt.pt" --label "PoPE, fine-tuned at 4096" || return 1
   else  # the fine-tune's YaRN scale, 4
@@ -81,17 +91,19 @@ arm() {  # one arm, start to end (run by start in its own process group); each m
 }
 
 start() {
-  [ $# -gt 0 ] || { usage; exit 2; }
+  [ $# -gt 0 ] || { echo "start: name the arms to start, e.g. start pope_s1337 rope_s1337" >&2; exit 2; }
   local a
+  local -A named=()
   for a in "$@"; do  # every name checked before anything starts
     parse "$a" || { echo "bad arm name $a: <pope|rope>_s<seed>, e.g. pope_s1337" >&2; exit 2; }
-    [ -e "$STUDY/runs/$a/pid" ] && { echo "$STUDY/runs/$a is running (pid $(cat "$STUDY/runs/$a/pid"))" >&2
-                                     exit 2; }
+    [ -n "${named[$a]:-}" ] && { echo "$a is named twice: name each arm once" >&2; exit 2; }
+    named[$a]=1
+    alive "$a" && { echo "$STUDY/runs/$a is running (pid $(cat "$STUDY/runs/$a/pid")): wait for it" >&2; exit 2; }
   done
   if [ ! -f data/linux_c/meta.json ]; then
     mkdir -p "$STUDY"
     python -m prepare.linux_c ${SOURCE:+--source "$SOURCE"} > "$STUDY/prepare.log" 2>&1 \
-      || { echo "preparing data/linux_c failed: see $STUDY/prepare.log" >&2; exit 1; }
+      || { echo "preparing data/linux_c failed ($STUDY/prepare.log): $(tail -n 1 "$STUDY/prepare.log")" >&2; exit 1; }
   fi
   command -v nvidia-cuda-mps-control > /dev/null && { nvidia-cuda-mps-control -d 2>/dev/null || true; }  # overlap
   for a in "$@"; do
@@ -106,32 +118,47 @@ start() {
 }
 
 show() {
-  local d log
+  local d log a why
+  compgen -G "$STUDY/runs/*/arm.log" > /dev/null \
+    || echo "no arm in $STUDY/runs/: start one with bash $0 start ARM..."
   for d in "$STUDY"/runs/*/; do
     [ -f "$d/arm.log" ] || continue
+    a=$(basename "$d")
     log=$d/pretrain.log
     [ -f "$d/ft.log" ] && log=$d/ft.log
-    echo "== $d: $([ -f "$d/done" ] && echo done || { [ -f "$d/pid" ] && echo running || echo 'ended, not done'; })"
+    if [ -f "$d/done" ]; then echo "== $d: done"
+    elif alive "$a"; then echo "== $d: running"
+    else  # its step's failure, as arm wrote it; none where the arm was killed
+      why=$(grep -h '^failed: ' "$d/arm.log" | tail -n 1 | cut -c1-300)
+      echo "== $d: ended, not done (${why:-stopped, no step failed: see its logs}); start it again: bash $0 start $a"
+    fi
     grep -E '^iter [0-9]+ train_loss|Error|error' "$log" 2>/dev/null | tail -1 | cut -c1-200
     grep -E '^iter [0-9]+:' "$log" 2>/dev/null | tail -1
   done
 }
 
-running() { compgen -G "$STUDY/runs/*/pid" > /dev/null; }
+running() {
+  local p
+  for p in "$STUDY"/runs/*/pid; do
+    [ -f "$p" ] && alive "$(basename "$(dirname "$p")")" && return 0
+  done
+  return 1
+}
 
 wait_for() {
-  [[ ${1:-540} =~ ^[0-9]+$ ]] || { usage; exit 2; }
+  [[ ${1:-540} =~ ^[0-9]+$ ]] || { echo "wait $1: give a whole number of seconds, e.g. wait 540" >&2; exit 2; }
   local t0=$SECONDS
   while running && (( SECONDS - t0 < ${1:-540} )); do sleep 10; done
   show; pack
 }
 
 finish() {  # each seed whose two pre-trainings have ended: the frequency usage of its pair
-  local p seed
+  local p seed pairs=0
   for p in "$STUDY"/runs/pope_s*/pretrain/final.json; do
     [ -f "$p" ] || continue
     seed=${p%/pretrain/final.json}; seed=${seed##*/pope_s}
     [ -f "$STUDY/runs/rope_s$seed/pretrain/final.json" ] || continue
+    pairs=$((pairs + 1))
     [ -f "$STUDY/frequency_usage_s$seed.json" ] && continue  # made before
     python -m eval.frequency_usage --rope "$STUDY/runs/rope_s$seed/pretrain/ckpt.pt" \
       --pope "$STUDY/runs/pope_s$seed/pretrain/ckpt.pt" --data data/linux_c/test.bin --tokens 65536 \
@@ -139,6 +166,8 @@ finish() {  # each seed whose two pre-trainings have ended: the frequency usage 
       || echo "frequency usage of seed $seed failed: see $STUDY/frequency_usage_s$seed.log" >&2
   done
   show; pack
+  [ $pairs -gt 0 ] || { echo "finish: no seed has both its pre-trainings ended in $STUDY/runs/ yet: wait for them" \
+                                 "(bash $0 wait SECONDS)" >&2; exit 1; }
 }
 
 case ${1:-} in
@@ -147,5 +176,5 @@ case ${1:-} in
   finish) finish ;;
   _arm) arm "$2" ;;  # start's background work for one arm
   -h|--help) usage ;;
-  *) usage; exit 2 ;;
+  *) usage >&2; echo "$0: ${1:+unknown verb '$1': }give start ARM..., wait SECONDS or finish (see above)" >&2; exit 2 ;;
 esac

@@ -39,9 +39,22 @@ def encoding(label):
     return 'pope' if label.startswith('PoPE') else 'rope'
 
 
+ARM = re.compile(r'(pope|rope)_s(0|[1-9]\d*)')  # an arm's folder, as reproduce.sh names it
+
+
+def incomplete(path, why):
+    """The one line for a file of an arm that is missing or damaged: the command that makes it again."""
+    arm = next((part for part in path.split(os.sep) if ARM.fullmatch(part)), 'ARM')
+    return SystemExit(f"{path} is missing or damaged ({why}): start its arm again (bash results/linux_c/reproduce.sh "
+                      f"start {arm}), or move the arm's folder out of runs/")
+
+
 def read_json(path, lines=False):
-    with open(path) as f:
-        return [json.loads(s) for s in f if s.strip()] if lines else json.load(f)
+    try:
+        with open(path) as f:
+            return [json.loads(s) for s in f if s.strip()] if lines else json.load(f)
+    except (OSError, ValueError) as err:
+        raise incomplete(path, type(err).__name__) from None
 
 
 def read_arm(folder):
@@ -55,8 +68,13 @@ def read_arm(folder):
            'ft_final': None, 'losses': {}, 'about': {}}
     if os.path.exists(os.path.join(folder, 'ft', 'final.json')):
         arm['ft_final'] = read_json(os.path.join(folder, 'ft', 'final.json'))
-    with open(os.path.join(folder, 'pretrain.log')) as f:  # train.py's first line: '..., 32,768 tokens per iteration'
-        arm['tokens_per_iter'] = int(re.search(r'([\d,]+) tokens per iteration', f.read()).group(1).replace(',', ''))
+    log = os.path.join(folder, 'pretrain.log')
+    try:  # train.py's first line: '..., 32,768 tokens per iteration'
+        with open(log) as f:
+            arm['tokens_per_iter'] = int(re.search(r'([\d,]+) tokens per iteration', f.read()).group(1)
+                                         .replace(',', ''))
+    except (OSError, AttributeError):
+        raise incomplete(log, "no line '<n> tokens per iteration'") from None
     for stage in ('', 'ft_'):  # the pre-trained model(s), then the fine-tuned one
         for windows in ('documents', 'stream'):
             path = os.path.join(folder, stage + windows, 'extrapolation.json')
@@ -115,7 +133,7 @@ def page(arms, folder):
                               'test loss after (at 4096)'], rows), '']
     lines += ['## In distribution (context 1024, the whole splits)', '']
     rows = []
-    for split in ('val', 'test'):
+    for split in ('val', 'test') if seeds else ():
         pope = [by['pope', s]['final'][f'{split}_loss'] for s in seeds]
         rope = [by['rope', s]['final'][f'{split}_loss'] for s in seeds]
         mean, sd, t, p, n = paired(pope, rope)
@@ -123,7 +141,7 @@ def page(arms, folder):
     lines += [markdown_table(['split', 'PoPE', 'RoPE', 'PoPE - RoPE, mean', 'sd', 't', 'p (paired, two-sided)',
                               'pairs'], rows), '',
               f"The seeds with both arms: {', '.join(str(s) for s in seeds)}; mean +- sd over them, each seed's value "
-              'in brackets.', '']
+              'in brackets.', ''] if seeds else ['No seed has pre-trained both arms yet.', '']
     ctx = sorted(int(k.removeprefix('val_loss_ctx')) for k in arms[0]['final'] if k.startswith('val_loss_ctx'))
     if ctx:
         lines += [f'## Val loss at 1x-{ctx[-1] // ctx[0]}x the context, as train.py measures it', '',
@@ -132,6 +150,8 @@ def page(arms, folder):
         rows = []
         for enc in ('rope', 'pope'):
             mine = sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed'])
+            if not mine:
+                continue
             rows.append([f"{NAMES[enc]} (seeds {', '.join(str(a['seed']) for a in mine)})"]
                         + [spread([a['final'][f'val_loss_ctx{L}'] for a in mine]) for L in ctx])
         lines += [markdown_table(['model'] + [f'{L} ({L // ctx[0]}x)' for L in ctx], rows), '']
@@ -235,11 +255,11 @@ def plot_frequency_usage(usage, path):
 
 
 def plot_extrapolation(arms, path):
-    """The mean over seeds inside documents, of the arms evaluated so (none: no figure)."""
+    """The mean over seeds inside documents, of the arms evaluated so; False where no seed has both (no figure)."""
     arms = [a for a in arms if 'documents' in a['losses']]
     seeds = {a['seed'] for a in arms if a['enc'] == 'pope'} & {a['seed'] for a in arms if a['enc'] == 'rope'}
     if not seeds:
-        return
+        return False
     lengths = arms[0]['about']['documents']['lengths']
     fig, ax = subplots(figsize=(7, 4.5))
     for label in MODELS:
@@ -259,6 +279,7 @@ def plot_extrapolation(arms, path):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     save_figure(fig, path, dpi=150)
+    return True
 
 
 def plot_val_loss(arms, path):
@@ -280,6 +301,10 @@ def main(argv=None):
         sys.exit(__doc__)
     folder = argv[0]
     found = sorted(glob.glob(os.path.join(folder, 'runs', '*_s*', 'pretrain', 'final.json')))
+    other = [p.split(os.sep)[-3] for p in found if not ARM.fullmatch(p.split(os.sep)[-3])]
+    if other:
+        sys.exit(f"{folder}/runs/{other[0]} is not an arm's folder (<pope|rope>_s<seed>, as reproduce.sh names them): "
+                 "move it out of runs/")
     if not found:
         sys.exit(f'no arm has pre-trained in {folder}/runs/ (no <arm>/pretrain/final.json): run '
                  'results/linux_c/reproduce.sh first')
@@ -287,11 +312,12 @@ def main(argv=None):
     usage = read_frequency_usage(folder)
     with open(os.path.join(folder, 'results.md'), 'w') as f:
         f.write('\n'.join([page(arms, folder)] + frequency_section(usage)).rstrip() + '\n')
-    plot_extrapolation(arms, os.path.join(folder, 'extrapolation.png'))
+    figure = plot_extrapolation(arms, os.path.join(folder, 'extrapolation.png'))
     plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
     plot_frequency_usage(usage, os.path.join(folder, 'frequency_usage.png'))
-    print(f"wrote {folder}/results.md, extrapolation.png, val_loss.png{', frequency_usage.png' if usage else ''} "
-          f'({len(arms)} arms, frequency usage of {len(usage)} seeds)')
+    print(f"wrote {folder}/results.md, {'extrapolation.png, ' if figure else ''}val_loss.png"
+          f"{', frequency_usage.png' if usage else ''} ({len(arms)} arms, frequency usage of {len(usage)} seeds"
+          + ('' if figure else '; no extrapolation.png: no seed has both arms scored inside documents') + ')')
 
 
 if __name__ == '__main__':
