@@ -410,10 +410,22 @@ class PoPEAttention(CausalSelfAttention):
         return pope_decode.decode_tables(cls.frequencies(config, device), max(max_len, 2 * pope_decode.DECODE_BLOCK))
 
 
+class PoPEHalfAttention(PoPEAttention):
+    """PoPE with positions on the first d/2 frequencies (the fastest) alone: the other d/2 have theta = 0, so their
+    phase is delta's and they carry content and delta."""
+
+    @classmethod
+    def frequencies(cls, config, device=None):
+        theta = super().frequencies(config, device)
+        theta[len(theta) // 2:] = 0.0
+        return theta
+
+
 # Every position encoding, by its pos_emb name: the attention of its blocks (docs/encodings.md). The absolute ones
 # have no positions in attention: GPT adds theirs to the token embeddings (wpe, sin_table), and they stop at block_size.
 ENCODINGS = {
     'pope': PoPEAttention,
+    'pope_half': PoPEHalfAttention,
     'rope': RoPEAttention,
     'rope_half': RoPEHalfAttention,
     'alibi_half': ALiBiHalfAttention,

@@ -68,7 +68,7 @@ bias = False  # biases in Linear layers (and LayerNorm)
 norm = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm'
 tie_embeddings = True  # the output layer shares the token embedding's weights
 init = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch' (PyTorch's defaults)
-pos_emb = 'pope'  # pope, rope, rope_half, alibi_half, learned, sinusoidal, none (model.ENCODINGS)
+pos_emb = 'pope'  # pope, pope_half, rope, rope_half, alibi_half, learned, sinusoidal, none (model.ENCODINGS)
 pos_base = 10000.0  # frequency base of pope / rope
 pope_mu = 'softplus'  # PoPE's magnitude mu(x): 'softplus' (the paper), or its ablations 'relu' and 'identity' (mu = x)
 pope_delta = 'uniform'  # PoPE's delta, learned from init 'uniform' in [-2pi, 0] or 'zero'; 'none': no delta (ablation)

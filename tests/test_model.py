@@ -706,3 +706,33 @@ def test_pope_delta_inits():
     assert all(b.attn.delta is None for b in none.h)
     assert not any(name.endswith('delta') for name, _ in none.named_parameters())
     assert sum(p.numel() for p in zero.parameters()) - sum(p.numel() for p in none.parameters()) == 2 * 2 * 16
+
+
+@pytest.mark.parametrize('impl', ['torch', 'sdpa', 'triton'])
+def test_pope_half_is_pope_with_positions_on_half_the_frequencies(impl):
+    """pope_half's scores written out here: sum_c mu_q mu_k cos((s - t) theta_c + delta_c) / sqrt(d) with
+    theta_c = base^(-c/d) over the first d/2 frequencies, and sum_c mu_q mu_k cos(delta_c) / sqrt(d) over the other
+    d/2 (no position), through the model's forward, for every attn_impl (the kernel's under the Triton interpreter,
+    in float32), and through its cache (with the decode kernel, in float32)."""
+    if impl == 'triton' and os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('the kernel on CPU tensors needs TRITON_INTERPRET=1')
+    d, H, T = 32, 2, 20
+    dtype, tol = (torch.float32, 1e-5) if impl == 'triton' else (F64, 1e-9)  # (the kernels: fp16, bf16, fp32)
+    m = tiny('pope_half', impl, n_layer=1, n_embd=H * d, n_head=H).to(dtype).eval()
+    delta = m.h[0].attn.delta.detach().double()
+    theta = torch.cat([10000.0 ** (-torch.arange(d // 2, dtype=F64) / d), torch.zeros(d // 2, dtype=F64)])
+
+    def scores(q, k, pos, H):
+        mu_q, mu_k = F.softplus(q.double()), F.softplus(k.double())
+        phase = (pos[None, :] - pos[:, None]).double()[None, :, :, None] * theta + delta[:, None, None, :]
+        return (torch.einsum('bhtc,bhsc,htsc->bhts', mu_q, mu_k, phase.cos()) / math.sqrt(d)).to(q.dtype)
+
+    idx = torch.randint(0, 17, (2, T), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        got = m(idx, idx)[0]
+        torch.testing.assert_close(got, forward_by_definition(m, idx, scores), rtol=tol, atol=tol)
+        for decode_kernel in (False, True) if dtype == torch.float32 else (False,):
+            cache = KVCache(m.config, 2, T, 'cpu', dtype, decode_kernel=decode_kernel)
+            m(idx[:, :T - 1], cache=cache, input_pos=torch.arange(T - 1))
+            step = m(idx[:, T - 1:], cache=cache, input_pos=torch.tensor([T - 1]))[0]
+            torch.testing.assert_close(step[:, -1], got[:, -1], rtol=tol, atol=tol)
