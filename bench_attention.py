@@ -1,9 +1,10 @@
 """
 Speed of PoPE attention (pope_kernel.py) against RoPE attention through SDPA on one GPU (causal bf16, 12 heads):
   RoPE      F.scaled_dot_product_attention on already-rotated q, k (cuDNN)
-  expanded  model.pope_attention_sdpa: PoPE's 2d-wide q', k' formed in PyTorch, then SDPA
-  hybrid    pope_kernel.pope_attention(impl='sdpa'): Triton prologue, SDPA on q', k', Triton epilogue
-  triton    pope_kernel.pope_attention(impl='triton'): the same prologue / epilogue around FlashAttention-2 in Triton
+  expanded  model.pope_attention_reference(explicit=False): PoPE's 2d-wide q', k' formed in PyTorch, then SDPA
+  hybrid    pope_kernel.pope_attention_fast(impl='sdpa'): Triton prologue, SDPA on q', k', Triton epilogue
+  triton    pope_kernel.pope_attention_fast(impl='triton'): the same prologue / epilogue around FlashAttention-2 in
+            Triton
 Times: medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, bwd 16; RoPE fwd 4, bwd 10; causal: half.
 
     python bench_attention.py                           # table, GQA, decoding, torch.compile and CUDA graphs
@@ -26,9 +27,24 @@ from eval import code_commit
 from prepare.common import parser
 
 H, TOKENS, DTYPE = 12, 16384, torch.bfloat16  # heads, tokens a batch, dtype of the benchmark
-PATHS = {"hybrid": functools.partial(pope_kernel.pope_attention, impl="sdpa"),
-         "triton": functools.partial(pope_kernel.pope_attention, impl="triton")}
 median_ms = functools.partial(triton.testing.do_bench, return_mode="median")
+
+
+@functools.cache
+def tables(d, n):
+    """The kernel's phase tables of n positions at head dim d (model.phase_table), built once, outside the timings."""
+    return model.phase_table(model.pope_frequencies(d, device="cuda"), n)
+
+
+def fast(impl):
+    """pope_kernel.pope_attention_fast with impl, taking (q, k, v, delta) and keywords as the other paths do."""
+    def attend(q, k, v, delta, q_offset=0, **kw):
+        cos, sin = tables(q.shape[-1], max(q_offset + q.shape[2], k.shape[2]))
+        return pope_kernel.pope_attention_fast(q, k, v, delta, cos, sin, q_offset=q_offset, impl=impl, **kw)
+    return attend
+
+
+PATHS = {"hybrid": fast("sdpa"), "triton": fast("triton")}
 
 
 def inputs(B, Hq, Hkv, Tq, Tk, d):
@@ -85,9 +101,10 @@ def run_table():
         for T in (1024, 4096, 16384):
             B = TOKENS // T
             q, k, v, delta = xs = inputs(B, H, H, T, T, d)
+            theta = model.pope_frequencies(d, device="cuda")
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 r = {"rope": bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v]),
-                     "expanded": bench(lambda: model.pope_attention_sdpa(*xs), xs),
+                     "expanded": bench(lambda: model.pope_attention_reference(*xs, theta, explicit=False), xs),
                      "hybrid": bench(lambda: PATHS["hybrid"](*xs), xs)}
             r["triton"] = bench(lambda: PATHS["triton"](*xs), xs)
             default_backend.append(f"d{d}/T{T} {ms(bench(lambda: PATHS['hybrid'](*xs), xs))}")
@@ -103,8 +120,8 @@ def run_table():
 
 def hybrid_enable_gqa(q, k, v, delta):
     """The hybrid path with SDPA's own grouped-query attention (enable_gqa) on the grouped k', v, where
-    pope_kernel.pope_attention copies them per query head: the same prologue / epilogue ops, causal, q_offset 0."""
-    qp, kp = pope_kernel.cartesian(q, k, delta, 0, 10000.0, True, "softplus")
+    pope_kernel.pope_attention_fast copies them per query head: the same prologue / epilogue ops, causal, q_offset 0."""
+    qp, kp = pope_kernel.cartesian(q, k, delta, *tables(q.shape[-1], k.shape[2]), 0, True, "softplus")
     return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=q.shape[-1] ** -0.5, enable_gqa=True)
 
 
@@ -140,9 +157,8 @@ def run_compile():
     idx = torch.randint(0, 512, (4, 256), device="cuda")
     for name, attend in PATHS.items():
         gpt = model.GPT(cfg).cuda()
-        for m in gpt.modules():  # pin the model's attention to this path
-            if hasattr(m, "attend"):
-                m.attend = attend
+        for block in gpt.h:  # pin the model's attention to this path of the kernel
+            block.attn.impl = "sdpa" if name == "hybrid" else "triton"
         with torch.autocast("cuda", torch.bfloat16):  # compiled (fullgraph: a graph break is an error), then eager
             losses = [net(idx, idx)[1] for net in (torch.compile(gpt, fullgraph=True), gpt)]
         grads = [torch.autograd.grad(loss, list(gpt.parameters())) for loss in losses]

@@ -1,7 +1,7 @@
 """
 The run folder of train.py (out_dir: ckpt.pt, best.pt, eval_log.jsonl, final.json): RunFolder locks it while the
 run lives, saves each file atomically, turns a failed save or a Ctrl-C into one line that says what is kept and how
-to go on, and repairs a resumed run's log. read_checkpoint and load_checkpoint read a ckpt.pt back (older ones too).
+to go on, and repairs a resumed run's log. read_checkpoint and load_checkpoint read a ckpt.pt back.
 """
 
 import fcntl
@@ -22,25 +22,9 @@ import torch
 from model import GPT, GPTConfig
 
 
-def upgrade_model_args(model_args):
-    """GPTConfig's fields from a checkpoint's model_args, also from one written before pope_mu and pope_delta
-    (qk_init_scale, how the weights were drawn, goes); pope_zero_freqs > 0, a probe no longer computed: ValueError."""
-    args = dict(model_args)
-    if 'pope_softplus' in args:
-        args['pope_mu'] = 'softplus' if args.pop('pope_softplus') else 'identity'
-    if 'pope_delta_init' in args:
-        args['pope_delta'] = args.pop('pope_delta_init')
-    args.pop('qk_init_scale', None)
-    if args.pop('pope_zero_freqs', 0):
-        raise ValueError(f"pope_zero_freqs={model_args['pope_zero_freqs']}: this model was trained with zero "
-                         "frequencies, a probe that model.py no longer has; use a checkout from before its removal "
-                         "(git log -S pope_zero_freqs model.py)")
-    return args
-
-
 def read_checkpoint(path, device='cpu'):
-    """The dict of a train.py ckpt.pt (or best.pt), its model_args in today's flags (upgrade_model_args);
-    one clear line when the file is not one, or holds a model this version cannot build."""
+    """The dict of a train.py ckpt.pt (or best.pt); one clear line when the file is not one, or holds a model this
+    version cannot build."""
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
     try:
@@ -50,10 +34,6 @@ def read_checkpoint(path, device='cpu'):
                          "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
     if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
         raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
-    try:  # an older version's model flags in today's names
-        ckpt['model_args'] = upgrade_model_args(ckpt['model_args'])
-    except ValueError as err:
-        raise SystemExit(f"{path}: {err}")
     unknown = sorted(set(ckpt['model_args']) - {f.name for f in fields(GPTConfig)})
     if unknown:
         raise SystemExit(f"{path}: its model_args name {', '.join(unknown)}, which this model.py does not have (a "
@@ -72,7 +52,7 @@ def load_checkpoint(path, device='cpu', **overrides):
     except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:  # as train.py catches them
         raise SystemExit(f"{path}: its weights do not fit the model its model_args describe "
                          f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again") from None
-    model.project_delta()  # as train.py keeps it (an older checkpoint's forward pass clamped it instead)
+    model.project_delta()  # as train.py keeps it
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import torch
 
 from eval import device_arg
-from model import WEIGHT_DECAY_ON, GPTConfig
+from model import ABSOLUTE, WEIGHT_DECAY_ON, GPTConfig
 from prepare.common import SPLITS, remake_command
 
 # keys of this command and machine, never taken from a checkpoint; and those a resumed run may not change
@@ -79,9 +79,10 @@ def resume(config, given, checkpoint, init_path):
     """init_from='resume': the run goes on as it was, with its checkpoint's config where the command line does not
     change it; the command line may not change the model or the data."""
     saved = checkpoint.get('config', {})
-    if saved.get('delta_lr_mult', 1.0) != 1.0:  # an earlier version's probe
-        sys.exit(f"{init_path} trained delta at delta_lr_mult={saved['delta_lr_mult']}, which train.py no longer "
-                 f"has: fine-tune from it with --init_from={init_path} and a new out_dir")
+    unknown = sorted(set(saved) - set(config))
+    if unknown:  # a checkpoint of another version: how it trained is not all here
+        sys.exit(f"{init_path} was trained with {', '.join(unknown)}, which this train.py does not have: use the "
+                 f"version that wrote it, or fine-tune from it with --init_from={init_path} and a new out_dir")
     trained = {**saved, **checkpoint['model_args']}  # the model as its model_args say
     fixed = [f.name for f in fields(GPTConfig) if f.name in config and f.name not in LOCAL] + [
         'dataset', 'loss_on', 'example_order', 'weight_decay_on']  # (the optimizer's state keeps its groups' decay)
@@ -197,7 +198,7 @@ def context_lengths(config, n_val):
     c = SimpleNamespace(**config)
     n_ctx = min(c.eval_context_tokens, n_val) if n_val else 0
     lengths = [int(m) * c.block_size for m in c.eval_contexts.split(',') if m.strip()] if n_val else []
-    skipped = [L for L in lengths if L > c.block_size and c.pos_emb in ('learned', 'sinusoidal')]
+    skipped = [L for L in lengths if L > c.block_size and c.pos_emb in ABSOLUTE]
     short = [L for L in lengths if L not in skipped and L > n_ctx]
     notes = [f"{c.pos_emb} positions stop at block_size={c.block_size}: lengths {skipped} skipped"] if skipped else []
     if short:

@@ -8,10 +8,13 @@ import math
 import torch
 from torch.nn import functional as F
 
+from model import ABSOLUTE, ENCODINGS
+
 
 def decode_kernel_for(config, device, dtype):
-    """Whether a KVCache's one-token steps run pope_decode.decode (a GPU, its dtypes and head dims; not ALiBi)."""
-    if config.pos_emb == 'alibi_half' or torch.device(device).type != 'cuda':
+    """Whether a KVCache's one-token steps run pope_decode.decode (a GPU, its dtypes and head dims; an encoding without
+    a score bias: not ALiBi)."""
+    if not ENCODINGS[config.pos_emb].decodes or torch.device(device).type != 'cuda':
         return False
     import pope_decode  # Triton: imported only where the kernel runs
     return dtype in pope_decode.DTYPES and config.n_embd // config.n_head in pope_decode.DECODE_HEAD_DIMS
@@ -20,7 +23,7 @@ def decode_kernel_for(config, device, dtype):
 class KVCache:
     """The keys and values of a generation, preallocated: per layer k and v (B, n_kv_head, max_len, hd), written in
     place at the positions of each forward pass (static shapes: a decoding step can be compiled into one CUDA graph).
-    PoPE caches mu(k) (CausalSelfAttention.attend_cached), the others their keys as attention reads them. Zeros until
+    PoPE caches mu(k) (PoPEAttention.attend_cached), the others their keys as attention reads them. Zeros until
     written: a masked position gets attention weight 0, which must meet a finite value."""
 
     def __init__(self, config, batch, max_len, device, dtype, decode_kernel=None):
@@ -29,15 +32,13 @@ class KVCache:
         self.v = [torch.zeros(batch, Hkv, max_len, hd, device=device, dtype=dtype) for _ in range(config.n_layer)]
         # decode_kernel None: as decode_kernel_for says (a GPU); True forces it (CPU tensors under TRITON_INTERPRET=1)
         self.decode_kernel = decode_kernel_for(config, device, dtype) if decode_kernel is None else decode_kernel
-        if self.decode_kernel and config.pos_emb == 'alibi_half':
-            raise ValueError("decode_kernel=True with pos_emb='alibi_half': the decode kernel has no ALiBi bias; "
-                             "leave decode_kernel None (or False)")
-        self.decode_tables = None
-        if self.decode_kernel and config.pos_emb == 'pope':  # PoPE's phase tables, before any CUDA-graph capture, at
-            # its pos_base; 2 tiles' rows at least (compiled, a size of 1 is specialised: the next would compile again)
-            import pope_decode
-            rows = max(max_len, 2 * pope_decode.DECODE_BLOCK)
-            self.decode_tables = pope_decode.decode_tables(hd, rows, device, config.pos_base)
+        attention = ENCODINGS[config.pos_emb]
+        if self.decode_kernel and not attention.decodes:
+            raise ValueError(f"decode_kernel=True with pos_emb={config.pos_emb!r}: the decode kernel has no score "
+                             "bias; leave decode_kernel None (or False)")
+        # the kernel's tables for the encoding's keys (PoPE's phases; None for keys cached as attention reads them),
+        # on the cache's device, before any CUDA-graph capture
+        self.decode_tables = attention.decode_tables(config, max_len, device) if self.decode_kernel else None
         # under torch.compile: written (or read) in place by the CUDA graph, never copied in, and the lengths (the
         # caches', and the rows of the table of tiles) symbols from the first graph on (no graph per length)
         for t in self.k + self.v + list(self.decode_tables or ()):
@@ -107,10 +108,11 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=Fa
     if max_new_tokens < 1:
         return idx
     B, T = idx.size()
-    absolute = model.config.pos_emb in ('learned', 'sinusoidal')
+    absolute = model.config.pos_emb in ABSOLUTE
     max_len = min(T + max_new_tokens, model.config.block_size) if absolute else T + max_new_tokens
     device = idx.device  # under autocast, k and v come in its dtype
-    dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else model.wte.weight.dtype
+    autocast = torch.amp.is_autocast_available(device.type) and torch.is_autocast_enabled(device.type)
+    dtype = torch.get_autocast_dtype(device.type) if autocast else model.wte.weight.dtype
     cache = KVCache(model.config, B, max_len, device, dtype)
     out = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=device)
     out[:, :T] = idx

@@ -1,18 +1,20 @@
 """
-One readable GPT with switchable position encodings (POS_EMBS: the paper's baselines), PoPE first.
+One readable GPT with switchable position encodings (ENCODINGS: PoPE and the paper's baselines), PoPE first.
 
 PoPE (Polar Coordinate Positional Embeddings, Gopalakrishnan et al. 2025) turns each real query and key of head
 dimension d into d complex numbers whose magnitude carries content ("what") and whose phase carries position ("where"):
 
-    mu_q = softplus(q_t),  phi_q = t * theta          mu_k = softplus(k_s),  phi_k = s * theta + delta
+    mu_q = softplus(q_t),  phi_q = t * theta - delta          mu_k = softplus(k_s),  phi_k = s * theta
     theta_c = base ** (-c / d),  c = 0..d-1
     a_ts = Re(sum_c conj(q~_tc) k~_sc) = sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c)
 
 delta is a learnable phase bias per (layer, head, frequency), kept in [-2pi, 0] (train.py projects it after each
-optimizer step); values are untouched, the logits keep the usual 1/sqrt(d) scale. Ablations: pope_mu, pope_delta.
+optimizer step). The paper puts it on the key, phi_k = s theta + delta; a score depends on phi_k - phi_q alone, so
+every path here puts it on the query instead (pope_phases), where a group of query heads, each with its own delta,
+can share one key (grouped-query attention, and a cache of mu(k)). Values are untouched, the logits keep the usual
+1/sqrt(d) scale. Ablations: pope_mu, pope_delta.
 """
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -20,7 +22,6 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-POS_EMBS = ('pope', 'rope', 'rope_half', 'alibi_half', 'learned', 'sinusoidal', 'none')
 ATTN_IMPLS = ('auto', 'torch', 'sdpa', 'triton')
 # PoPE's magnitude mu(x): softplus (the paper), or its ablations relu and identity (mu = x: a negative mu is a
 # phase of pi); pope_kernel.py computes the same three
@@ -29,7 +30,7 @@ POPE_DELTAS = ('uniform', 'zero', 'none')  # delta learned from init U(-2pi, 0) 
 WEIGHT_DECAY_ON = ('matrices', 'all')  # AdamW's decay on the blocks' Linear weights, or on every parameter
 
 # -----------------------------------------------------------------------------
-# PoPE attention: the plain reference and the SDPA form
+# Attention: of whole sequences (explicit scores, the reference, or SDPA), and over a KV cache
 
 
 def causal_mask(Tq, Tk, q_offset, device):
@@ -39,75 +40,45 @@ def causal_mask(Tq, Tk, q_offset, device):
 
 
 def repeat_kv(x, n_head):
-    """Grouped-query attention: (B, n_kv_head, T, d) -> (B, n_head, T, d), query head h reading kv head h // group."""
-    return x if x.shape[1] == n_head else x.repeat_interleave(n_head // x.shape[1], dim=1)
+    """Grouped-query attention: (B, n_kv_head, T, w) -> (B, n_head, T, w), query head h reading kv head h // group."""
+    if x.shape[1] == n_head:
+        return x
+    return x[:, :, None].expand(-1, -1, n_head // x.shape[1], -1, -1).flatten(1, 2)
 
 
-def pope_cartesian(x, pos, base, delta=None, mu='softplus'):
-    """mu e^{i phi} as (mu cos phi, mu sin phi), each of x's shape; phases in float64, exact to ~1e-12 rad even at
-    position 1e6 (in float32 the angle at position 1e5 is off by up to ~0.008 rad)."""
-    d = x.shape[-1]
-    dt = torch.promote_types(x.dtype, torch.float32)  # float32 for half inputs, float64 stays
-    theta = base ** (-torch.arange(d, dtype=torch.float64, device=x.device) / d)
-    phi = pos.to(torch.float64)[:, None] * theta  # (T, d)
-    if delta is not None:
-        phi = phi + delta.to(torch.float64)[:, None, :]  # (H, T, d)
-    magnitude = POPE_MUS[mu](x.to(dt))
-    return magnitude * phi.cos().to(dt), magnitude * phi.sin().to(dt)
+def sdpa_mask(Tq, Tk, q_offset, causal, device):
+    """F.scaled_dot_product_attention's mask arguments for queries at positions q_offset.. over keys at 0..Tk-1: its
+    is_causal where that is the mask (it is top-left aligned), none where every query sees every key (e.g. one
+    decoding step), else the boolean mask."""
+    if not causal or q_offset >= Tk - 1:
+        return {}
+    if q_offset == 0 and Tq == Tk:
+        return {'is_causal': True}
+    return {'attn_mask': causal_mask(Tq, Tk, q_offset, device)}
 
 
-def pope_qk(q, k, delta, base, q_offset, mu):
-    """Cartesian queries Qc, Qs at positions q_offset.. and keys Kc, Ks (repeated per group) at positions 0.."""
-    t, s = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device), torch.arange(k.shape[-2], device=k.device)
-    return (*pope_cartesian(q, t, base, mu=mu), *pope_cartesian(repeat_kv(k, q.shape[1]), s, base, delta, mu))
-
-
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, mu='softplus'):
-    """Plain PoPE attention with explicit scores, the ground truth for every faster path: q (B, H, Tq, d), k and v
-    (B, H_kv, Tk, d) with H_kv dividing H, delta (H, d) or None (no delta) -> (B, H, Tq, d) in v's dtype."""
-    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, mu)
-    att = (Qc @ Kc.transpose(-2, -1) + Qs @ Ks.transpose(-2, -1)) * sm_scale
-    if causal:
-        att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
-    return (F.softmax(att, dim=-1) @ repeat_kv(v, q.shape[1]).to(att.dtype)).to(v.dtype)
-
-
-def pope_attention_sdpa(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, mu='softplus'):
-    """PoPE as ordinary attention on 2d-wide real queries and keys [mu cos phi, mu sin phi]."""
-    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
-    Qc, Qs, Kc, Ks = pope_qk(q, k, delta, base, q_offset, mu)
-    q2, k2 = torch.cat([Qc, Qs], -1).to(v.dtype), torch.cat([Kc, Ks], -1).to(v.dtype)
-    return sdpa(q2, k2, v, causal, q_offset, scale=sm_scale)
-
-
-def pope_attention_auto(q, k, v, delta, kernel, **kw):
-    """kernel for the CUDA tensors it takes (fp16/bf16/fp32), the SDPA form for the rest (CPU, or float64)."""
-    attend = kernel if q.is_cuda and q.dtype != torch.float64 else pope_attention_sdpa
-    return attend(q, k, v, delta, **kw)
-
-
-def sdpa(q, k, v, causal, q_offset, bias=None, scale=None):
-    """F.scaled_dot_product_attention with a causal mask that knows where the queries sit."""
-    Tq, Tk = q.shape[-2], k.shape[-2]
-    k, v = repeat_kv(k, q.shape[1]), repeat_kv(v, q.shape[1])
-    if bias is None and (not causal or (Tq == Tk and q_offset == 0)):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    mask = bias.to(q.dtype) if bias is not None else torch.zeros(Tq, Tk, dtype=q.dtype, device=q.device)
+def attention(q, k, v, causal=True, q_offset=0, bias=None, scale=None, explicit=False):
+    """softmax(scale q k^T + bias) v of q (B, H, Tq, w) over k (B, H_kv, Tk, w), v (B, H_kv, Tk, dv), H_kv dividing
+    H; query i sits at position q_offset + i, key s at s, and if causal sees the keys s <= q_offset + i; bias (H, Tq,
+    Tk) or None; scale 1/sqrt(w) by default -> (B, H, Tq, dv) in v's dtype. explicit: the scores as a tensor (the
+    reference: attn_impl='torch'); else F.scaled_dot_product_attention (sdpa_mask)."""
+    H, Tq, Tk = q.shape[1], q.shape[-2], k.shape[-2]
+    k, v = repeat_kv(k, H), repeat_kv(v, H)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if explicit:
+        att = (q @ k.transpose(-2, -1)) * scale
+        if bias is not None:
+            att = att + bias
+        if causal:
+            att = att.masked_fill(~causal_mask(Tq, Tk, q_offset, q.device), float('-inf'))
+        return (F.softmax(att, dim=-1) @ v.to(att.dtype)).to(v.dtype)  # (autocast runs softmax in float32)
+    q, k = q.to(v.dtype), k.to(v.dtype)  # (PoPE's q', k' are formed in float32 at least)
+    if bias is None:
+        return F.scaled_dot_product_attention(q, k, v, **sdpa_mask(Tq, Tk, q_offset, causal, q.device), scale=scale)
+    mask = bias.to(q.dtype)
     if causal:
         mask = mask.masked_fill(~causal_mask(Tq, Tk, q_offset, q.device), float('-inf'))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-
-
-def plain_attention(q, k, v, causal, q_offset, bias=None, scale=None):
-    """Explicit-score attention for the non-PoPE encodings (attn_impl='torch')."""
-    k, v = repeat_kv(k, q.shape[1]), repeat_kv(v, q.shape[1])
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
-    if bias is not None:
-        att = att + bias
-    if causal:
-        att = att.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q_offset, q.device), float('-inf'))
-    return F.softmax(att, dim=-1).to(v.dtype) @ v  # (autocast runs softmax in float32)
 
 
 def cache_attention(q, k, v, visible, bias=None, scale=None):
@@ -125,7 +96,53 @@ def cache_attention(q, k, v, visible, bias=None, scale=None):
     return (att.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, -1)
 
 # -----------------------------------------------------------------------------
-# The other position encodings
+# PoPE's phases, defined once: every path takes them from here (the reference below; pope_kernel's tables, as
+# phase_table; pope_decode's tables; eval/)
+
+
+def pope_frequencies(d, base=10000.0, device=None):
+    """PoPE's d frequencies theta_c = base^(-c/d), c = 0..d-1 (twice RoPE's d/2), in float64."""
+    return base ** (-torch.arange(d, dtype=torch.float64, device=device) / d)
+
+
+def pope_phases(pos, theta, delta=None):
+    """The phases phi = pos theta (len(pos), d) of keys at positions pos; of queries with delta (H, d): pos theta -
+    delta (H, len(pos), d), the delta convention of the module docstring. In float64: a float32 angle at position
+    1e5 is off by up to 0.008 rad, a float64 one by 1e-11."""
+    phi = pos.to(torch.float64)[:, None] * theta
+    return phi if delta is None else phi - delta.to(torch.float64)[:, None, :]
+
+
+def phase_table(theta, n):
+    """cos and sin of the phases of positions 0..n-1, each (n, d) float32 (rounded from float64), on theta's device:
+    pope_kernel's tables, read for every position it forms q' or k' at."""
+    phi = pope_phases(torch.arange(n, device=theta.device), theta)
+    return phi.cos().float().contiguous(), phi.sin().float().contiguous()
+
+
+def pope_polar(x, pos, theta, delta=None, mu='softplus'):
+    """x (..., T, d) at positions pos (T,) as d complex numbers mu(x) e^{i phi} (pope_phases; delta: a query's) in
+    real form, [mu cos phi, mu sin phi] (..., T, 2d), in x's dtype or float32 for half inputs."""
+    dt = torch.promote_types(x.dtype, torch.float32)
+    phi = pope_phases(pos, theta, delta)
+    magnitude = POPE_MUS[mu](x.to(dt))
+    return torch.cat([magnitude * phi.cos().to(dt), magnitude * phi.sin().to(dt)], -1)
+
+
+def pope_attention_reference(q, k, v, delta, theta, *, causal=True, sm_scale=None, q_offset=0, mu='softplus',
+                             explicit=True):
+    """PoPE attention from its definition, the ground truth for every faster path: ordinary attention on q' and k',
+    the 2d-wide real forms of mu e^{i phi} (pope_polar), with explicit scores, or through SDPA (explicit=False).
+    q (B, H, Tq, d) at positions q_offset.., k and v (B, H_kv, Tk, d) at 0.. with H_kv dividing H, delta (H, d) or
+    None (no delta), theta (d,) on q's device (pope_frequencies) -> (B, H, Tq, d) in v's dtype."""
+    t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
+    s = torch.arange(k.shape[-2], device=k.device)
+    qp, kp = pope_polar(q, t, theta, delta, mu), pope_polar(k, s, theta, mu=mu)
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
+    return attention(qp, kp, v, causal, q_offset, scale=sm_scale, explicit=explicit)
+
+# -----------------------------------------------------------------------------
+# The other encodings' positions
 
 
 def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, beta=32.0):
@@ -181,11 +198,11 @@ class GPTConfig:
     n_embd: int = 768
     dropout: float = 0.0  # on embeddings and residual branches (attention weights are never dropped)
     bias: bool = False  # biases in Linear layers
-    pos_emb: str = 'pope'  # one of POS_EMBS
+    pos_emb: str = 'pope'  # one of ENCODINGS
     pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
     pope_mu: str = 'softplus'  # mu(x): 'softplus' (the paper), or the paper's ablations 'relu' and 'identity' (mu = x)
     pope_delta: str = 'uniform'  # delta from U(-2pi, 0) or 'zero' (OpenWebText runs); 'none': no delta (the ablation)
-    attn_impl: str = 'auto'  # PoPE: 'auto' (pope_kernel's fastest path on CUDA, else sdpa), 'torch', 'sdpa', 'triton'
+    attn_impl: str = 'auto'  # 'torch': explicit scores; PoPE: 'auto' (pope_kernel on CUDA, else sdpa), 'sdpa', 'triton'
     yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
     # the model of the public indirect-indexing replication (results/indirect_indexing/README.md), with bias=True
@@ -199,21 +216,13 @@ class GPTConfig:
     norm_eps: float = 0.0  # the norms' epsilon; 0: torch's (RMSNorm: the dtype's machine epsilon, LayerNorm: 1e-5)
 
 
-def attention_function(config):
-    """The attention of config's encoding and attn_impl (pope_kernel's for PoPE alone)."""
-    impl = config.attn_impl
-    if config.pos_emb != 'pope':
-        return plain_attention if impl == 'torch' else sdpa
-    if impl == 'torch':
-        return pope_attention
-    if impl == 'sdpa' or (impl == 'auto' and not torch.cuda.is_available()):
-        return pope_attention_sdpa
-    import pope_kernel  # Triton: imported only where the kernel is used
-    kernel = functools.partial(pope_kernel.pope_attention, impl=impl)  # 'auto': its measured fastest path
-    return functools.partial(pope_attention_auto, kernel=kernel) if impl == 'auto' else kernel
-
-
 class CausalSelfAttention(nn.Module):
+    """Causal self-attention with no positions of its own: pos_emb 'none', and the absolute encodings (ABSOLUTE), whose
+    positions GPT adds to the token embeddings. Every other encoding is a subclass (ENCODINGS) that overrides forward
+    and attend_cached, its attention over a KVCache, or (RoPE) rotate."""
+
+    qk_width = 1  # q and k are hd wide (PoPE's q', k': 2 hd), for flops_per_token
+    decodes = True  # a one-token step over a cache may run pope_decode's kernel (no score bias)
 
     def __init__(self, config, layer):
         super().__init__()
@@ -225,30 +234,72 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, (self.n_head + 2 * self.n_kv_head) * self.hd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.pos_emb, self.base = config.pos_emb, config.pos_base
-        if self.pos_emb == 'pope':
-            self.mu = config.pope_mu
-            if config.pope_delta == 'none':
-                self.delta = None  # the ablation: phases from positions alone
-            else:  # used as is: train.py keeps it in [-2pi, 0] by projecting it after each optimizer step
-                self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
-                if config.pope_delta == 'uniform':
-                    nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
-        self.attend = attention_function(config)
-        if self.pos_emb in ('rope', 'rope_half'):
-            n = self.hd // 2 if self.pos_emb == 'rope' else self.hd // 4  # rope_half rotates hd/2 channels
-            self.register_buffer('theta', rope_frequencies(n, self.base, config.yarn_scale, config.yarn_orig_ctx),
-                                 persistent=False)
-            # cos/sin of the training context's angles, computed once (exact; longer contexts compute their own)
-            for name, table in zip(('rope_cos', 'rope_sin'), rope_angles(torch.arange(config.block_size), self.theta)):
-                self.register_buffer(name, table, persistent=False)
-            # YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 multiplies q and k alike
-            self.yarn_mscale = 0.1 * math.log(config.yarn_scale) + 1.0 if config.yarn_scale > 1 else 1.0
-        if self.pos_emb == 'alibi_half':
-            self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
+        self.explicit = config.attn_impl == 'torch'  # explicit scores (the reference) instead of SDPA
+        self.scale = 1.0 / math.sqrt(self.hd)
 
-    def rope(self, q, k, input_pos):
-        """q and k (B, T, heads, hd) at positions input_pos (or 0..T-1), rotated by RoPE and YaRN's temperature."""
+    def forward(self, x, cache=None, input_pos=None):
+        """x (B, T, n_embd) at positions 0..T-1, attending causally; with a KVCache, at positions input_pos (T,),
+        attending to what the cache holds once x's keys and values are written into it."""
+        q, k, v = self.qkv(x, input_pos)
+        if cache is not None:
+            return self.project(self.attend_cached(q, k, v, cache, input_pos))
+        return self.project(attention(q, k, v, explicit=self.explicit))
+
+    def qkv(self, x, input_pos):
+        """q (B, H, T, hd), k and v (B, H_kv, T, hd): views of one projection of x, q and k as rotate leaves them."""
+        B, T, _ = x.size()
+        H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
+        q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
+        q, k, v = q.view(B, T, H, hd), k.view(B, T, Hkv, hd), v.view(B, T, Hkv, hd)
+        q, k = self.rotate(q, k, input_pos)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def rotate(self, q, k, input_pos):
+        """q and k (B, T, heads, hd) as attention reads them: as they are (RoPE rotates them)."""
+        return q, k
+
+    def project(self, y):
+        """The heads' outputs y (B, H, T, hd), side by side (B, T, n_embd), through the output projection."""
+        B, H, T, hd = y.shape
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, H * hd)))
+
+    def attend_cached(self, q, k, v, cache, input_pos):
+        """Attention of the tokens at positions input_pos over a KVCache, after writing their keys and values into it; a
+        query sees the keys up to its own position. A one-token step on a GPU runs pope_decode's kernel."""
+        k, v = cache.update(self.layer, input_pos, k, v)
+        if q.shape[2] == 1 and cache.decode_kernel:
+            import pope_decode  # (KVCache imported it)
+            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, None, None, self.scale)[:, :, None]
+        s = torch.arange(cache.max_len, device=q.device)
+        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None], scale=self.scale)
+
+    @classmethod
+    def decode_tables(cls, config, max_len, device):
+        """The tables pope_decode's kernel reads for this encoding's keys: none for keys cached as attention reads
+        them."""
+        return None
+
+
+class RoPEAttention(CausalSelfAttention):
+    """RoPE (Su et al. 2021): the pairs (i, i + n) of q's and k's first 2n channels rotated by t theta_i at position t,
+    then plain attention (the cache holds the rotated keys). YaRN (Peng et al. 2023; yarn_scale > 1) stretches the
+    frequencies and scales q and k by its attention temperature."""
+
+    rotated = 1.0  # the share of each head's channels that rotate: n = rotated * hd / 2 pairs
+
+    def __init__(self, config, layer):
+        super().__init__(config, layer)
+        n = int(self.hd * self.rotated) // 2
+        self.register_buffer('theta', rope_frequencies(n, config.pos_base, config.yarn_scale, config.yarn_orig_ctx),
+                             persistent=False)
+        # cos/sin of the training context's angles, computed once (exact; longer contexts compute their own)
+        for name, table in zip(('rope_cos', 'rope_sin'), rope_angles(torch.arange(config.block_size), self.theta)):
+            self.register_buffer(name, table, persistent=False)
+        # YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 multiplies q and k alike
+        self.yarn_mscale = 0.1 * math.log(config.yarn_scale) + 1.0 if config.yarn_scale > 1 else 1.0
+
+    def rotate(self, q, k, input_pos):
+        """q and k (B, T, heads, hd) at positions input_pos (or 0..T-1), rotated, times YaRN's temperature."""
         T = q.shape[1]
         if input_pos is None and T <= self.rope_cos.shape[0]:
             cos, sin = self.rope_cos[:T], self.rope_sin[:T]
@@ -257,51 +308,133 @@ class CausalSelfAttention(nn.Module):
         cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
         return rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
 
+
+class RoPEHalfAttention(RoPEAttention):
+    """RoPE on the first half of each head's channels (a RoPE of dimension hd / 2); the rest carry content alone."""
+
+    rotated = 0.5
+
+
+class ALiBiHalfAttention(CausalSelfAttention):
+    """ALiBi (Press et al. 2022) on the first half of the heads: the bias -m_h (t - s) on the score of query t and key
+    s (alibi_slopes); the other heads have no positions."""
+
+    decodes = False  # pope_decode's kernel has no score bias
+
+    def __init__(self, config, layer):
+        super().__init__(config, layer)
+        self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
+
     def alibi(self, t, s):
-        """ALiBi's bias -m (t - s) (H, len(t), len(s)) of queries at positions t and keys at positions s."""
+        """ALiBi's bias (H, len(t), len(s)) of queries at positions t and keys at positions s."""
         return -self.slopes[:, None, None] * (t[:, None] - s[None, :])
 
+    def forward(self, x, cache=None, input_pos=None):
+        q, k, v = self.qkv(x, input_pos)
+        if cache is not None:
+            return self.project(self.attend_cached(q, k, v, cache, input_pos))
+        pos = torch.arange(q.shape[2], device=q.device)
+        return self.project(attention(q, k, v, bias=self.alibi(pos, pos), explicit=self.explicit))
+
     def attend_cached(self, q, k, v, cache, input_pos):
-        """Attention of the tokens at positions input_pos over a KVCache, after writing their keys and values into it;
-        a query sees the keys up to its own position. PoPE puts delta on the query side, q' = mu(q) e^{i (t theta -
-        delta)}, k' = mu(k) e^{i s theta}: q'.k' = mu_q mu_k cos((s - t) theta + delta) as in pope_attention, and k'
-        depends on mu(k) and s alone (shared by a group of query heads), so the cache holds mu(k); a one-token step on
-        a GPU reads it and v (RoPE's bytes) in pope_decode.decode, the plain path forms k' from the whole cache."""
-        if self.pos_emb == 'pope':
-            minus_delta = None if self.delta is None else -self.delta
-            q = torch.cat(pope_cartesian(q, input_pos, self.base, minus_delta, self.mu), -1)
-            k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))  # mu(k), what the cache holds
+        k, v = cache.update(self.layer, input_pos, k, v)
+        s = torch.arange(cache.max_len, device=q.device)
+        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None], self.alibi(input_pos, s),
+                               self.scale)
+
+
+class PoPEAttention(CausalSelfAttention):
+    """PoPE (the module docstring): q and k become mu e^{i phi} inside the attention. On a GPU the attention is
+    pope_kernel.pope_attention_fast (attn_impl 'auto' for CUDA tensors, or 'triton'), else pope_attention_reference,
+    with explicit scores ('torch') or through SDPA ('sdpa', and 'auto' off the GPU)."""
+
+    qk_width = 2  # q' and k' are 2 hd wide
+
+    def __init__(self, config, layer):
+        super().__init__(config, layer)
+        self.mu, self.impl = config.pope_mu, config.attn_impl
+        if config.pope_delta == 'none':
+            self.delta = None  # the ablation: phases from positions alone
+        else:  # used as is: train.py keeps it in [-2pi, 0] by projecting it after each optimizer step
+            self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
+            if config.pope_delta == 'uniform':
+                nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
+        self.register_buffer('theta', self.frequencies(config), persistent=False)
+        self.kernel = None  # pope_kernel's attention, where it may run
+        if config.attn_impl == 'triton' or (config.attn_impl == 'auto' and torch.cuda.is_available()):
+            import pope_kernel  # Triton: imported only where the kernel is used
+            self.kernel = pope_kernel.pope_attention_fast
+            # its phase tables for the training context, built once (a longer context builds its own)
+            for name, table in zip(('phase_cos', 'phase_sin'), phase_table(self.theta, config.block_size)):
+                self.register_buffer(name, table, persistent=False)
+
+    @classmethod
+    def frequencies(cls, config, device=None):
+        """theta (hd,) in float64: PoPE's frequencies (pope_frequencies) at config's head dim and pos_base."""
+        return pope_frequencies(config.n_embd // config.n_head, config.pos_base, device)
+
+    def forward(self, x, cache=None, input_pos=None):
+        q, k, v = self.qkv(x, input_pos)
+        if cache is not None:
+            return self.project(self.attend_cached(q, k, v, cache, input_pos))
+        if self.kernel is not None and (self.impl == 'triton' or (q.is_cuda and q.dtype != torch.float64)):
+            y = self.kernel(q, k, v, self.delta, *self.phase_tables(q.shape[2]), impl=self.impl, mu=self.mu)
+        else:
+            y = pope_attention_reference(q, k, v, self.delta, self.theta, mu=self.mu, explicit=self.explicit)
+        return self.project(y)
+
+    def phase_tables(self, T):
+        """The kernel's tables for positions 0..T-1: the training context's, or (a longer context) its own."""
+        return (self.phase_cos, self.phase_sin) if T <= len(self.phase_cos) else phase_table(self.theta, T)
+
+    def attend_cached(self, q, k, v, cache, input_pos):
+        """As CausalSelfAttention's, on q' and mu(k): k' = mu(k) e^{i s theta} depends on mu(k) and s alone (delta is
+        on the query), so the cache holds mu(k), RoPE's bytes, shared by a group of query heads; a one-token step on a
+        GPU reads it and v in pope_decode's kernel, with the phases from the cache's tables (decode_tables), the
+        plain path forms k' from the whole cache."""
+        q = pope_polar(q, input_pos, self.theta, self.delta, self.mu)
+        k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))
         k, v = cache.update(self.layer, input_pos, k, v)
         if q.shape[2] == 1 and cache.decode_kernel:
             import pope_decode  # (KVCache imported it)
-            tables = cache.decode_tables or (None, None)  # PoPE's phases; plain keys otherwise
-            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, *tables, 1.0 / math.sqrt(self.hd))[:, :, None]
+            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, *cache.decode_tables, self.scale)[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
-        if self.pos_emb == 'pope':  # the plain path: k' = mu(k) e^{i s theta} of every cache position
-            k = torch.cat(pope_cartesian(k, s, self.base, mu='identity'), -1).to(v.dtype)
-        visible = s[None, :] <= input_pos[:, None]  # (T, max_len)
-        bias = self.alibi(input_pos, s) if self.pos_emb == 'alibi_half' else None
-        return cache_attention(q.to(v.dtype), k, v, visible, bias, scale=1.0 / math.sqrt(self.hd))
+        k = pope_polar(k, s, self.theta, mu='identity').to(v.dtype)
+        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None], scale=self.scale)
 
-    def forward(self, x, cache=None, input_pos=None):
-        B, T, C = x.size()
-        H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
-        q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
-        q, k, v = q.view(B, T, H, hd), k.view(B, T, Hkv, hd), v.view(B, T, Hkv, hd)
-        if self.pos_emb in ('rope', 'rope_half'):  # RoPE: q and k rotated by their positions, then plain attention
-            q, k = self.rope(q, k, input_pos)
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, heads, T, hd) views
-        if cache is not None:
-            y = self.attend_cached(q, k, v, cache, input_pos)
-        elif self.pos_emb == 'pope':  # PoPE: q and k become mu e^{i phi} inside the attention (attention_function)
-            y = self.attend(q, k, v, self.delta, causal=True, base=self.base, mu=self.mu)
-        elif self.pos_emb == 'alibi_half':  # ALiBi: a bias on the scores of positions 0..T-1
-            pos = torch.arange(T, device=x.device)
-            y = self.attend(q, k, v, True, 0, self.alibi(pos, pos))
-        else:
-            y = self.attend(q, k, v, True, 0)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+    @classmethod
+    def decode_tables(cls, config, max_len, device):
+        """pope_decode's phase tables at this encoding's frequencies, for a cache of max_len positions (2 tiles' rows
+        at least: compiled, a size of 1 is specialised, and the next would compile again)."""
+        import pope_decode  # Triton: imported only where the kernel runs
+        return pope_decode.decode_tables(cls.frequencies(config, device), max(max_len, 2 * pope_decode.DECODE_BLOCK))
+
+
+class PoPEHalfAttention(PoPEAttention):
+    """PoPE with positions on the first d/2 frequencies (the fastest) alone: the other d/2 have theta = 0, so their
+    phase is delta's and they carry content and delta."""
+
+    @classmethod
+    def frequencies(cls, config, device=None):
+        theta = super().frequencies(config, device)
+        theta[len(theta) // 2:] = 0.0
+        return theta
+
+
+# Every position encoding, by its pos_emb name: the attention of its blocks (docs/encodings.md). The absolute ones
+# have no positions in attention: GPT adds theirs to the token embeddings (wpe, sin_table), and they stop at block_size.
+ENCODINGS = {
+    'pope': PoPEAttention,
+    'pope_half': PoPEHalfAttention,
+    'rope': RoPEAttention,
+    'rope_half': RoPEHalfAttention,
+    'alibi_half': ALiBiHalfAttention,
+    'learned': CausalSelfAttention,
+    'sinusoidal': CausalSelfAttention,
+    'none': CausalSelfAttention,
+}
+POS_EMBS = tuple(ENCODINGS)
+ABSOLUTE = ('learned', 'sinusoidal')
 
 
 class MLP(nn.Module):
@@ -336,7 +469,7 @@ class Block(nn.Module):
     def __init__(self, config, layer):
         super().__init__()
         self.ln_1 = make_norm(config)
-        self.attn = CausalSelfAttention(config, layer)
+        self.attn = ENCODINGS[config.pos_emb](config, layer)  # the attention of the block's position encoding
         self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 
@@ -395,38 +528,47 @@ class GPT(nn.Module):
     @torch.no_grad()
     def project_delta(self):
         """PoPE's delta onto [-2pi, 0], in place: after every optimizer step (the forward pass uses delta as it is, so
-        no value loses its gradient), and on loading a checkpoint (an older version's forward pass clamped instead)."""
-        for block in self.h if self.config.pos_emb == 'pope' and self.config.pope_delta != 'none' else ():
-            block.attn.delta.clamp_(-2 * math.pi, 0.0)
+        no value loses its gradient), and on loading weights, which need not have been trained so."""
+        for block in self.h:
+            if getattr(block.attn, 'delta', None) is not None:
+                block.attn.delta.clamp_(-2 * math.pi, 0.0)
 
     def get_num_params(self, non_embedding=True):
         """Parameters, the tied token embedding counted once; learned positions left out by default."""
         n = sum(p.numel() for p in self.parameters())
         return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
 
-    def hidden_states(self, idx, cache=None, input_pos=None):
-        """The final normed hidden states (B, T, n_embd); with a KVCache, of tokens idx at positions input_pos (T,),
-        whose keys and values are written into the cache and which attend to what it holds."""
-        B, T = idx.size()
+    def embed(self, idx, cache=None, input_pos=None):
+        """The token embeddings of idx (B, T), plus an absolute encoding's positions (0..T-1, or input_pos)."""
         if (cache is None) != (input_pos is None):
             raise ValueError("a KVCache and input_pos (the positions of idx's tokens) go together: give both or none")
         x = self.wte(idx)
-        if self.wpe is not None or self.config.pos_emb == 'sinusoidal':
+        if self.config.pos_emb in ABSOLUTE:
+            T = idx.size(1)
             n = T if cache is None else cache.max_len  # positions that may be looked up
             if n > self.config.block_size:
                 raise ValueError(f"{self.config.pos_emb} position embeddings stop at "
                                  f"block_size={self.config.block_size}, got {n} positions")
             table = self.wpe.weight if self.wpe is not None else self.sin_table
             x = x + (table[:T] if input_pos is None else table[input_pos])
-        x = self.drop(x)
+        return self.drop(x)
+
+    def hidden_states(self, idx):
+        """forward's final normed hidden states (B, T, n_embd) of idx, before the output layer (for log_probs)."""
+        x = self.embed(idx)
         for block in self.h:
-            x = block(x, cache, input_pos)
+            x = block(x)
         return self.ln_f(x)
 
     def forward(self, idx, targets=None, cache=None, input_pos=None):
         """Logits at every position when targets are given (loss ignores targets == -1; the logits come back
-        detached, the loss is what trains), else at the last position only; cache, input_pos: see hidden_states."""
-        x = self.hidden_states(idx, cache, input_pos)
+        detached, the loss is what trains), else at the last position only. With a KVCache, of tokens idx at
+        positions input_pos (T,), whose keys and values are written into the cache and which attend to what it
+        holds."""
+        x = self.embed(idx, cache, input_pos)
+        for block in self.h:
+            x = block(x, cache, input_pos)
+        x = self.ln_f(x)
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
         logits = self.lm_head(x)
@@ -459,7 +601,8 @@ class GPT(nn.Module):
     def flops_per_token(self, T):
         """6N for the matrices plus attention: 12 * L * d_model * T for fwd+bwd of q k^T and att v;
         PoPE's q k^T is twice as wide (2d real numbers), so its attention costs 1.5x (18 instead of 12)."""
-        attn = (18 if self.config.pos_emb == 'pope' else 12) * self.config.n_layer * self.config.n_embd * T
+        qk_width = ENCODINGS[self.config.pos_emb].qk_width
+        attn = 6 * (qk_width + 1) * self.config.n_layer * self.config.n_embd * T
         return 6 * self.get_num_params() + attn
 
     def estimate_mfu(self, tokens_per_iter, dt, peak_flops=989e12):

@@ -3,7 +3,7 @@ Generation's one-token step, pope::decode (pope_kernel.py is the training attent
 preallocated KV cache of mu(k) (d wide, as RoPE's keys) and v, split-K ("flash-decoding"): the visible positions
 [0, n) are cut into `splits` ranges of whole tiles, one program per (split, b, query head) runs an online softmax
 over its range, and a second kernel merges the splits' (max, sum, acc). The keys are never formed: with
-q' = [qc, qs] (delta already in it) and key s = DECODE_BLOCK a + b_ at phase s theta,
+q' = [qc, qs] (delta in its phase: model.pope_phases) and key s = DECODE_BLOCK a + b_ at phase s theta,
 
     score(s) = sum_c mu_k[s, c] (qc_c cos(s theta_c) + qs_c sin(s theta_c))
              = sum_c mu_k[s, c] (u_c cos(b_ theta_c) + w_c sin(b_ theta_c)),
@@ -22,25 +22,27 @@ import torch
 import triton
 import triton.language as tl
 
+from model import pope_phases
 from pope_kernel import DTYPES, LOG2E
 
 DECODE_BLOCK = 16  # positions of a tile
 DECODE_HEAD_DIMS = (16, 32, 64, 128)
 # Small programs, many of them: tiles of 16 positions, 32 numbers of a tile per thread (one warp up to d 64), and
-# enough splits for 8 programs per SM of an H200 keep the most loads in flight; tiles of 32 on 8 warps with 2
-# programs per SM took 2.9x as long (results/speed/bench_decode_tiles.py; results/speed/README.md, "Generation").
+# enough splits for 8 programs per SM keep the most loads in flight, where a step's time is spent waiting on them
+# (results/speed/bench_decode_tiles.py; results/speed/README.md, "Generation").
 DECODE_WARPS = {16: 1, 32: 1, 64: 1, 128: 2}
-MIN_PROGRAMS = 8 * 132  # splits are chosen so that B * H * splits reaches this
+MIN_PROGRAMS = 8 * 132  # splits are chosen so that B * H * splits reaches this (132: the SMs of an H100 or H200)
 
 
 @triton.jit(do_not_specialize=["L"])
-def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, skt, svb, svh, svt, H, G, L, qk_scale,
-                  SPLITS: tl.constexpr, d: tl.constexpr, BLOCK: tl.constexpr, PHASES: tl.constexpr):
+def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, stride_qz, stride_qh, stride_kz, stride_kh, stride_kn,
+                  stride_vz, stride_vh, stride_vk, H, G, L, qk_scale, SPLITS: tl.constexpr, d: tl.constexpr,
+                  BLOCK: tl.constexpr, PHASES: tl.constexpr):
     # program (split, b * H + h): (max, sum, acc) of the base-2 online softmax over its tiles of the first n keys
     split, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     offs_d, offs_b = tl.arange(0, d), tl.arange(0, BLOCK)
-    q = Q + b * sqb + h * sqh
+    q = Q + b * stride_qz + h * stride_qh
     qc = tl.load(q + offs_d).to(tl.float32)
     if PHASES:
         qs = tl.load(q + d + offs_d).to(tl.float32)
@@ -51,8 +53,8 @@ def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, skt
     per_split = tl.cdiv(tiles, SPLITS)
     first = split * per_split
     last = tl.minimum(first + per_split, tiles)
-    k = K + b * skb + (h // G) * skh  # grouped-query attention: query head h reads kv head h // G
-    v = V + b * svb + (h // G) * svh
+    k = K + b * stride_kz + (h // G) * stride_kh  # grouped-query attention: query head h reads kv head h // G
+    v = V + b * stride_vz + (h // G) * stride_vh
     m_i = tl.full((), float("-inf"), tl.float32)
     l_i = tl.full((), 0.0, tl.float32)
     acc = tl.zeros((d,), tl.float32)
@@ -60,7 +62,7 @@ def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, skt
         pos = a * BLOCK + offs_b
         keep = pos < n
         rows = pos.to(tl.int64)[:, None]
-        kt = tl.load(k + rows * skt + offs_d[None, :], mask=keep[:, None], other=0.0).to(tl.float32)
+        kt = tl.load(k + rows * stride_kn + offs_d[None, :], mask=keep[:, None], other=0.0).to(tl.float32)
         if PHASES:  # kt is mu(k)
             t1 = T1 + a * (2 * d) + offs_d
             cos_a, sin_a = tl.load(t1), tl.load(t1 + d)  # e^{i alpha}
@@ -73,7 +75,7 @@ def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, skt
         m_new = tl.maximum(m_i, tl.max(x, 0))  # finite: a tile holds at least one visible position
         p = tl.exp2(x - m_new)
         alpha_i = tl.exp2(m_i - m_new)
-        vt = tl.load(v + rows * svt + offs_d[None, :], mask=keep[:, None], other=0.0).to(tl.float32)
+        vt = tl.load(v + rows * stride_vk + offs_d[None, :], mask=keep[:, None], other=0.0).to(tl.float32)
         acc = acc * alpha_i + tl.sum(p[:, None] * vt, 0)
         l_i = l_i * alpha_i + tl.sum(p, 0)
         m_i = m_new
@@ -84,7 +86,7 @@ def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, sqb, sqh, skb, skh, skt
 
 
 @triton.jit
-def _decode_combine(M_IN, L_IN, ACC, O, sob, soh, H, SPLITS: tl.constexpr, d: tl.constexpr):
+def _decode_combine(M_IN, L_IN, ACC, O, stride_oz, stride_oh, H, SPLITS: tl.constexpr, d: tl.constexpr):
     # program b * H + h: softmax-weighted merge of its splits; split 0 always holds position 0, so max is finite
     bh = tl.program_id(0).to(tl.int64)
     rows = bh * SPLITS + tl.arange(0, SPLITS)
@@ -93,18 +95,19 @@ def _decode_combine(M_IN, L_IN, ACC, O, sob, soh, H, SPLITS: tl.constexpr, d: tl
     weight = tl.exp2(m - tl.max(m, 0))  # 0 for the empty splits
     l_sum = tl.sum(tl.load(L_IN + rows) * weight, 0)
     acc = tl.sum(tl.load(ACC + rows[:, None] * d + offs_d[None, :]) * weight[:, None], 0)
-    tl.store(O + (bh // H) * sob + (bh % H) * soh + offs_d, (acc / l_sum).to(O.dtype.element_ty))
+    tl.store(O + (bh // H) * stride_oz + (bh % H) * stride_oh + offs_d, (acc / l_sum).to(O.dtype.element_ty))
 
 
-def decode_tables(d, max_len, device, base=10000.0):
-    """The decode kernel's phase tables for max_len positions, rows [cos | sin]: T1 (cdiv(max_len, DECODE_BLOCK), 2d)
-    of e^{i DECODE_BLOCK a theta}, T2 (DECODE_BLOCK, 2d) of e^{i b theta}; built once per cache, before CUDA graphs."""
-    f64 = dict(dtype=torch.float64, device=device)
-    theta = float(base) ** (-torch.arange(d, **f64) / d)
+def decode_tables(theta, max_len):
+    """The decode kernel's phase tables for max_len positions at frequencies theta (d,) (model.pope_frequencies, on the
+    cache's device), rows [cos | sin] of model.pope_phases, float32 (computed in float64): T1 (cdiv(max_len,
+    DECODE_BLOCK), 2d) of e^{i DECODE_BLOCK a theta}, T2 (DECODE_BLOCK, 2d) of e^{i b theta}; built once per cache,
+    before CUDA graphs."""
     tables = []
-    for pos in (torch.arange(0, max_len, DECODE_BLOCK, **f64), torch.arange(DECODE_BLOCK, **f64)):
-        angle = pos[:, None] * theta[None, :]
-        tables.append(torch.cat([angle.cos(), angle.sin()], -1).float().contiguous())
+    for pos in (torch.arange(0, max_len, DECODE_BLOCK, device=theta.device),
+                torch.arange(DECODE_BLOCK, device=theta.device)):
+        phi = pope_phases(pos, theta)
+        tables.append(torch.cat([phi.cos(), phi.sin()], -1).float().contiguous())
     return tuple(tables)
 
 
@@ -134,7 +137,7 @@ def _check_decode(q, k, v, n, t1, t2):
     if phases and (t1.shape[0] < triton.cdiv(L, DECODE_BLOCK) or t1.shape[1] != 2 * d
                    or t2.shape != (DECODE_BLOCK, 2 * d)):
         raise ValueError(f"pope decode: tables {tuple(t1.shape)}, {tuple(t2.shape)} do not fit a cache of {L} "
-                         f"positions and d={d}: build them with pope_decode.decode_tables({d}, {L}, device)")
+                         f"positions and d={d}: build them with pope_decode.decode_tables(theta, {L})")
     if len({x.device for x in (q, k, v, n, t1, t2) if x is not None}) != 1:
         raise ValueError("pope decode: all inputs must be on one device")
     if v.dtype not in DTYPES or k.dtype != v.dtype or q.dtype not in DTYPES:
@@ -165,4 +168,5 @@ def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n: torch.Tensor, t
 
 @decode.register_fake
 def _(q, k, v, n, t1, t2, sm_scale):
+    _check_decode(q, k, v, n, t1, t2)  # (as the kernel, where shapes and devices are known: meta tensors, compiling)
     return v.new_empty((q.shape[0], q.shape[1], v.shape[3]))

@@ -1,43 +1,42 @@
 """
 PoPE attention (Polar Coordinate Positional Embeddings, arXiv 2509.10534) at the speed of ordinary attention:
 a fused Triton prologue writes the Cartesian queries and keys once, plain attention runs on them, and a fused
-Triton epilogue applies the chain rule in the backward.
+Triton epilogue applies the chain rule in the backward. model.pope_attention_reference is the same function,
+written plainly; pope_attention_fast (at the end of this file) is the entry.
 
 For head h, query t (at position q_offset + t), key s and frequency c = 0..d-1 (d frequencies, not d/2):
 
-    mu = softplus(x)        theta_c = base ** (-c / d)
+    mu = softplus(x)
     q' = [mu_q cos phi_q, mu_q sin phi_q]      phi_q = (q_offset + t) theta - delta[h]     (2d wide)
     k' = [mu_k cos phi_k, mu_k sin phi_k]      phi_k = s theta                             (2d wide)
     score[t, s] = sm_scale * q' . k' = sm_scale * sum_c mu_q mu_k cos((s - t) theta_c + delta_c)
     out = softmax(score, causally masked) @ v
 
-delta sits on the query side (only the phase difference matters), so keys and values can be shared by a group
-of query heads with different deltas (grouped-query attention: query head h reads kv head h // (H / n_kv_head)).
-The paper's ablations are switches of the prologue and epilogue alone: mu = relu(x) or mu = x (mu='relu',
-'identity'), and no delta (delta=None).
+The phases are model.pope_phases, with delta on the query (only the phase difference enters a score), so keys and
+values can be shared by a group of query heads with different deltas (grouped-query attention: query head h reads kv
+head h // (H / n_kv_head)). The frequencies theta come in as the cos and sin of the phases at every position, tables
+(model.phase_table: computed in float64, stored float32, so the phase at position 100000 is as accurate as at
+position 10, where a float32 angle near 1e5 rad would be off by up to 0.008 rad); delta's cos and sin (delta in
+[-2pi, 0]) come from the GPU's approximate functions (FAST_MATH: ~5e-7 absolute). The paper's ablations are switches
+of the prologue and epilogue alone: mu = relu(x) or mu = x (mu='relu', 'identity'), and no delta (delta=None).
 
 Stages (each a torch.library custom op, so torch.compile sees one opaque node per stage, no graph break):
-  pope::cartesian            prologue: q', k' in the input dtype, phases from a float64-built (T, d) table;
+  pope::cartesian            prologue: q', k' in the input dtype, from the tables;
                              laid out (B, T, heads, 2d) for impl='sdpa' (cuDNN's output then needs no copy)
   attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN / flash on the GPU, any d);
-                             impl='triton': pope::attention, the FlashAttention-2 kernels below (d 32/64/128)
+                             impl='triton': pope::flash_attention, the FlashAttention-2 kernels below (d 32/64/128)
   pope::cartesian_backward   epilogue, from dq', dk' (X = mu cos phi, Y = mu sin phi, dX, dY their grads):
                                  dmu = dX cos phi + dY sin phi,     dx = dmu * mu'(x)   (softplus' = sigmoid)
                                  ddelta[h] = sum_{b, t} mu_q (dX sin phi_q - dY cos phi_q)   (phi_q has -delta)
 (generation's one-token step over a cache of mu(k), pope::decode, is pope_decode.py's)
-impl='auto' picks, per head dim and length, whichever of 'sdpa' and 'triton' was faster on an H200 (the table
-_FASTEST; the measurements: results/kernel/README.md): SDPA lets cuDNN's Hopper attention run on q', k', while the
-all-Triton path has small tiles and few launches for short sequences.
+impl='auto' takes SDPA, which lets cuDNN's Hopper attention run on q', k', except at d 64 up to SHORT_T positions,
+where the all-Triton path's small tiles and few launches win (results/kernel/README.md).
 
-How the all-Triton attention differs from the Triton fused-attention tutorial (FlashAttention-2), whose structure it
-follows: q' and k' are 2d wide while v and the output are d wide; lengths need not be multiples of the tiles (ragged
-tails are masked); queries may start at position q_offset > 0 among Tk >= Tq keys (a KV cache); grouped-query attention,
-dk' and dv summed over a kv head's query heads in one program; fp32 inputs get true fp32 dots; no TMA, warp
+How the all-Triton attention differs from the Triton fused-attention tutorial (FlashAttention-2), whose structure and
+names it follows: q' and k' are 2d wide while v and the output are d wide; lengths need not be multiples of the tiles
+(ragged tails are masked); queries may start at position q_offset > 0 among Tk >= Tq keys (a KV cache); grouped-query
+attention, dk' and dv summed over a kv head's query heads in one program; fp32 inputs get true fp32 dots; no TMA, warp
 specialisation or fp8. The polar <-> Cartesian step is a separate elementwise kernel, so the same q', k' also feed SDPA.
-
-Phases: cos(p theta_c), sin(p theta_c) come from a (T, d) float32 table computed in float64 (phase_table), so the
-phase at position 100000 is as accurate as at position 10 (an fp32 angle near 1e5 rad has an ulp of ~0.008 rad);
-delta's cos and sin (delta in [-2pi, 0]) come from the GPU's approximate functions (FAST_MATH: ~5e-7 absolute).
 """
 
 import math
@@ -50,12 +49,14 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
+from model import POPE_MUS, repeat_kv, sdpa_mask
+
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 # the GPU's approximate log2, cos, sin and division in the prologue / epilogue (errors ~2e-7, cos / sin 5e-7 absolute:
 # far below bf16's 4e-3), for speed (results/kernel/README.md). The CPU interpreter has the exact ones only
 FAST_MATH = tl.constexpr(not INTERPRET)
 IMPLS = ("auto", "sdpa", "triton")
-MUS = ("softplus", "relu", "identity")  # the magnitude mu(x): PoPE's softplus, the paper's ablations relu and mu = x
+MUS = tuple(POPE_MUS)  # the magnitude mu(x): PoPE's softplus, the paper's ablations relu and mu = x
 TRITON_HEAD_DIMS, MAX_HEAD_DIM = (32, 64, 128), 256  # the all-Triton attention's d; the sdpa path's, any up to 256
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 LN2 = tl.constexpr(0.6931471805599453)  # ln(2): base-2 exponent -> natural (constexpr: usable inside kernels)
@@ -120,15 +121,15 @@ def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
 
 
 @triton.jit
-def _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d: tl.constexpr, BLOCK_T: tl.constexpr,
-                BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
+def _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T, pos0, d: tl.constexpr,
+                BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
     # this program's tile of x (fp32), the cos and sin of its phases phi = (pos0 + t) theta_c (- delta[h, c]),
     # and where it sits (t, h, c as 3-d index tensors, mask); the angles' cos and sin come from the float64-made table
     t = (tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T))[:, None, None]
     h = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H))[None, :, None]
     c = tl.arange(0, BLOCK_D)[None, None, :]
     keep = (t < T) & (h < heads) & (c < d)
-    x = tl.load(X + b * sxb + h * sxh + t * sxt + c, mask=keep, other=0.0).to(tl.float32)
+    x = tl.load(X + b * stride_xz + h * stride_xh + t * stride_xt + c, mask=keep, other=0.0).to(tl.float32)
     cos_phi = tl.load(COS + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)  # (BLOCK_T, 1, BLOCK_D)
     sin_phi = tl.load(SIN + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)
     # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta
@@ -143,29 +144,29 @@ def _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d: tl.cons
 
 
 @triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_fwd(X, XP, COS, SIN, DELTA, sxb, sxh, sxt, spb, sph, spt, heads, T, pos0, d: tl.constexpr,
-                   BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr,
-                   MU: tl.constexpr):
+def _cartesian_fwd(X, XP, COS, SIN, DELTA, stride_xz, stride_xh, stride_xt, stride_pz, stride_ph, stride_pt, heads, T,
+                   pos0, d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+                   HAS_DELTA: tl.constexpr, MU: tl.constexpr):
     # x' = [mu cos phi, mu sin phi]; program (time block, head block, b)
     b = tl.program_id(2).to(tl.int64)
-    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d,
-                                                     BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
+    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T,
+                                                     pos0, d, BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
     mu = _mu(x, MU)
-    out = XP + b * spb + h * sph + t * spt + c
+    out = XP + b * stride_pz + h * stride_ph + t * stride_pt + c
     tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
     tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
 
 
 @triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, sxb, sxh, sxt, sgb, sgh, sgt, heads, T, pos0,
-                   d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-                   HAS_DELTA: tl.constexpr, MU: tl.constexpr):
+def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, stride_xz, stride_xh, stride_xt, stride_gz, stride_gh,
+                   stride_gt, heads, T, pos0, d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr,
+                   BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, MU: tl.constexpr):
     # dx from dx' = [dX, dY], stored (B, T, heads, d) in memory; with delta, the tile's sums over its positions of
     # d(x' . dx')/d(delta) (its share of ddelta), in row (time block, b) of DDELTA_PART
     b = tl.program_id(2).to(tl.int64)
-    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, sxb, sxh, sxt, heads, T, pos0, d,
-                                                     BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
-    g = DXP + b * sgb + h * sgh + t * sgt + c
+    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T,
+                                                     pos0, d, BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
+    g = DXP + b * stride_gz + h * stride_gh + t * stride_gt + c
     dX = tl.load(g, mask=keep, other=0.0).to(tl.float32)
     dY = tl.load(g + d, mask=keep, other=0.0).to(tl.float32)
     dx = DX + ((b * T + t) * heads + h) * d + c
@@ -202,19 +203,19 @@ def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, B
 
 
 @triton.jit
-def _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, FP32: tl.constexpr):
+def _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, FP32: tl.constexpr):
     # the key rows offs_s: k' (2d wide, contiguous), v (d wide), and the base-2 scores q' k'^T * qk_scale
     k = _load_rows(K, offs_s, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tk, MASK)
-    v = _load_rows(V, offs_s, tl.arange(0, HEAD_DIM), svt, Tk, MASK)
+    v = _load_rows(V, offs_s, tl.arange(0, HEAD_DIM), stride_vk, Tk, MASK)
     return k, v, _dot(q, tl.trans(k), tl.zeros([q.shape[0], offs_s.shape[0]], tl.float32), FP32) * qk_scale
 
 
 @triton.jit
-def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
+def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
                BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + tl.arange(0, BLOCK_N)
-        k, v, qk = _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM, MASK, FP32)
+        k, v, qk = _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM, MASK, FP32)
         if MASK:
             qk = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), qk, float("-inf"))
         # online softmax
@@ -228,14 +229,15 @@ def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, 
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale, HEAD_DIM: tl.constexpr,
-              CAUSAL: tl.constexpr, FP32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _attn_fwd(Q, K, V, O, LSE, stride_vz, stride_vh, stride_vk, H, G, Tq, Tk, q_offset, qk_scale,
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr):
     # the heaviest (last) causal query blocks are launched first
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     K += (b * (H // G) + h // G) * Tk * 2 * HEAD_DIM  # the kv head of query head h
-    V += b * svb + (h // G) * svh
+    V += b * stride_vz + (h // G) * stride_vh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tq, True)
 
@@ -243,9 +245,9 @@ def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale, 
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale,
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale,
                                0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale,
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale,
                                full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
     # every row sees key 0, so l_i > 0; rows >= Tq are never stored
     row_ok = offs_m < Tq
@@ -255,19 +257,20 @@ def _attn_fwd(Q, K, V, O, LSE, svb, svh, svt, H, G, Tq, Tk, q_offset, qk_scale, 
 
 
 @triton.jit(do_not_specialize=["Tq"])
-def _attn_bwd_preprocess(O, DO, Delta, sdb, sdh, sdt, H, Tq, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    # Delta = rowsum(dO * O)
+def _attn_bwd_preprocess(O, DO, D, stride_doz, stride_doh, stride_dom, H, Tq, HEAD_DIM: tl.constexpr,
+                         BLOCK_M: tl.constexpr):
+    # FlashAttention-2's D = rowsum(dO * O)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     o = _load_rows(O + bh * Tq * HEAD_DIM, offs_m, offs_d, HEAD_DIM, Tq, True).to(tl.float32)
-    do = _load_rows(DO + b * sdb + h * sdh, offs_m, offs_d, sdt, Tq, True).to(tl.float32)
-    tl.store(Delta + bh * Tq + offs_m, tl.sum(o * do, 1), mask=offs_m < Tq)
+    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True).to(tl.float32)
+    tl.store(D + bh * Tq + offs_m, tl.sum(o * do, 1), mask=offs_m < Tq)
 
 
 @triton.jit
-def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, Delta, sdt, Tq, Tk, q_offset, qk_scale, lo, hi,
+def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, D, stride_dom, Tq, Tk, q_offset, qk_scale, lo, hi,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
                 FP32: tl.constexpr):
     # the key block is resident; stream query tiles, working with transposed scores S^T (BLOCK_N x BLOCK_M)
@@ -276,13 +279,13 @@ def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, Delta, sdt, Tq, Tk, q_offset, 
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q = _load_rows(Q, offs_m, offs_qk, 2 * HEAD_DIM, Tq, MASK)
-        do = _load_rows(DO, offs_m, offs_d, sdt, Tq, MASK)
+        do = _load_rows(DO, offs_m, offs_d, stride_dom, Tq, MASK)
         if MASK:
             lse = tl.load(LSE + offs_m, mask=offs_m < Tq, other=0.0)
-            Di = tl.load(Delta + offs_m, mask=offs_m < Tq, other=0.0)
+            Di = tl.load(D + offs_m, mask=offs_m < Tq, other=0.0)
         else:
             lse = tl.load(LSE + offs_m)
-            Di = tl.load(Delta + offs_m)
+            Di = tl.load(D + offs_m)
         qkT = _dot(k, tl.trans(q), tl.zeros([k.shape[0], BLOCK_M], tl.float32), FP32) * qk_scale
         pT = tl.exp2(qkT - lse[None, :])
         if MASK:
@@ -295,9 +298,9 @@ def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, Delta, sdt, Tq, Tk, q_offset, 
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "G"])
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt, H, G, Tq, Tk, q_offset,
-                   sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, D, DK, DV, stride_vz, stride_vh, stride_vk, stride_doz, stride_doh, stride_dom,
+                   H, G, Tq, Tk, q_offset, sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                   FP32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # one key block of one kv head; dk', dv summed over the G query heads that read it
     start_n = tl.program_id(0)
     bkv = tl.program_id(1).to(tl.int64)
@@ -306,7 +309,7 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt
     offs_qk = tl.arange(0, 2 * HEAD_DIM)
     offs_d = tl.arange(0, HEAD_DIM)
     k = _load_rows(K + bkv * Tk * 2 * HEAD_DIM, offs_s, offs_qk, 2 * HEAD_DIM, Tk, True)
-    v = _load_rows(V + b * svb + hkv * svh, offs_s, offs_d, svt, Tk, True)
+    v = _load_rows(V + b * stride_vz + hkv * stride_vh, offs_s, offs_d, stride_vk, Tk, True)
     dk = tl.zeros([BLOCK_N, 2 * HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     # query tiles: masked [m_lo, u_lo) near the diagonal, unmasked [u_lo, Tq_full), masked ragged tail
@@ -320,14 +323,14 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt
     for g in range(G):
         bh = b * H + hkv * G + g
         Qh = Q + bh * Tq * 2 * HEAD_DIM
-        DOh = DO + b * sdb + (hkv * G + g) * sdh
+        DOh = DO + b * stride_doz + (hkv * G + g) * stride_doh
         LSEh = LSE + bh * Tq
-        Dh = Delta + bh * Tq
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, sdt, Tq, Tk, q_offset, qk_scale,
+        Dh = D + bh * Tq
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset, qk_scale,
                              m_lo, u_lo, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, sdt, Tq, Tk, q_offset, qk_scale,
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset, qk_scale,
                              u_lo, Tq_full, HEAD_DIM, BLOCK_M, False, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, sdt, Tq, Tk, q_offset, qk_scale,
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset, qk_scale,
                              Tq_full, Tq, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
 
     row_ok = (offs_s < Tk)[:, None]
@@ -338,11 +341,11 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, Delta, DK, DV, svb, svh, svt, sdb, sdh, sdt
 
 
 @triton.jit
-def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
+def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
               BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + tl.arange(0, BLOCK_N)
-        k, v, qk = _key_tile(q, K, V, offs_s, svt, Tk, qk_scale, HEAD_DIM, MASK, FP32)
+        k, v, qk = _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM, MASK, FP32)
         p = tl.exp2(qk - lse[:, None])
         if MASK:
             p = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), p, 0.0)
@@ -353,27 +356,27 @@ def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale,
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _attn_bwd_dq(Q, K, V, DO, LSE, Delta, DQ, svb, svh, svt, sdb, sdh, sdt, H, G, Tq, Tk, q_offset,
-                 sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _attn_bwd_dq(Q, K, V, DO, LSE, D, DQ, stride_vz, stride_vh, stride_vk, stride_doz, stride_doh, stride_dom,
+                 H, G, Tq, Tk, q_offset, sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+                 FP32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     K += (b * (H // G) + h // G) * Tk * 2 * HEAD_DIM
-    V += b * svb + (h // G) * svh
+    V += b * stride_vz + (h // G) * stride_vh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_qk = tl.arange(0, 2 * HEAD_DIM)
     row_ok = offs_m < Tq
     q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
-    do = _load_rows(DO + b * sdb + h * sdh, offs_m, tl.arange(0, HEAD_DIM), sdt, Tq, True)
+    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, tl.arange(0, HEAD_DIM), stride_dom, Tq, True)
     lse = tl.load(LSE + bh * Tq + offs_m, mask=row_ok, other=0.0)
-    Di = tl.load(Delta + bh * Tq + offs_m, mask=row_ok, other=0.0)
+    Di = tl.load(D + bh * Tq + offs_m, mask=row_ok, other=0.0)
 
     dq = tl.zeros([BLOCK_M, 2 * HEAD_DIM], tl.float32)
     full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, 0, full,
+    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, 0, full,
                    HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
-    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, svt, Tq, Tk, q_offset, qk_scale, full, hi,
+    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, full, hi,
                    HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
     tl.store(DQ + bh * Tq * 2 * HEAD_DIM + offs_m[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
@@ -383,7 +386,7 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, Delta, DQ, svb, svh, svt, sdb, sdh, sdt, H, G
 # Launch parameters
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) per kernel and head dim, for lengths above SHORT_T; from the
-# autotuner's picks for the first kernel (same register footprint: 2d-wide q/k and a d-wide v) on an H200
+# autotuner's picks for the first kernel (same register footprint: 2d-wide q/k and a d-wide v)
 _BLOCKS = {
     "fwd": {32: (128, 64, 4, 3), 64: (128, 64, 8, 3), 128: (128, 64, 8, 2)},
     "dkdv": {32: (64, 128, 8, 3), 64: (64, 128, 8, 3), 128: (32, 128, 8, 2)},
@@ -392,31 +395,13 @@ _BLOCKS = {
 SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
 _SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles of 4-byte numbers need 2x the memory)
 _INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
-BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (the fastest measured)
+BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (tuned: results/kernel/)
 
 
 def _blocks(kind, d, T, dtype):
     if INTERPRET:
         return _INTERPRET_BLOCKS[kind]
     return _SMALL_BLOCKS if T <= SHORT_T or dtype == torch.float32 else _BLOCKS[kind][d]
-
-
-_tables = {}
-
-
-def phase_table(d, n, device, base=10000.0):
-    """cos(p theta_c), sin(p theta_c) for positions p < n at least (float64 maths, float32 storage), each (n', d).
-    Cached per (device, d, base) and grown in steps of 4096 positions; never built inside a CUDA-graph capture."""
-    key = (str(torch.device(device)), d, float(base))
-    if key not in _tables or _tables[key][0].shape[0] < n:
-        if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise ValueError(f"pope_attention: the phase table for d={d}, {n} positions must exist before CUDA-graph "
-                             f"capture: run one eager step first or call pope_kernel.phase_table({d}, {n}, device)")
-        f64 = dict(dtype=torch.float64, device=device)
-        theta = float(base) ** (-torch.arange(d, **f64) / d)
-        angle = torch.arange(triton.cdiv(n, 4096) * 4096, **f64)[:, None] * theta[None, :]
-        _tables[key] = (angle.cos().float().contiguous(), angle.sin().float().contiguous())
-    return _tables[key]
 
 
 # -----------------------------------------------------------------------------
@@ -432,12 +417,10 @@ def _tiles(x, has_delta, mu):
 
 
 @torch.library.custom_op("pope::cartesian", mutates_args=())
-def cartesian(q: torch.Tensor, k: torch.Tensor, delta: Optional[torch.Tensor], q_offset: int, base: float,
-              time_major: bool, mu: str) -> tuple[torch.Tensor, torch.Tensor]:
+def cartesian(q: torch.Tensor, k: torch.Tensor, delta: Optional[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor,
+              q_offset: int, time_major: bool, mu: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The prologue (module docstring): q' (B, H, Tq, 2d) of q (B, H, Tq, d) and k' (B, Hkv, Tk, 2d) of k, in q's
     dtype; contiguous, or laid out (B, T, heads, 2d) if time_major (cuDNN's output then needs no copy, nor its grad)."""
-    (B, H, Tq, d), Tk = q.shape, k.shape[2]
-    cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
     qp, kp = _cartesian_empty(q, k, time_major)
     for x, xp, pos0, has_delta in ((q, qp, q_offset, delta is not None), (k, kp, 0, False)):
         grid, meta = _tiles(x, has_delta, mu)
@@ -452,18 +435,17 @@ def _cartesian_empty(q, k, time_major):
 
 
 @cartesian.register_fake
-def _(q, k, delta, q_offset, base, time_major, mu):
+def _(q, k, delta, cos, sin, q_offset, time_major, mu):
     return _cartesian_empty(q, k, time_major)
 
 
 @torch.library.custom_op("pope::cartesian_backward", mutates_args=())
 def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-                       delta: Optional[torch.Tensor], q_offset: int, base: float,
+                       delta: Optional[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, q_offset: int,
                        mu: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The epilogue: (dq, dk, ddelta) from dq', dk' (no delta: ddelta empty); dq, dk laid out (B, T, heads, d) as the
     model's q, k (views of one (B, T, 3C) projection): their gradient joins that projection's by a plain copy."""
     (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
-    cos, sin = phase_table(d, max(q_offset + Tq, Tk), q.device, base)
     dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # SDPA's grads: any layout
     dq, dk = q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2)
     # a row of ddelta's partial sums per (time block, b)
@@ -477,29 +459,29 @@ def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k:
 
 
 @cartesian_backward.register_fake
-def _(dqp, dkp, q, k, delta, q_offset, base, mu):
+def _(dqp, dkp, q, k, delta, cos, sin, q_offset, mu):
     (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
     return (q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2),
             q.new_empty(0) if delta is None else delta.new_empty(delta.shape))
 
 
 def _cartesian_setup(ctx, inputs, output):
-    q, k, delta, q_offset, base, time_major, mu = inputs
-    ctx.save_for_backward(q, k, delta)
-    ctx.q_offset, ctx.base, ctx.mu = q_offset, base, mu
+    q, k, delta, cos, sin, q_offset, time_major, mu = inputs
+    ctx.save_for_backward(q, k, delta, cos, sin)
+    ctx.q_offset, ctx.mu = q_offset, mu
 
 
 def _cartesian_grad(ctx, dqp, dkp):
-    q, k, delta = ctx.saved_tensors
-    dq, dk, ddelta = cartesian_backward(dqp, dkp, q, k, delta, ctx.q_offset, ctx.base, ctx.mu)
-    return dq, dk, ddelta if delta is not None else None, None, None, None, None
+    q, k, delta, cos, sin = ctx.saved_tensors
+    dq, dk, ddelta = cartesian_backward(dqp, dkp, q, k, delta, cos, sin, ctx.q_offset, ctx.mu)
+    return dq, dk, ddelta if delta is not None else None, None, None, None, None, None
 
 
 cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
 
 
-@torch.library.custom_op("pope::attention", mutates_args=())
-def attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
+@torch.library.custom_op("pope::flash_attention", mutates_args=())
+def flash_attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
               q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-2 forward on q' (B, H, Tq, 2d), k' (B, Hkv, Tk, 2d), v (B, Hkv, Tk, d), q'/k' contiguous:
     (out (B, H, Tq, d) in v's dtype, base-2 log-sum-exp (B, H, Tq) fp32)."""
@@ -512,34 +494,34 @@ def attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool,
     return o, lse
 
 
-@attention.register_fake
+@flash_attention.register_fake
 def _(qp, kp, v, causal, sm_scale, q_offset):
     B, H, Tq = qp.shape[:3]
     return v.new_empty((B, H, Tq, v.shape[3])), v.new_empty((B, H, Tq), dtype=torch.float32)
 
 
-@torch.library.custom_op("pope::attention_backward", mutates_args=())
-def attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+@torch.library.custom_op("pope::flash_attention_backward", mutates_args=())
+def flash_attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                        lse: torch.Tensor, causal: bool, sm_scale: float,
                        q_offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq', dk', dv (dk', dv summed over each kv head's group of query heads)."""
     (B, H, Tq, d), (Hkv, Tk) = o.shape, kp.shape[1:3]
     fp32 = v.dtype == torch.float32
-    Delta = torch.empty_like(lse)  # rowsum(dO * O)
-    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, Delta, *do.stride()[:3], H, Tq, HEAD_DIM=d, BLOCK_M=64)
+    D = torch.empty_like(lse)  # FlashAttention-2's D = rowsum(dO * O)
+    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, D, *do.stride()[:3], H, Tq, HEAD_DIM=d, BLOCK_M=64)
     dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), v.new_empty((B, Hkv, Tk, d))
     args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale, sm_scale * LOG2E.value)
     bm, bn, warps, stages = _blocks("dkdv", d, Tk, v.dtype)
-    _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](qp, kp, v, do, lse, Delta, dkp, dv, *args, HEAD_DIM=d,
+    _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](qp, kp, v, do, lse, D, dkp, dv, *args, HEAD_DIM=d,
                                                    CAUSAL=causal, FP32=fp32, BLOCK_M=bm, BLOCK_N=bn,
                                                    num_warps=warps, num_stages=stages)
     bm, bn, warps, stages = _blocks("dq", d, Tk, v.dtype)
-    _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](qp, kp, v, do, lse, Delta, dqp, *args, HEAD_DIM=d, CAUSAL=causal,
+    _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](qp, kp, v, do, lse, D, dqp, *args, HEAD_DIM=d, CAUSAL=causal,
                                                FP32=fp32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
     return dqp, dkp, dv
 
 
-@attention_backward.register_fake
+@flash_attention_backward.register_fake
 def _(do, qp, kp, v, o, lse, causal, sm_scale, q_offset):
     return qp.new_empty(qp.shape), kp.new_empty(kp.shape), v.new_empty((v.shape[0], kp.shape[1], *v.shape[2:]))
 
@@ -553,37 +535,21 @@ def _attention_setup(ctx, inputs, output):
 def _attention_grad(ctx, do, dlse):
     qp, kp, v, o, lse = ctx.saved_tensors
     do = do if do.stride(-1) == 1 else do.contiguous()
-    return *attention_backward(do, qp, kp, v, o, lse, *ctx.args), None, None, None
+    return *flash_attention_backward(do, qp, kp, v, o, lse, *ctx.args), None, None, None
 
 
-attention.register_autograd(_attention_grad, setup_context=_attention_setup)
+flash_attention.register_autograd(_attention_grad, setup_context=_attention_setup)
 
 
 # -----------------------------------------------------------------------------
-# The SDPA path and the entry point
-
-# impl='auto': the measured winner per head dim (results/kernel/README.md) as (up to this Tk, impl), in increasing Tk
-_FASTEST = {32: [(2**31, "sdpa")], 64: [(SHORT_T, "triton"), (2**31, "sdpa")], 128: [(2**31, "sdpa")]}
+# The entry point
 
 
-def _sdpa(qp, kp, v, causal, sm_scale, q_offset):
-    """softmax(sm_scale q' k'^T) v by SDPA, whose is_causal is top-left aligned: queries not from position 0 get a
-    mask (none where they see every key); grouped k', v copied per query head (enable_gqa: bench_attention.py)."""
-    H, Hkv, Tq, Tk = qp.shape[1], kp.shape[1], qp.shape[2], kp.shape[2]
-    if Hkv != H:
-        kp, v = (x[:, :, None].expand(-1, -1, H // Hkv, -1, -1).flatten(1, 2) for x in (kp, v))
-    if not causal or q_offset >= Tk - 1:  # every key visible to every query (e.g. one decoding step)
-        return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale)
-    if q_offset == 0 and Tq == Tk:
-        return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=sm_scale)
-    s, t = torch.arange(Tk, device=qp.device), torch.arange(q_offset, q_offset + Tq, device=qp.device)
-    return F.scaled_dot_product_attention(qp, kp, v, attn_mask=s[None, :] <= t[:, None], scale=sm_scale)  # s <= t
-
-
-def _check_inputs(q, k, v, delta, q_offset, impl, mu):
+def _check_inputs(q, k, v, delta, cos, sin, q_offset, impl, mu):
     def fail(why):
-        raise ValueError(f"pope_attention: {why}")
-    tensors = dict(q=q, k=k, v=v) if delta is None else dict(q=q, k=k, v=v, delta=delta)
+        raise ValueError(f"pope_attention_fast: {why}")
+    tensors = dict(q=q, k=k, v=v, cos=cos, sin=sin) if delta is None else dict(q=q, k=k, v=v, delta=delta, cos=cos,
+                                                                                   sin=sin)
     for name, x in tensors.items():
         if not isinstance(x, torch.Tensor):
             fail(f"{name} must be a torch.Tensor, got {type(x).__name__}"
@@ -626,25 +592,35 @@ def _check_inputs(q, k, v, delta, q_offset, impl, mu):
         fail(f"q_offset must be a non-negative int, got {q_offset!r}")
     if max(Tk, q_offset + Tq) > 2**24:
         fail("positions up to 2**24 are supported")
+    n = max(Tk, q_offset + Tq)
+    if any(t.dtype != torch.float32 or t.dim() != 2 or t.shape[0] < n or t.shape[1] != D or not t.is_contiguous()
+           for t in (cos, sin)):
+        fail(f"cos, sin must be the phase tables of {n} positions at least, float32 (n, d={D}), contiguous; got "
+             f"{cos.dtype} {tuple(cos.shape)}, {sin.dtype} {tuple(sin.shape)}: build them with "
+             f"model.phase_table(theta, {n})")
 
 
-def pope_attention(q, k, v, delta, *, causal=True, sm_scale=None, base=10000.0, q_offset=0, impl="auto", mu="softplus"):
-    """PoPE attention. q (B, H, Tq, d), k and v (B, n_kv_head, Tk, d) with n_kv_head dividing H, delta (H, d) used as
-    given (clamp it before; None: no delta) -> out (B, H, Tq, d) in v's dtype. Query i sits at position q_offset + i,
-    key s at position s; causal: key s is visible to query i iff s <= q_offset + i. sm_scale defaults to 1/sqrt(d);
-    mu: one of MUS; impl: one of IMPLS (module docstring). Differentiable w.r.t. q, k, v and delta; extra memory:
-    q', k' (2x q and k) saved for the backward."""
+def pope_attention_fast(q, k, v, delta, cos, sin, *, causal=True, sm_scale=None, q_offset=0, impl="auto",
+                        mu="softplus"):
+    """PoPE attention, fast: model.pope_attention_reference's function. q (B, H, Tq, d), k and v (B, n_kv_head, Tk,
+    d) with n_kv_head dividing H, delta (H, d) used as given (clamp it before; None: no delta), cos and sin the phase
+    tables (model.phase_table) of positions 0 to max(q_offset + Tq, Tk) - 1 at least, on q's device -> out
+    (B, H, Tq, d) in v's dtype. Query i sits at position q_offset + i, key s at position s; causal: key s is visible
+    to query i iff s <= q_offset + i. sm_scale defaults to 1/sqrt(d); mu: one of MUS; impl: one of IMPLS (module
+    docstring). Differentiable w.r.t. q, k, v and delta; extra memory: q', k' (2x q and k) saved for the backward."""
     if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
         q_offset = int(q_offset)
-    _check_inputs(q, k, v, delta, q_offset, impl, mu)
+    _check_inputs(q, k, v, delta, cos, sin, q_offset, impl, mu)
     d, Tk = q.shape[-1], k.shape[2]
-    if impl == "auto":
-        impl = next(name for t_max, name in _FASTEST.get(d, [(2**31, "sdpa")]) if Tk <= t_max)
+    if impl == "auto":  # (module docstring)
+        impl = "triton" if d == 64 and Tk <= SHORT_T else "sdpa"
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
     delta = None if delta is None else delta.contiguous()  # (the kernels read it as H rows of d)
-    # phi_q = (q_offset + i) theta - delta, phi_k = s theta; time-major for cuDNN, contiguous for the Triton kernels
-    qp, kp = cartesian(q, k, delta, q_offset, float(base), impl == "sdpa", mu)
-    if impl == "sdpa":
-        return _sdpa(qp, kp, v, bool(causal), sm_scale, q_offset)
-    return attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]
+    # time-major for cuDNN, contiguous for the Triton kernels
+    qp, kp = cartesian(q, k, delta, cos, sin, q_offset, impl == "sdpa", mu)
+    if impl == "sdpa":  # grouped k', v copied per query head (SDPA's enable_gqa: bench_attention.py)
+        (H, Tq), Tk = q.shape[1:3], k.shape[2]
+        return F.scaled_dot_product_attention(qp, repeat_kv(kp, H), repeat_kv(v, H), scale=sm_scale,
+                                              **sdpa_mask(Tq, Tk, q_offset, bool(causal), q.device))
+    return flash_attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]

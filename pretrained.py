@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from checkpoint import load_checkpoint, read_checkpoint
-from model import GPT, GPTConfig
+from model import ENCODINGS, GPT, GPTConfig, PoPEAttention
 from prepare.common import GPT2_VOCAB, PACKAGED_GGUF, encoding, gguf_field, gguf_path, gguf_reader
 
 GPT2_MODELS = {  # n_layer, n_head, n_embd (Radford et al. 2019); on the hub as openai-community/<name>
@@ -252,7 +252,8 @@ def fine_tune_args(ckpt, args, given, source, meta, data_dir):
     new = {**old, **{k: args[k] for k in RUN if k in given or k in ('dropout', 'attn_impl')}}
     conversion = {k: args[k] for k in ENCODING if k in given and args[k] != old.get(k)}
     new.update(conversion)
-    if conversion and new['pos_emb'] == 'pope' and old['pos_emb'] != 'pope' and 'pope_delta' not in given:
+    pope = {name for name, attention in ENCODINGS.items() if issubclass(attention, PoPEAttention)}
+    if conversion and new['pos_emb'] in pope and old['pos_emb'] not in pope and 'pope_delta' not in given:
         # PoPE's delta starts at 0, the paper's init for language (its OpenWebText runs, which extrapolate best): no
         # phase offset, so a key's score at its own position is the plain product of magnitudes, and the low
         # frequencies' scores (cos ~ 1 over the context) are content alone, the nearest PoPE has to the trained
@@ -295,7 +296,7 @@ def convert(ckpt, model, source, say=print):
         state[k] = w
         copied.append(k)
     cfg = model.config
-    delta = f", init {cfg.pope_delta}" if cfg.pos_emb == 'pope' else ''
+    delta = f", init {cfg.pope_delta}" if isinstance(model.h[0].attn, PoPEAttention) else ''
     say(f"init_from={source}: {len(copied)} tensors copied ({ckpt['model_args']['pos_emb']} -> {cfg.pos_emb}{crop}), "
         f"dropped: {', '.join(layers_as_star(dropped)) or 'none'}, new: {', '.join(layers_as_star(new)) or 'none'}"
         f"{delta if new else ''}")

@@ -68,11 +68,11 @@ bias = False  # biases in Linear layers (and LayerNorm)
 norm = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm'
 tie_embeddings = True  # the output layer shares the token embedding's weights
 init = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch' (PyTorch's defaults)
-pos_emb = 'pope'  # pope, rope, rope_half, alibi_half, learned, sinusoidal, none
+pos_emb = 'pope'  # pope, pope_half, rope, rope_half, alibi_half, learned, sinusoidal, none (model.ENCODINGS)
 pos_base = 10000.0  # frequency base of pope / rope
 pope_mu = 'softplus'  # PoPE's magnitude mu(x): 'softplus' (the paper), or its ablations 'relu' and 'identity' (mu = x)
 pope_delta = 'uniform'  # PoPE's delta, learned from init 'uniform' in [-2pi, 0] or 'zero'; 'none': no delta (ablation)
-attn_impl = 'auto'  # PoPE: auto (pope_kernel's measured fastest path on CUDA, else sdpa), torch, sdpa, triton
+attn_impl = 'auto'  # PoPE: auto (pope_kernel's fastest path on CUDA, else sdpa), torch, sdpa, triton
 yarn_scale = 1.0  # YaRN scale s for RoPE models (1.0 = off)
 yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
 # AdamW
@@ -238,13 +238,13 @@ try:
 except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit the model
     sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
-model.project_delta()  # a checkpoint of an older version may hold deltas outside [-2pi, 0]
+model.project_delta()  # PoPE's delta in [-2pi, 0], as the steps keep it (converted or edited weights need not be)
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
                                        weight_decay_on=weight_decay_on)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-    minutes_before = checkpoint.get('minutes', 0.0)  # (a checkpoint of an older version counted none)
+    minutes_before = checkpoint.get('minutes', 0.0)  # (a checkpoint without them counts none)
     torch.set_rng_state(checkpoint['rng']['torch'].cpu())  # RNG states are CPU tensors, wherever the checkpoint is
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
@@ -260,10 +260,12 @@ if compile:
     model = torch.compile(model)
 if ddp:
     # gradients as views of DDP's all-reduce buckets: no copy into the buckets and back; with compile, one graph
-    # and the all-reduce after the backward, in 200 MB buckets (the fastest setting measured: results/speed/README.md)
+    # and the all-reduce after the backward, in 200 MB buckets (the fastest setting measured: results/speed/README.md);
+    # the model's buffers (frequencies, phase tables, masks) are constants every process computes alike: none is
+    # broadcast before each forward pass
     torch._dynamo.config.optimize_ddp = False
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None, gradient_as_bucket_view=True,
-                bucket_cap_mb=200)
+                bucket_cap_mb=200, broadcast_buffers=False)
 # evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
 # eval-mode forward failed for PoPE's kernel: results/speed/README.md)
 eval_model = model.module if ddp else model

@@ -19,10 +19,9 @@ import numpy as np
 import torch
 
 from checkpoint import load_checkpoint, read_checkpoint  # noqa: F401 (for the eval scripts)
+from model import ABSOLUTE  # noqa: F401 (encodings that stop at block_size, for the eval scripts)
 from prepare.common import (check_writable, encoding, nonnegative_int, parser,  # noqa: F401 (for the eval scripts)
                             positive_float, positive_int, read_tokens, write_json)
-
-ABSOLUTE = ('learned', 'sinusoidal')  # encodings that stop at block_size
 
 
 def code_commit(folder):

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from eval import check_out, markdown_row, markdown_table, parser, positive_int, write_json
-from model import rope_angles, rope_frequencies, rope_rotate
+from model import pope_frequencies, pope_polar, rope_angles, rope_frequencies, rope_rotate
 
 HEADS = ('pope', 'pope_signed', 'rope')
 TASKS = ('offset', 'index', 'content')
@@ -35,11 +35,9 @@ def head_scores(kind, q, k, tq, delta, base=10000.0):
     if kind == 'rope':
         cos, sin = rope_angles(pos, rope_frequencies(d // 2, base))
         a = rope_rotate(q, cos[tq], sin[tq]) @ rope_rotate(k, cos, sin).T
-    else:
-        theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
-        phase = (pos[None, :] - tq[:, None]).double()[..., None] * theta + delta  # (s - t) theta_c + delta_c
-        mu_q, mu_k = (q, k) if kind == 'pope_signed' else (F.softplus(q), F.softplus(k))
-        a = (mu_q[:, None, :] * mu_k[None] * phase.cos()).sum(-1)  # the paper's sum over the d channels
+    else:  # the model's q' . k' (delta on the query: model.pope_phases), the paper's sum over the d channels
+        theta, mu = pope_frequencies(d, base), 'identity' if kind == 'pope_signed' else 'softplus'
+        a = pope_polar(q, tq, theta, delta[None], mu)[0] @ pope_polar(k, pos, theta, mu=mu).T
     return a.masked_fill(pos[None, :] > tq[:, None], float('-inf'))
 
 

@@ -39,7 +39,7 @@ from torch.nn import functional as F
 
 from eval import (check_data, check_out, device_arg, labels_for, load_checkpoint, load_tokens, markdown_table, parser,
                   positive_int, read_json, save_figure, subplots, write_json)
-from model import POPE_MUS
+from model import POPE_MUS, PoPEAttention
 from prepare.common import example_batch
 from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices, task_options
 
@@ -154,7 +154,7 @@ def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
                 w, t = attention_to(maps, g[qn], k)
                 weights[f'{qn}->{kn}'] += w * len(x)
                 tops[f'{qn}->{kn}'] += t * len(x)
-        if i == 0 and ckpt['model_args']['pos_emb'] == 'pope':  # mu statistics from the first batch
+        if i == 0 and isinstance(model.h[0].attn, PoPEAttention):  # mu statistics from the first batch
             pope = pope_stats(model, inputs, x != meta['pad_id'])
     correct = torch.cat(correct).float()
     per = lambda key: {int(v): correct[f[key] == v].mean().item() for v in f[key].unique()}

@@ -3,7 +3,7 @@
 import torch
 
 from eval.attention_reach import head_scores, train_head
-from model import pope_attention
+from model import pope_attention_reference, pope_frequencies
 
 
 def test_pope_head_scores_are_the_models_attention():
@@ -12,7 +12,8 @@ def test_pope_head_scores_are_the_models_attention():
     delta = -2 * torch.pi * torch.rand(d, dtype=torch.float64)
     att = head_scores('pope', q, k, torch.arange(T), delta).softmax(-1)
     v = torch.eye(T, dtype=torch.float64)[None, None]  # identity values: the output is the attention matrix
-    ref = pope_attention(q[None, None], k[None, None], v, delta[None], sm_scale=1.0)[0, 0]
+    ref = pope_attention_reference(q[None, None], k[None, None], v, delta[None], pope_frequencies(d),
+                                   sm_scale=1.0)[0, 0]
     torch.testing.assert_close(att, ref, rtol=1e-10, atol=1e-12)
 
 

@@ -52,8 +52,8 @@ def tiny(tmp_path_factory):
 
 @pytest.mark.parametrize('loader', ['eval.load_checkpoint', 'pretrained.load'])
 def test_a_checkpoint_with_delta_out_of_range_loads_projected(tmp_path, loader):
-    """An older version clamped delta in its forward pass, so its checkpoints may hold delta outside [-2pi, 0]:
-    both loaders project it, giving the model that version ran."""
+    """A checkpoint may hold delta outside [-2pi, 0] (weights not trained with the projection after each step): both
+    loaders project it, as train.py keeps it."""
     from pretrained import load
     path = make_ckpt(str(tmp_path / 'old'), 'pope')
     ckpt = torch.load(path, weights_only=False)

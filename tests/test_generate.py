@@ -14,7 +14,7 @@ from torch.nn import functional as F
 import generate as gen
 from eval import code_commit
 from generate import KVCache, decode_step, generate, sample
-from model import GPT, POPE_MUS, POS_EMBS, GPTConfig
+from model import GPT, POPE_MUS, POS_EMBS, GPTConfig, pope_frequencies
 
 F64 = torch.float64
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,12 +115,12 @@ def test_the_kernel_cache_tables_are_at_the_model_pos_base():
     pope_decode = pytest.importorskip('pope_decode')
     m = small('pope', n_embd=64, pos_base=500.0)
     cache = kernel_cache(m, 1, 20)
-    want = pope_decode.decode_tables(16, 2 * pope_decode.DECODE_BLOCK, 'cpu', 500.0)
+    want = pope_decode.decode_tables(pope_frequencies(16, 500.0), 2 * pope_decode.DECODE_BLOCK)
     assert cache.decode_kernel and all(torch.equal(a, b) for a, b in zip(cache.decode_tables, want, strict=True))
-    assert not torch.allclose(cache.decode_tables[0], pope_decode.decode_tables(16, 32, 'cpu')[0], atol=0.1)
+    assert not torch.allclose(cache.decode_tables[0], pope_decode.decode_tables(pope_frequencies(16), 32)[0], atol=0.1)
     assert kernel_cache(small('rope', n_embd=64), 1, 20).decode_tables is None
     with pytest.raises(ValueError, match=r"^decode_kernel=True with pos_emb='alibi_half': the decode kernel has no "
-                                         r"ALiBi bias; leave decode_kernel None \(or False\)$"):
+                                         r"score bias; leave decode_kernel None \(or False\)$"):
         kernel_cache(small('alibi_half', n_embd=64), 1, 20)
 
 
@@ -132,7 +132,7 @@ def test_decode_tables_phases_are_exact_at_long_positions(base):
     s theta at s = 1e5 is already off by up to ~0.008 rad (at 1e6 ~0.06)."""
     pope_decode = pytest.importorskip('pope_decode')
     d, L, block = 16, 2 ** 20 + 5, pope_decode.DECODE_BLOCK
-    t1, t2 = pope_decode.decode_tables(d, L, 'cpu', base)
+    t1, t2 = pope_decode.decode_tables(pope_frequencies(d, base), L)
     assert t1.shape == (-(-L // block), 2 * d) and t2.shape == (block, 2 * d) and t1.dtype == t2.dtype == torch.float32
     theta = base ** (-torch.arange(d, dtype=F64) / d)
     for table, pos in ((t1, block * torch.arange(t1.shape[0], dtype=F64)), (t2, torch.arange(block, dtype=F64))):

@@ -7,12 +7,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from checkpoint import upgrade_model_args
-from generate import KVCache
-from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, alibi_slopes, pope_attention, pope_attention_sdpa,
-                   pope_cartesian, rope_angles, rope_frequencies, rope_rotate)
+from generate import KVCache, generate
+from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, alibi_slopes, pope_attention_reference, pope_frequencies,
+                   pope_polar, rope_angles, rope_frequencies, rope_rotate)
 
 F64 = torch.float64
+
+
+def pope_attention(q, k, v, delta, base=10000.0, **kw):
+    """model.pope_attention_reference at frequency base `base`, explicit scores (the ground truth)."""
+    return pope_attention_reference(q, k, v, delta, pope_frequencies(q.shape[-1], base), **kw)
+
+
+def pope_attention_sdpa(q, k, v, delta, base=10000.0, **kw):
+    """model.pope_attention_reference through SDPA (explicit=False): the model's path off the GPU."""
+    return pope_attention_reference(q, k, v, delta, pope_frequencies(q.shape[-1], base), explicit=False, **kw)
 
 
 def rand_qkvd(B=2, H=3, Tq=7, Tk=7, d=8, dtype=F64, seed=None):
@@ -74,9 +83,8 @@ def test_reference_in_float32_close_to_float64():
 
 
 def scores_pope(q, k, delta, tq, tk):
-    Qc, Qs = pope_cartesian(q, tq, 10000.0)
-    Kc, Ks = pope_cartesian(k, tk, 10000.0, delta)
-    return Qc @ Kc.transpose(-2, -1) + Qs @ Ks.transpose(-2, -1)
+    theta = pope_frequencies(q.shape[-1])
+    return pope_polar(q, tq, theta, delta) @ pope_polar(k, tk, theta).transpose(-2, -1)
 
 
 def scores_rope(q, k, tq, tk):
@@ -98,7 +106,7 @@ def test_pope_phase_exact_at_large_positions():
     """float32 inputs, positions near 1e5: the phase is formed in float64, so cos(phi) is exact."""
     x = torch.ones(1, 1, 1, 4)
     for p in (10, 100_003):
-        re, im = pope_cartesian(x, torch.tensor([p]), 10000.0)
+        re, im = pope_polar(x, torch.tensor([p]), pope_frequencies(4)).split(4, -1)
         phi = p * (10000.0 ** (-torch.arange(4, dtype=F64) / 4))
         mu = math.log1p(math.e)
         torch.testing.assert_close(re[0, 0, 0].double(), mu * phi.cos(), rtol=0, atol=1e-6)
@@ -114,8 +122,8 @@ def tiny(pos_emb, impl='sdpa', **kw):
 
 
 def test_delta_is_used_as_is_and_every_value_has_a_gradient():
-    # the forward pass used to clamp delta, so a value outside [-2pi, 0] got zero gradient and froze; now train.py
-    # projects delta onto the range after each optimizer step (tests/test_train.py) and the forward uses it as is
+    # a forward pass that clamped delta would give a value outside [-2pi, 0] zero gradient, frozen there; train.py
+    # projects delta onto the range after each optimizer step instead (tests/test_train.py), the forward uses it as is
     m = tiny('pope')
     idx = torch.randint(0, 17, (2, 10))
     attn = m.h[0].attn
@@ -413,6 +421,71 @@ def test_bad_config_raises():
         tiny('learned')(torch.zeros(1, 40, dtype=torch.long))
 
 
+def test_every_encoding_changes_the_logits():
+    """Every registered encoding (model.ENCODINGS) gives logits of its own: against 'none' on the same weights (its
+    own parameters, PoPE's delta and learned positions, as initialised), and against every other encoding. A name
+    registered without an implementation of its own (a copy of another's) fails here."""
+    idx = torch.randint(0, 17, (2, 12), generator=torch.Generator().manual_seed(0))
+    weights = tiny('none').state_dict()
+    logits = {}
+    for pos_emb in POS_EMBS:
+        m = tiny(pos_emb).double().eval()
+        missing, unexpected = m.load_state_dict(weights, strict=False)
+        assert not unexpected and all(k.endswith(('attn.delta', 'wpe.weight')) for k in missing), missing
+        with torch.no_grad():
+            logits[pos_emb] = m(idx, idx)[0]
+    for a in POS_EMBS:
+        for b in POS_EMBS[POS_EMBS.index(a) + 1:]:
+            assert (logits[a] - logits[b]).abs().max() > 1e-6, f'{a} and {b} give the same logits'
+
+
+def test_a_name_without_an_implementation_is_refused():
+    """pos_emb names an entry of model.ENCODINGS, or the model refuses it in one line that lists them."""
+    from model import ENCODINGS
+    assert POS_EMBS == tuple(ENCODINGS)
+    with pytest.raises(ValueError, match=r"^pos_emb='pope_quarter'; choose one of \('pope', .*'none'\)$"):
+        GPT(GPTConfig(pos_emb='pope_quarter'))
+
+
+@pytest.mark.parametrize('impl', ['sdpa', 'triton'])
+def test_pope_model_is_one_graph(impl):
+    """torch.compile traces the PoPE model, its attention included (the kernel's stages are opaque custom ops), as
+    one graph with no break."""
+    if impl == 'triton' and os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('the kernel on CPU tensors needs TRITON_INTERPRET=1')
+    m = tiny('pope', impl, n_embd=64)  # head dim 32
+    idx = torch.randint(0, 17, (2, 12))
+    explain = torch._dynamo.explain(m)(idx, idx)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
+
+
+DEVICE_CASES = [(p, 'sdpa') for p in POS_EMBS] + [('pope', 'torch'), ('pope', 'triton')]
+
+
+@pytest.mark.parametrize('pos_emb,impl', DEVICE_CASES, ids=lambda x: str(x))
+def test_every_path_runs_on_the_device_of_the_model(pos_emb, impl):
+    """The model moved to another device runs every path of its encoding there: forward and backward within and past
+    block_size (a longer context builds its own tables), a KV cache with the decode kernel and without, and generate.
+    The device is 'meta' (shapes alone): a table built on the CPU meets tensors on 'meta' and fails, as it would meet
+    CUDA tensors on a GPU, which the CPU tests cannot."""
+    if impl == 'triton' and os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('the kernel on CPU tensors needs TRITON_INTERPRET=1')
+    m = tiny(pos_emb, impl, n_embd=128, n_head=4, n_kv_head=2, block_size=16).to('meta')  # head dim 32
+    T = 16 if pos_emb in ('learned', 'sinusoidal') else 24
+    for n in (12, T):  # within block_size, and past it
+        idx = torch.randint(0, 17, (2, n)).to('meta')
+        logits, loss = m(idx, idx)
+        loss.backward()
+        assert logits.device.type == 'meta' and all(p.grad.device.type == 'meta' for p in m.parameters())
+    for decode_kernel in (False, True) if pos_emb != 'alibi_half' else (False,):
+        if decode_kernel and os.environ.get('TRITON_INTERPRET') != '1':
+            continue
+        cache = KVCache(m.config, 2, T, 'meta', torch.float32, decode_kernel=decode_kernel)
+        m(idx[:, :T - 2], cache=cache, input_pos=torch.arange(T - 2).to('meta'))
+        assert m(idx[:, :1], cache=cache, input_pos=torch.tensor([T - 2]).to('meta'))[0].device.type == 'meta'
+    assert generate(m.eval(), idx[:, :5], 4).device.type == 'meta'
+
+
 @pytest.mark.parametrize('switches', [{}, {'pope_mu': 'relu', 'pope_delta': 'none'}, {'pope_mu': 'identity'}],
                          ids=['pope', 'relu-nodelta', 'identity'])
 def test_triton_path_agrees_in_the_model(switches):
@@ -510,19 +583,6 @@ def test_ablation_switches_in_the_model():
 def test_kernel_and_model_name_the_same_magnitudes():
     pope_kernel = pytest.importorskip('pope_kernel')
     assert tuple(POPE_MUS) == pope_kernel.MUS
-
-
-def test_old_model_args_are_upgraded_or_refused():
-    old = dict(block_size=32, vocab_size=17, n_layer=2, n_head=2, n_embd=32, pos_emb='pope', pope_delta_init='zero',
-               pope_softplus=False, pope_zero_freqs=0, qk_init_scale=4.0)
-    new = upgrade_model_args(old)
-    assert new == dict(block_size=32, vocab_size=17, n_layer=2, n_head=2, n_embd=32, pos_emb='pope',
-                       pope_delta='zero', pope_mu='identity')
-    assert upgrade_model_args(dict(old, pope_softplus=True))['pope_mu'] == 'softplus'
-    assert upgrade_model_args(new) == new  # today's model_args stay as they are
-    GPT(GPTConfig(**new))
-    with pytest.raises(ValueError, match='pope_zero_freqs=16.*git log -S pope_zero_freqs'):
-        upgrade_model_args(dict(old, pope_zero_freqs=16))
 
 
 def test_replication_model_flags_norm_untied_head_and_init():
@@ -646,3 +706,33 @@ def test_pope_delta_inits():
     assert all(b.attn.delta is None for b in none.h)
     assert not any(name.endswith('delta') for name, _ in none.named_parameters())
     assert sum(p.numel() for p in zero.parameters()) - sum(p.numel() for p in none.parameters()) == 2 * 2 * 16
+
+
+@pytest.mark.parametrize('impl', ['torch', 'sdpa', 'triton'])
+def test_pope_half_is_pope_with_positions_on_half_the_frequencies(impl):
+    """pope_half's scores written out here: sum_c mu_q mu_k cos((s - t) theta_c + delta_c) / sqrt(d) with
+    theta_c = base^(-c/d) over the first d/2 frequencies, and sum_c mu_q mu_k cos(delta_c) / sqrt(d) over the other
+    d/2 (no position), through the model's forward, for every attn_impl (the kernel's under the Triton interpreter,
+    in float32), and through its cache (with the decode kernel, in float32)."""
+    if impl == 'triton' and os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('the kernel on CPU tensors needs TRITON_INTERPRET=1')
+    d, H, T = 32, 2, 20
+    dtype, tol = (torch.float32, 1e-5) if impl == 'triton' else (F64, 1e-9)  # (the kernels: fp16, bf16, fp32)
+    m = tiny('pope_half', impl, n_layer=1, n_embd=H * d, n_head=H).to(dtype).eval()
+    delta = m.h[0].attn.delta.detach().double()
+    theta = torch.cat([10000.0 ** (-torch.arange(d // 2, dtype=F64) / d), torch.zeros(d // 2, dtype=F64)])
+
+    def scores(q, k, pos, H):
+        mu_q, mu_k = F.softplus(q.double()), F.softplus(k.double())
+        phase = (pos[None, :] - pos[:, None]).double()[None, :, :, None] * theta + delta[:, None, None, :]
+        return (torch.einsum('bhtc,bhsc,htsc->bhts', mu_q, mu_k, phase.cos()) / math.sqrt(d)).to(q.dtype)
+
+    idx = torch.randint(0, 17, (2, T), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        got = m(idx, idx)[0]
+        torch.testing.assert_close(got, forward_by_definition(m, idx, scores), rtol=tol, atol=tol)
+        for decode_kernel in (False, True) if dtype == torch.float32 else (False,):
+            cache = KVCache(m.config, 2, T, 'cpu', dtype, decode_kernel=decode_kernel)
+            m(idx[:, :T - 1], cache=cache, input_pos=torch.arange(T - 1))
+            step = m(idx[:, T - 1:], cache=cache, input_pos=torch.tensor([T - 1]))[0]
+            torch.testing.assert_close(step[:, -1], got[:, -1], rtol=tol, atol=tol)

@@ -1,13 +1,14 @@
 """Tests of pope_kernel.py (prologue / epilogue, SDPA and all-Triton attention) and pope_decode.py (the decode kernel) on
 the CPU through TRITON_INTERPRET=1.
 
-Ground truth: model.pope_attention (the plain explicit-score reference) on float64 inputs, with k, v repeated per
-query head for grouped-query attention; plus a tiny naive loop over t, s, c that shares no code with it.
+Ground truth: model.pope_attention_reference (the plain explicit-score reference) on float64 inputs, with k, v repeated
+per query head for grouped-query attention; plus a tiny naive loop over t, s, c that shares no code with it.
 """
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (tests/conftest.py does it too)
 
+import functools
 import math
 import sys
 
@@ -25,7 +26,17 @@ if not pope_kernel.INTERPRET and not torch.cuda.is_available():
 DEVICE = "cpu" if pope_kernel.INTERPRET else "cuda"
 IMPLS = ("sdpa", "triton")
 
-from model import pope_attention as ground_truth  # noqa: E402
+from model import phase_table, pope_attention_reference, pope_frequencies, pope_polar  # noqa: E402
+
+
+def ground_truth(q, k, v, delta, base=10000.0, **kw):
+    return pope_attention_reference(q, k, v, delta, pope_frequencies(q.shape[-1], base, q.device), **kw)
+
+
+def fast(q, k, v, delta, base=10000.0, q_offset=0, **kw):
+    """pope_kernel.pope_attention_fast with the phase tables of the positions it reads, at frequency base `base`."""
+    cos, sin = phase_table(pope_frequencies(q.shape[-1], base, q.device), max(q_offset + q.shape[-2], k.shape[-2]))
+    return pope_kernel.pope_attention_fast(q, k, v, delta, cos, sin, q_offset=q_offset, **kw)
 
 
 def make_inputs(B, H, Tq, Tk, d, dtype, seed=0, n_kv_head=None):
@@ -48,7 +59,7 @@ def check(impl, B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol, n_kv_he
     q, k, v, delta = make_inputs(B, H, Tq, Tk, d, dtype, seed=Tq * 1000 + Tk + d, n_kv_head=n_kv_head)
     tensors = (q, k, v) if no_delta else (q, k, v, delta)
     inputs = [x.clone().requires_grad_() for x in tensors]
-    out = pope_kernel.pope_attention(*inputs, *[None] * no_delta, causal=causal, q_offset=q_offset, impl=impl, mu=mu)
+    out = fast(*inputs, *[None] * no_delta, causal=causal, q_offset=q_offset, impl=impl, mu=mu)
     assert out.shape == (B, H, Tq, d) and out.dtype == v.dtype
     dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
     out.backward(dout)
@@ -146,7 +157,7 @@ def test_naive_loop(impl):
     """score[t, s] = sm_scale * sum_c softplus(q) softplus(k) cos((s - t) theta_c + delta_c), by hand."""
     B, H, Tq, Tk, d, q_offset, base = 1, 1, 3, 5, 32, 2, 500.0  # not the default base: it must reach the kernel
     q, k, v, delta = make_inputs(B, H, Tq, Tk, d, torch.float32, seed=7)
-    out = pope_kernel.pope_attention(q, k, v, delta, causal=True, q_offset=q_offset, base=base, impl=impl).cpu()
+    out = fast(q, k, v, delta, causal=True, q_offset=q_offset, base=base, impl=impl).cpu()
     sp = lambda x: math.log1p(math.exp(x))
     q, k, v, delta = (x.cpu().double().tolist() for x in (q, k, v, delta))
     for t in range(Tq):
@@ -171,7 +182,7 @@ def test_large_positions_end_to_end(impl):
 def test_phase_table_precision():
     """The position table at p ~ 1e5 (and ~131072) is as accurate as at p ~ 10."""
     d, base = 64, 10000.0
-    cos, sin = pope_kernel.phase_table(d, 131100, "cpu", base)
+    cos, sin = phase_table(pope_frequencies(d, base), 131100)
     theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
     for p0 in (10, 100000, 131000):
         p = torch.arange(p0, p0 + 16, dtype=torch.float64)[:, None]
@@ -186,15 +197,15 @@ def test_phase_table_precision():
 @pytest.mark.parametrize("time_major", [False, True])
 def test_prologue_matches_model_cartesian(time_major):
     """q' = [mu cos phi, mu sin phi] with phi = (q_offset + t) theta - delta and k' with phi = s theta, against
-    model.pope_cartesian; k has fewer heads and more positions than q (grouped-query attention, a KV cache);
+    model.pope_polar; k has fewer heads and more positions than q (grouped-query attention, a KV cache);
     laid out (B, T, heads, 2d) in memory if time_major."""
-    from model import pope_cartesian
     q, k, _, delta = make_inputs(2, 3, 7, 50, 32, torch.float32, seed=5, n_kv_head=1)
-    qp, kp = pope_kernel.cartesian(q, k, delta, 40, 10000.0, time_major, "softplus")
+    theta = pope_frequencies(32, device=DEVICE)
+    qp, kp = pope_kernel.cartesian(q, k, delta, *phase_table(theta, 50), 40, time_major, "softplus")
     assert qp.transpose(1, 2).is_contiguous() == time_major and qp.is_contiguous() != time_major
-    qx, qy = pope_cartesian(q.double(), torch.arange(40, 47, device=DEVICE), 10000.0, -delta.double())
-    kx, ky = pope_cartesian(k.double(), torch.arange(50, device=DEVICE), 10000.0)
-    assert rel_err(qp, torch.cat([qx, qy], -1)) < 1e-6 and rel_err(kp, torch.cat([kx, ky], -1)) < 1e-6
+    want_q = pope_polar(q.double(), torch.arange(40, 47, device=DEVICE), theta, delta.double())
+    want_k = pope_polar(k.double(), torch.arange(50, device=DEVICE), theta)
+    assert rel_err(qp, want_q) < 1e-6 and rel_err(kp, want_k) < 1e-6
 
 
 @pytest.mark.parametrize("impl, d", [("sdpa", 48), ("triton", 32)])  # q', k' time-major / contiguous
@@ -213,22 +224,24 @@ def test_noncontiguous_inputs(impl):
     q, k, v, delta = make_inputs(1, 2, 20, 20, 32, torch.float32, seed=3)
     qt, kt, vt = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v))
     assert not qt.is_contiguous()
-    a = pope_kernel.pope_attention(qt, kt, vt, delta, impl=impl)
-    b = pope_kernel.pope_attention(q, k, v, delta, impl=impl)
+    a = fast(qt, kt, vt, delta, impl=impl)
+    b = fast(q, k, v, delta, impl=impl)
     assert torch.allclose(a, b)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("no_delta", [False, True])
 def test_torch_compile_one_graph(impl, no_delta):
-    """The ops are opaque to dynamo: one graph, no break at attention; compiled grads equal eager ones."""
+    """The ops are opaque to dynamo: one graph, no break at attention; compiled grads equal eager ones. The tables
+    are built before, as a model's are."""
     q, k, v, delta = (x.requires_grad_() for x in make_inputs(1, 4, 16, 16, 32, torch.float32, n_kv_head=2))
+    cos, sin = phase_table(pope_frequencies(32, device=DEVICE), 16)
+    attend = functools.partial(pope_kernel.pope_attention_fast, cos=cos, sin=sin, impl=impl)
     if no_delta:  # the ablation: no delta, mu = relu(x)
-        fn = lambda q, k, v: pope_kernel.pope_attention(q * 2, k, v, None, impl=impl, mu="relu").square().sum()
+        fn = lambda q, k, v: attend(q * 2, k, v, None, mu="relu").square().sum()
         inputs = (q, k, v)
     else:
-        fn = lambda q, k, v, delta: pope_kernel.pope_attention(q * 2, k, v, delta.clamp(-2 * math.pi, 0),
-                                                               impl=impl).square().sum()
+        fn = lambda q, k, v, delta: attend(q * 2, k, v, delta.clamp(-2 * math.pi, 0)).square().sum()
         inputs = (q, k, v, delta)
     explain = torch._dynamo.explain(fn)(*inputs)
     assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
@@ -244,16 +257,20 @@ def test_custom_op_registrations(time_major, mu, no_delta):
     """Schema, fake (meta) implementation (its strides too) and autograd registration of the prologue op."""
     q, k, delta = (torch.randn(*shape, device=DEVICE, requires_grad=True) for shape in ((1, 2, 5, 32), (1, 1, 9, 32),
                                                                                       (2, 32)))
+    cos, sin = phase_table(pope_frequencies(32, device=DEVICE), 9)
     torch.library.opcheck(torch.ops.pope.cartesian.default,
-                          (q, k, None if no_delta else delta, 3, 10000.0, time_major, mu))
+                          (q, k, None if no_delta else delta, cos, sin, 3, time_major, mu))
 
 
 @pytest.mark.parametrize("case", ["head_dim_triton", "head_dim_large", "dtype_mismatch", "ndim", "kv_shape",
                                   "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "impl", "mu",
-                                  "too_large"])
+                                  "too_large", "tables_short", "tables_dtype", "tables_device", "no_tables"])
 def test_rejects_unsupported_input(case):
     q, k, v, delta = make_inputs(1, 2, 8, 8, 32, torch.float32)
     kw = {}
+    cos, sin = phase_table(pope_frequencies(32, device=DEVICE), 8)  # (the tables cases)
+    tables = {"tables_short": (cos[:7], sin[:7]), "tables_dtype": (cos.double(), sin.double()),
+              "tables_device": (cos.to("meta"), sin.to("meta")), "no_tables": (None, None)}
     if case == "head_dim_triton":
         q, k, v, delta = make_inputs(1, 2, 8, 8, 48, torch.float32)
         kw = dict(impl="triton")
@@ -282,8 +299,14 @@ def test_rejects_unsupported_input(case):
     elif case == "too_large":  # q' of 64 x 12 x 16384 x 256 bf16 (6.4 GB) is past 32-bit offsets; no memory on "meta"
         q, k, v = (torch.empty(64, 12, 16384, 128, dtype=torch.bfloat16, device="meta") for _ in range(3))
         delta = torch.empty(12, 128, device="meta")
-    with pytest.raises(ValueError, match="pope_attention: q .* 32-bit" if case == "too_large" else "pope_attention"):
-        pope_kernel.pope_attention(q, k, v, delta, **kw)
+    match = {"too_large": "q .* 32-bit", "tables_short": "cos, sin must be the phase tables of 8 positions",
+             "tables_dtype": "cos, sin must be the phase tables", "tables_device": "all inputs must be on one device",
+             "no_tables": "cos must be a torch.Tensor"}.get(case, "")
+    with pytest.raises(ValueError, match="pope_attention_fast: " + match):
+        if case in tables:
+            pope_kernel.pope_attention_fast(q, k, v, delta, *tables[case])
+        else:
+            fast(q, k, v, delta, **kw)
 
 
 @pytest.mark.skipif(not pope_kernel.INTERPRET, reason="only meaningful on the CPU interpreter")
@@ -291,7 +314,7 @@ def test_rejects_cpu_tensor_without_interpreter(monkeypatch):
     monkeypatch.setattr(pope_kernel, "INTERPRET", False)
     q, k, v, delta = make_inputs(1, 1, 4, 4, 32, torch.float32)
     with pytest.raises(ValueError, match="CUDA"):
-        pope_kernel.pope_attention(q, k, v, delta)
+        fast(q, k, v, delta)
 
 
 # -----------------------------------------------------------------------------
@@ -339,7 +362,7 @@ def test_decode_matches_reference(B, H, Hkv, L, d, n, one_split, monkeypatch):
         monkeypatch.setattr(pope_decode, "MIN_PROGRAMS", 1)
     assert (pope_decode.decode_splits(B, H, L) == 1) == one_split or L <= pope_decode.DECODE_BLOCK
     qp, mu_k, v = decode_inputs(B, H, Hkv, L, d, torch.float32, seed=L + n + d)
-    t1, t2 = pope_decode.decode_tables(d, L, DEVICE)
+    t1, t2 = pope_decode.decode_tables(pope_frequencies(d, device=DEVICE), L)
     out = pope_decode.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
     assert out.shape == (B, H, d) and out.dtype == v.dtype
     ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
@@ -367,7 +390,7 @@ def test_decode_bf16_cache(q_dtype):
     the values given, the output in bf16 (rounding ~4e-3)."""
     qp, mu_k, v = decode_inputs(2, 4, 2, 200, 32, torch.bfloat16, seed=5)
     qp = qp.to(q_dtype)
-    t1, t2 = pope_decode.decode_tables(32, 200, DEVICE)
+    t1, t2 = pope_decode.decode_tables(pope_frequencies(32, device=DEVICE), 200)
     out = pope_decode.decode(qp, mu_k, v, torch.tensor([170], device=DEVICE), t1, t2, 1 / math.sqrt(32))
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.double().cpu(), decode_reference(qp, mu_k, v, 170, 1 / math.sqrt(32)), rtol=1e-2,
@@ -381,7 +404,7 @@ def test_decode_long_bf16_cache_on_gpu(d):
     heads at batch 1 (many splits)."""
     for B, H, Hkv, n in ((8, 12, 12, 30001), (1, 12, 4, 32768)):
         qp, mu_k, v = decode_inputs(B, H, Hkv, 32768, d, torch.bfloat16, seed=d + B)
-        t1, t2 = pope_decode.decode_tables(d, 32768, DEVICE)
+        t1, t2 = pope_decode.decode_tables(pope_frequencies(d, device=DEVICE), 32768)
         out = pope_decode.decode(qp, mu_k, v, torch.tensor([n], device=DEVICE), t1, t2, 1 / math.sqrt(d))
         ref = decode_reference(qp, mu_k, v, n, 1 / math.sqrt(d))
         torch.testing.assert_close(out.double().cpu(), ref, rtol=1e-2, atol=1e-2)
@@ -391,7 +414,7 @@ def test_decode_reads_no_position_past_n():
     """Garbage (huge finite values) in the cache past n changes nothing; an n past the cache's length reads the whole
     cache and no further (n is never read on the host, so it cannot be refused there)."""
     qp, mu_k, v = decode_inputs(1, 2, 2, 150, 16, torch.float32)
-    t1, t2 = pope_decode.decode_tables(16, 150, DEVICE)
+    t1, t2 = pope_decode.decode_tables(pope_frequencies(16, device=DEVICE), 150)
     whole = pope_decode.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([100], device=DEVICE), t1, t2, 0.25)
     past = pope_decode.decode(qp, mu_k[:, :, :100], v[:, :, :100], torch.tensor([140], device=DEVICE), t1, t2, 0.25)
     assert torch.equal(whole, past)  # (a view of the first 100 positions: the next 40 are real memory)
@@ -404,7 +427,7 @@ def test_decode_reads_no_position_past_n():
 def test_decode_custom_op():
     """Schema and fake implementation of pope::decode, and one graph with no break under torch.compile."""
     qp, mu_k, v = decode_inputs(1, 4, 2, 80, 16, torch.float32)
-    t1, t2 = pope_decode.decode_tables(16, 80, DEVICE)
+    t1, t2 = pope_decode.decode_tables(pope_frequencies(16, device=DEVICE), 80)
     n = torch.tensor([75], device=DEVICE)
     torch.library.opcheck(torch.ops.pope.decode.default, (qp, mu_k, v, n, t1, t2, 0.25))
     fn = lambda qp, mu_k, v, n: pope_decode.decode(qp * 2, mu_k, v, n, t1, t2, 0.25)  # noqa: E731
@@ -417,7 +440,7 @@ def test_decode_custom_op():
 @pytest.mark.parametrize("case", ["head_dim", "width", "plain_width", "one_table", "n", "tables", "dtype"])
 def test_decode_rejects_unsupported_input(case):
     qp, mu_k, v = decode_inputs(1, 2, 1, 70, 16, torch.float32)
-    t1, t2 = pope_decode.decode_tables(16, 70, DEVICE)
+    t1, t2 = pope_decode.decode_tables(pope_frequencies(16, device=DEVICE), 70)
     n = torch.tensor([3], device=DEVICE)
     if case == "head_dim":
         qp, mu_k, v = decode_inputs(1, 2, 1, 70, 24, torch.float32)
@@ -430,7 +453,7 @@ def test_decode_rejects_unsupported_input(case):
     elif case == "n":
         n = torch.tensor([3.0], device=DEVICE)
     elif case == "tables":
-        t1, t2 = pope_decode.decode_tables(16, 64, DEVICE)
+        t1, t2 = pope_decode.decode_tables(pope_frequencies(16, device=DEVICE), 64)
     else:
         v = v.double()
     with pytest.raises(ValueError, match="pope decode"):

@@ -28,6 +28,7 @@ import triton
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 import pope_decode  # noqa: E402
+from model import pope_frequencies  # noqa: E402
 from bench_attention import cuda_graph  # noqa: E402
 from eval import code_commit  # noqa: E402
 
@@ -61,7 +62,7 @@ def caches(B, L):
 
 def per_layer_us(B, L, n, k, v, phases):
     q = torch.randn(B, H, 2 * D if phases else D, device='cuda')
-    tables = pope_decode.decode_tables(D, L, 'cuda') if phases else (None, None)
+    tables = pope_decode.decode_tables(pope_frequencies(D, device='cuda'), L) if phases else (None, None)
     n = torch.tensor([n], device='cuda')
     graph, _ = cuda_graph(lambda: [pope_decode.decode(q, k[i], v[i], n, *tables, 0.125) for i in range(len(k))])
     return 1e3 * triton.testing.do_bench(graph.replay, return_mode='median') / len(k)

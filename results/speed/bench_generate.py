@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 from eval import code_commit  # noqa: E402
 from generate import generate  # noqa: E402
-from model import GPT, GPTConfig, cache_attention  # noqa: E402
+from model import GPT, GPTConfig, cache_attention, pope_frequencies  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument('--out', required=True, help='folder for generate.json and generate.md')
@@ -159,7 +159,8 @@ def attention_rows():
                      'pope': lambda i: cache_attention(qp, kp[i], v[i], visible, scale=scale)}
             if cuda:  # k as RoPE's rotated keys or PoPE's cached mu(k), all L positions visible
                 import pope_decode
-                tables, n = pope_decode.decode_tables(D, L, device), torch.tensor([L], device=device)
+                tables = pope_decode.decode_tables(pope_frequencies(D, device=device), L)
+                n = torch.tensor([L], device=device)
                 model = {'rope': lambda i: pope_decode.decode(q[:, :, 0], k[i], v[i], n, None, None, scale),
                          'pope': lambda i: pope_decode.decode(qp[:, :, 0], k[i], v[i], n, *tables, scale)}
             else:
