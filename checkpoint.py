@@ -27,6 +27,8 @@ def read_checkpoint(path, device='cpu'):
     version cannot build."""
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
+    if path.endswith('.gguf'):
+        raise SystemExit(f"{path} is a GGUF model file, not a train.py checkpoint: give it as --init_from={path}")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=False)
     except Exception as err:  # empty, truncated, or not a torch file at all
@@ -77,7 +79,12 @@ class RunFolder:
         self.saving = self.ctrl_c_waiting = False  # a Ctrl-C during ckpt.pt's save and saved_iter's update waits
 
     def take_lock(self):
-        """Lock out_dir for this run (made if new); a second run into it stops with one line naming this one."""
+        """Lock out_dir for this run (made if new); a second run into it stops with one line naming this one. A
+        data set's folder (meta.json) or a source checkout (.git) is refused: a new run would mix its files in."""
+        for marker, what in (('meta.json', 'a data set'), ('.git', 'a source checkout')):
+            if os.path.exists(os.path.join(self.out_dir, marker)):
+                sys.exit(f"out_dir={self.out_dir!r} is {what}'s folder (it holds {marker}): choose a folder of its "
+                         "own, e.g. --out_dir=out-myrun")
         try:
             os.makedirs(self.out_dir, exist_ok=True)
             self.lock = open(os.path.join(self.out_dir, 'train.lock'), 'a+')
@@ -116,8 +123,9 @@ class RunFolder:
     def refuse_earlier_run(self, refuse):
         """A run that would replace the checkpoints of an earlier one (refuse: neither resumed nor overwrite) stops."""
         if refuse and (os.path.exists(self.ckpt) or os.path.exists(self.best)):
-            sys.exit(f"{self.out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume, "
-                     f"choose another --out_dir, or replace it with --overwrite=True")
+            sys.exit(f"{self.out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume "
+                     f"(and a larger --max_iters if it has finished), choose another --out_dir, or replace it with "
+                     f"--overwrite=True")
 
     def start(self, new):
         """The run starts training: out_dir locked (made if new), and for a new run the files of an earlier one gone."""
@@ -172,7 +180,8 @@ class RunFolder:
 
     def interrupted(self, signum, frame):
         """Ctrl-C: one line that says what is kept, no traceback, no partial file. During ckpt.pt's save the first
-        Ctrl-C waits for it, so that the line names the file on disk (a second one stops at once)."""
+        Ctrl-C waits for it, so that the line names the file on disk (a second one stops at once). The exit status is
+        the shell's for the signal: 130 for Ctrl-C, 143 for SIGTERM."""
         if self.saving and not self.ctrl_c_waiting:
             self.ctrl_c_waiting = True
             return
@@ -181,7 +190,7 @@ class RunFolder:
                 with suppress(OSError):
                     os.remove(path + '.tmp')
             print(f"interrupted: {self.last_good()}", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(128 + signum)
 
     def log_before(self, iter_num):
         """eval_log.jsonl's lines before iter_num (a resumed run's log goes on); a cut-off last one dropped, noted."""

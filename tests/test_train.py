@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+import checkpoint
 from model import GPT, GPTConfig
 from prepare.common import example_batch
 from prepare.indirect_indexing import (ITOS, LETTERS, PAD, ROW_LEN, VARIANTS, decode, make_example, make_split,
@@ -281,6 +282,11 @@ def test_a_checkpoint_to_start_from_is_read_or_refused_before_anything_is_remove
     own, before = copy_run(stream_run, 'own')
     bad = workdir / 'bad.pt'
     bad.write_bytes(b'cut short')
+    gguf = workdir / 'model.gguf'
+    gguf.write_bytes(b'GGUF')
+    with pytest.raises(SystemExit, match=f'{gguf} is a GGUF model file, not a train.py checkpoint: give it as '
+                                         f'--init_from={gguf}'):
+        checkpoint.read_checkpoint(str(gguf))
     for args, message in (
             ([f'--init_from={own}/ckpt.pt'], f'init_from={own}/ckpt.pt is a file of out_dir=own, which a new run'),
             ([f'--init_from={bad}'], f'{bad} is not a readable checkpoint'),
@@ -343,7 +349,7 @@ def test_ctrl_c_says_which_checkpoint_is_intact_and_how_to_go_on(workdir, sig):
         out, err = p.communicate(timeout=120)
     finally:
         p.kill()
-    assert p.returncode == 130 and len(err.strip().splitlines()) == 1, err
+    assert p.returncode == 128 + sig and len(err.strip().splitlines()) == 1, err
     line = err.strip()
     it = torch.load(workdir / out_dir / 'ckpt.pt', weights_only=False)['iter_num']
     assert line == (f"interrupted: {out_dir}/ckpt.pt (iter {it}) is intact; go on with: python train.py "
@@ -571,6 +577,7 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--attn_impl=triton'], "attn_impl='triton' is PoPE's CUDA kernel: on the CPU use attn_impl='sdpa'"),
     (['--out_dir='], 'out_dir is empty'),
     (['--out_dir=a_file/run'], "out_dir='a_file/run': cannot write there (Not a directory)"),
+    (['--out_dir=data/stream'], "out_dir='data/stream' is a data set's folder (it holds meta.json): choose a folder"),
     # the data, checked against its meta.json
     (['--dataset=short'], 'data/short/train.bin holds 20 tokens, too few for block_size=48'),
     (['--dataset=cut'], 'data/cut/train.bin holds 1,000 tokens where meta.json says 3,000'),
