@@ -220,8 +220,10 @@ def test_linux_c_study_verbs_arms_and_a_failed_arm(sandbox):
                           (['start', 'yarn_s1'], 'bad arm name yarn_s1: <pope|rope>_s<seed>, e.g. pope_s1337'),
                           (['start', 'pope_s1', 'rope_s1', 'pope_s1'], 'pope_s1 is named twice: name each arm once'),
                           (['wait', 'abc'], 'wait abc: give a whole number of seconds, e.g. wait 540'),
-                          (['wait', '-5'], 'wait -5: give a whole number of seconds, e.g. wait 540')):
-        p = run(root, env, script, *args, **study)
+                          (['wait', '-5'], 'wait -5: give a whole number of seconds, e.g. wait 540'),
+                          (['start', 'pope_s1', 'FINETUNE=no'], 'FINETUNE=no: give 1 (fine-tune at 4x, the default) or 0')):
+        extra = dict(a.split('=') for a in args if '=' in a)
+        p = run(root, env, script, *[a for a in args if '=' not in a], **study, **extra)
         assert p.returncode == 2 and p.stderr.strip() == message and p.stdout == '', p.stdout + p.stderr
     assert not log.exists() and files(root) == before
     p = run(root, env, script, 'finish', **study)
@@ -257,6 +259,11 @@ def test_linux_c_study_verbs_arms_and_a_failed_arm(sandbox):
     p = run(root, env, script, 'finish', **study)
     assert p.returncode == 0 and '== st/runs/pope_s2/: done' in p.stdout, p.stdout + p.stderr
     assert 'python -m eval.frequency_usage --rope st/runs/rope_s2/pretrain/ckpt.pt' in log.read_text()
+    # FINETUNE=0: the arm is done once its pre-trained model is scored, with no fine-tune
+    assert run(root, env, script, 'start', 'pope_s3', FINETUNE='0', **study).returncode == 0
+    settled()
+    assert (root / 'st' / 'runs' / 'pope_s3' / 'done').exists() and 'st/runs/pope_s3/ft' not in log.read_text()
+    assert '--out st/runs/pope_s3/documents' in log.read_text()
 
 
 def test_no_script_ends_processes_by_name():

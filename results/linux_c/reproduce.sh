@@ -15,6 +15,7 @@
 # `pid` while it runs. The frequency usage goes to $STUDY/frequency_usage_s<seed>.*. An arm done is not started again;
 # one that failed (wait names its step and log) or was killed starts from the beginning.
 # WINDOWS=documents scores inside documents alone (the default also scores across them: "documents stream").
+# FINETUNE=0 ends the arms it starts once their pre-trained model is scored (no fine-tune; the arm counts as done).
 # Data: data/linux_c, made by `python -m prepare.linux_c` (SOURCE=<file or folder> passes --source).
 # PRETRAIN_EXTRA, FT_EXTRA and EVAL_EXTRA add flags (a CPU smoke run on a small data/linux_c: PRETRAIN_EXTRA="--device=cpu
 # --max_iters=4 --eval_interval=2 --eval_iters=1 --batch_size=8 --block_size=64 --n_layer=1 --n_embd=32 --n_head=2
@@ -31,7 +32,8 @@ EVAL_EXTRA=${EVAL_EXTRA:---batch_size 16}
 LENGTHS=${LENGTHS:-1024,2048,4096,8192,10240}  # 1x, 2x, 4x, 8x, 10x the pre-training context
 STREAM_TOKENS=${STREAM_TOKENS:-2048001}  # across documents: 200 windows of 10240, about what the documents give
 WINDOWS=${WINDOWS:-documents stream}  # which windows score the models: inside documents, across them, or both
-export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS WINDOWS
+FINETUNE=${FINETUNE:-1}  # 0: no fine-tune at 4x
+export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS WINDOWS FINETUNE
 
 usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }  # the comment at the top
 
@@ -79,6 +81,7 @@ arm() {  # one arm, start to end (run by start in its own process group); each m
     score "" --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 1 --label RoPE \
       --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 10 --label "RoPE+YaRN s=10 (no fine-tune)" || return 1
   fi
+  [ "$FINETUNE" = 0 ] && { touch "$dir/done"; return 0; }
   # shellcheck disable=SC2086
   python train.py "$ft" --init_from="$dir/pretrain/ckpt.pt" --seed="$seed" --out_dir="$dir/ft" \
     --overwrite=True $FT_EXTRA > "$dir/ft.log" 2>&1 || failed "$dir/ft.log" || return 1
@@ -92,6 +95,7 @@ arm() {  # one arm, start to end (run by start in its own process group); each m
 
 start() {
   [ $# -gt 0 ] || { echo "start: name the arms to start, e.g. start pope_s1337 rope_s1337" >&2; exit 2; }
+  [[ $FINETUNE =~ ^[01]$ ]] || { echo "FINETUNE=$FINETUNE: give 1 (fine-tune at 4x, the default) or 0" >&2; exit 2; }
   local a
   local -A named=()
   for a in "$@"; do  # every name checked before anything starts
