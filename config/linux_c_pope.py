@@ -2,7 +2,7 @@
 # an 8-layer, 512-wide GPT (head dim 64, ~51M parameters with the GPT-2 embedding) with PoPE on the Linux kernel's
 # hand-written C (python -m prepare.linux_c: ~384M training tokens), with the paper's language-modelling recipe
 # where it applies: context 1024, AdamW beta2 0.95, lr 6e-4 cosine to a tenth, weight decay 0.01, clip 1.0,
-# dropout 0, delta = 0 at init. 5000 steps of 32 x 1024 tokens (164M tokens, under half an epoch) on one GPU.
+# dropout 0, delta = 0 at init. 4600 steps of 32 x 1024 tokens (151M tokens, under half an epoch) on one GPU.
 # RoPE: config/linux_c_rope.py; the fine-tunes at 4x the context: config/linux_c_{pope_ft,rope_yarn_ft}.py.
 # The study (seeds, fine-tunes, evaluation inside documents): bash results/linux_c/reproduce.sh
 # Run:  python train.py config/linux_c_pope.py --compile=True
@@ -15,9 +15,9 @@ batch_size = 32
 learning_rate = 6e-4
 min_lr = 6e-5
 warmup_iters = 200
-max_iters = 5000
-lr_decay_iters = 5000
+max_iters = 4600
+lr_decay_iters = 4600
 beta2 = 0.95
-eval_interval = 500
+eval_interval = 1000
 eval_iters = 50
 log_interval = 50

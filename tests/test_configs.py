@@ -147,8 +147,8 @@ def mismatches(cfg, expected):
 
 # the language-modelling study on the Linux kernel's C at reduced scale (results/linux_c/): the paper's recipe where
 # it applies (context, optimizer, schedule's shape, dropout, delta), its own size, steps and batch
-LINUX_C = dict(OWT, dataset='linux_c', n_layer=8, n_head=8, n_embd=512, batch=32, max_iters=5000,
-               lr_decay_iters=5000, warmup_iters=200)
+LINUX_C = dict(OWT, dataset='linux_c', n_layer=8, n_head=8, n_embd=512, batch=32, max_iters=4600,
+               lr_decay_iters=4600, warmup_iters=200)
 REDUCED = {'linux_c_pope': dict(LINUX_C, pos_emb='pope'), 'linux_c_rope': dict(LINUX_C, pos_emb='rope'),
            'linux_c_pope_ft': dict(PAPER['owt_pope_ft'], dataset='linux_c', batch=2, init_from='out-linux-c-pope/ckpt.pt'),
            'linux_c_rope_yarn_ft': dict(PAPER['owt_rope_yarn_ft'], dataset='linux_c', batch=2,
