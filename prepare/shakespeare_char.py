@@ -67,6 +67,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.build:
         return build(args.source)
+    if args.source is not None:  # the data set is made from prepare/texts/ alone: a --source would be ignored
+        raise SourceMissing(f'--source {args.source} is read only by --build, which remakes prepare/texts/ from it; '
+                            'the data set is made from prepare/texts/: drop --source, or add --build')
     return prepare(args.out_dir)
 
 

@@ -272,6 +272,20 @@ def test_shakespeare_missing_source(tmp_path):
         shakespeare.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'nope')])
 
 
+def test_shakespeare_char_source_without_build_is_one_line(tmp_path, monkeypatch):
+    """--source is the plays --build remakes prepare/texts/ from; the data set is made from prepare/texts/ alone."""
+    from prepare import shakespeare_char
+    built = []
+    monkeypatch.setattr(shakespeare_char, 'build', built.append)
+    monkeypatch.setattr(shakespeare_char, 'prepare', lambda out_dir: pytest.fail('--source ignored'))
+    with pytest.raises(SystemExit, match=f'^error: --source {tmp_path} is read only by --build, which remakes '
+                       'prepare/texts/ from it; the data set is made from prepare/texts/: drop --source, or add '
+                       '--build$'):
+        shakespeare_char.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
+    shakespeare_char.main(['--source', str(tmp_path), '--build'])
+    assert built == [str(tmp_path)] and os.listdir(tmp_path) == []
+
+
 def test_a_data_set_written_in_place_still_works(tmp_path):
     # the older way (prepare/indirect_indexing.py): start_dataset, then files and meta.json straight into d
     d = str(tmp_path / 'ds')
