@@ -515,6 +515,10 @@ def gguf_path(name):
     if not name.endswith('.gguf'):
         raise SystemExit(f"{name!r} is not a tokenizer or model known here: gpt2, {', '.join(PACKAGED_GGUF)}, or a "
                          "path to a .gguf file")
+    if os.path.isdir(name):  # (a model's folder, named after its file)
+        inside = sorted(f for f in os.listdir(name) if f.endswith('.gguf'))
+        raise SystemExit(f"{name} is a folder, not a GGUF file: give the .gguf model file itself"
+                         + (f", e.g. {os.path.join(name, inside[0])}" if inside else ''))
     if not os.path.isfile(name):
         raise SystemExit(f"{name}: no such file")
     return name
