@@ -10,7 +10,8 @@ A script writes into a staging folder of its own, `<out_dir>.partial-<pid>-<n>` 
 runs at once do not write into each other's files. A data set replaces only a data set: out_dir must be new,
 empty, or hold a meta.json and no train.py run; any other folder (a run's checkpoints, data/, the checkout) is
 refused before anything is written, and so is one that cannot be written. A write that fails on the way (a full
-disk) is one line, the staging folder gone.
+disk) is one line, the staging folder gone; a Ctrl-C, while the source is read or the data set written, is one line
+and exit status 130 (a script's main runs through `run`).
 Cheap to import (sample.py and eval/ import `encoding`): tiktoken, datasets, tqdm, gguf and tokenizers
 are imported where they are used.
 
