@@ -26,9 +26,9 @@ from generate import generate
 from prepare import indirect_indexing
 
 p = parser(__doc__)
-p.add_argument('--out_dir', default='out', help='folder holding ckpt.pt')
-p.add_argument('--ckpt', default='ckpt.pt', help='ckpt.pt (the latest weights) or best.pt (the lowest val loss)')
-p.add_argument('--init_from', help="instead of out_dir: GPT-2 (gpt2, gpt2-medium, gpt2-large, gpt2-xl), a folder of "
+p.add_argument('--out_dir', help='folder holding ckpt.pt (default: out)')
+p.add_argument('--ckpt', help='ckpt.pt (the latest weights, the default) or best.pt (the lowest val loss)')
+p.add_argument('--init_from', help="instead of --out_dir and --ckpt: GPT-2 (gpt2, gpt2-medium, gpt2-large, gpt2-xl), a folder of "
                "Hugging Face's files, or a llama GGUF file (path/to/model.gguf, or smollm2-135m) (pretrained.py)")
 p.add_argument('--start', default='\n', help='the prompt, or FILE:path to read it from a file')
 p.add_argument('--num_samples', type=int, default=1)
@@ -40,6 +40,11 @@ p.add_argument('--seed', type=int, default=1337)
 p.add_argument('--dtype', choices=('float32', 'bfloat16', 'float16'), help='autocast on a GPU (default: bf16 there)')
 p.add_argument('--compile', default='False', choices=('True', 'False'), help='torch.compile the one-token step')
 args = p.parse_args()
+if args.init_from and (args.out_dir or args.ckpt):  # two models named: neither is silently dropped
+    given = ' '.join(f'--{name}={getattr(args, name)}' for name in ('out_dir', 'ckpt') if getattr(args, name))
+    raise SystemExit(f"--init_from={args.init_from} and {given} each name a model: give one of them (--init_from "
+                     "alone, or --out_dir with --ckpt)")
+args.out_dir, args.ckpt = args.out_dir or 'out', args.ckpt or 'ckpt.pt'
 for name in ('num_samples', 'max_new_tokens', 'top_k'):
     if getattr(args, name) is not None and getattr(args, name) < 1:
         raise SystemExit(f"--{name}={getattr(args, name)}: must be 1 or more")

@@ -10,7 +10,8 @@ A script writes into a staging folder of its own, `<out_dir>.partial-<pid>-<n>` 
 runs at once do not write into each other's files. A data set replaces only a data set: out_dir must be new,
 empty, or hold a meta.json and no train.py run; any other folder (a run's checkpoints, data/, the checkout) is
 refused before anything is written, and so is one that cannot be written. A write that fails on the way (a full
-disk) is one line, the staging folder gone.
+disk) is one line, the staging folder gone; a Ctrl-C, while the source is read or the data set written, is one line
+and exit status 130 (a script's main runs through `run`).
 Cheap to import (sample.py and eval/ import `encoding`): tiktoken, datasets, tqdm, gguf and tokenizers
 are imported where they are used.
 
@@ -29,6 +30,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
@@ -87,6 +89,15 @@ def package_dir(name):
     return list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
 
 
+def run(main):
+    """A script's main() from the command line: a Ctrl-C before its data set is written (the source read or
+    tokenized) is one line and exit status 130 too, as one while it is written (`writing`); nothing was made."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted(None)
+
+
 def load_dataset(path, advice, **kwargs):
     """datasets.load_dataset(path, **kwargs), or a one-line error that ends with advice."""
     import datasets
@@ -101,7 +112,7 @@ def parallel_map(fn, items, num_proc, desc):
     from tqdm import tqdm
     if num_proc <= 1:
         return [fn(x) for x in tqdm(items, desc=desc)]
-    with Pool(num_proc) as pool:
+    with Pool(num_proc, initializer=ignore_ctrl_c) as pool:
         return list(tqdm(pool.imap(fn, items, chunksize=4), total=len(items), desc=desc))
 
 
@@ -184,9 +195,17 @@ def writing(out_dir):
 
 
 def interrupted(path):
-    """Ctrl-C while a file or folder is written, what was written gone: one line, and the shell's exit status 130."""
-    print(f"interrupted: {path} not written, nothing else changed", file=sys.stderr)
+    """Ctrl-C while a file or folder is written (path; None: before anything was), what was written gone: one line,
+    and the shell's exit status 130."""
+    print(f"interrupted: {path} not written, nothing else changed" if path else
+          "interrupted before anything was written: nothing changed", file=sys.stderr)
     raise SystemExit(130) from None
+
+
+def ignore_ctrl_c():
+    """A worker process's initializer: a Ctrl-C reaches every process of the terminal's group, and the parent alone
+    answers it (one line); its Pool ends the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def check_writable(folder, name):
@@ -497,6 +516,10 @@ def gguf_path(name):
     if not name.endswith('.gguf'):
         raise SystemExit(f"{name!r} is not a tokenizer or model known here: gpt2, {', '.join(PACKAGED_GGUF)}, or a "
                          "path to a .gguf file")
+    if os.path.isdir(name):  # (a model's folder, named after its file)
+        inside = sorted(f for f in os.listdir(name) if f.endswith('.gguf'))
+        raise SystemExit(f"{name} is a folder, not a GGUF file: give the .gguf model file itself"
+                         + (f", e.g. {os.path.join(name, inside[0])}" if inside else ''))
     if not os.path.isfile(name):
         raise SystemExit(f"{name}: no such file")
     return name

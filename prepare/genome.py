@@ -23,8 +23,8 @@ import re
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, package_dir, positive_int, start_dataset, write_meta,
-                            write_streams)
+from prepare.common import (SourceMissing, argument_parser, package_dir, positive_int, run, start_dataset,
+                            write_meta, write_streams)
 
 K = 6
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
@@ -150,4 +150,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run(main)

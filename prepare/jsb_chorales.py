@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from prepare.common import (SourceMissing, argument_parser, deterministic_split, parallel_map, positive_int,
-                            start_dataset, write_meta, write_streams)
+                            run, start_dataset, write_meta, write_streams)
 
 N_PITCH = 88
 REST = 0
@@ -134,4 +134,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run(main)

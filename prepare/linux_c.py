@@ -36,7 +36,7 @@ import tarfile
 import numpy as np
 
 from prepare.common import (WRITE_ERRORS, SourceMissing, argument_parser, check_writable, data_dir, encoding,
-                            interrupted, start_dataset, write_meta, write_streams, writing)
+                            interrupted, run, start_dataset, write_meta, write_streams, writing)
 
 DEFAULT_SOURCE = '/usr/src/linux-source-6.12.tar.xz'
 EXCLUDED = ('drivers/gpu/drm/amd/include/asic_reg/',)  # generated tables, not written by people
@@ -242,4 +242,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run(main)

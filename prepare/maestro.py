@@ -22,7 +22,7 @@ import functools
 import os
 
 from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
-                            parallel_map, positive_int, start_dataset, write_meta, write_streams)
+                            parallel_map, positive_int, run, start_dataset, write_meta, write_streams)
 
 
 @functools.cache
@@ -120,4 +120,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run(main)

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, find_files, gpt2_encode_docs,
-                            gpt2_encoding, load_dataset, positive_int, start_dataset, write_meta, write_streams)
+                            gpt2_encoding, load_dataset, positive_int, run, start_dataset, write_meta, write_streams)
 
 VAL_FRACTION = 0.0005
 SEED = 2357
@@ -85,4 +85,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run(main)

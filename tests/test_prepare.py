@@ -272,6 +272,20 @@ def test_shakespeare_missing_source(tmp_path):
         shakespeare.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'nope')])
 
 
+def test_shakespeare_char_source_without_build_is_one_line(tmp_path, monkeypatch):
+    """--source is the plays --build remakes prepare/texts/ from; the data set is made from prepare/texts/ alone."""
+    from prepare import shakespeare_char
+    built = []
+    monkeypatch.setattr(shakespeare_char, 'build', built.append)
+    monkeypatch.setattr(shakespeare_char, 'prepare', lambda out_dir: pytest.fail('--source ignored'))
+    with pytest.raises(SystemExit, match=f'^error: --source {tmp_path} is read only by --build, which remakes '
+                       'prepare/texts/ from it; the data set is made from prepare/texts/: drop --source, or add '
+                       '--build$'):
+        shakespeare_char.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
+    shakespeare_char.main(['--source', str(tmp_path), '--build'])
+    assert built == [str(tmp_path)] and os.listdir(tmp_path) == []
+
+
 def test_a_data_set_written_in_place_still_works(tmp_path):
     # the older way (prepare/indirect_indexing.py): start_dataset, then files and meta.json straight into d
     d = str(tmp_path / 'ds')
@@ -846,6 +860,83 @@ def test_a_full_or_read_only_disk_or_a_ctrl_c_is_one_line_and_the_data_set_stays
                            'give a folder you can write to'):
             genome.main(argv)
     assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+
+
+PREPARE_SCRIPTS = sorted(f[:-len('.py')] for f in os.listdir(os.path.dirname(common.__file__))
+                         if f.endswith('.py') and f not in ('__init__.py', 'common.py'))
+
+
+def _ctrl_c(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def _exit_status(main):
+    """The exit status of main(); a Ctrl-C that comes through it (a traceback) fails the test, not the whole run."""
+    try:
+        main()
+    except SystemExit as exit_:
+        return exit_.code
+    except KeyboardInterrupt:
+        pytest.fail('the Ctrl-C came through: a traceback')
+    pytest.fail('no exit')
+
+
+@pytest.mark.parametrize('script', PREPARE_SCRIPTS)
+def test_every_script_takes_a_ctrl_c_before_the_work_in_one_line(tmp_path, monkeypatch, capsys, script):
+    """Run as `python -m prepare.<script>`: a Ctrl-C before anything is written (here: as it reads its command line)
+    is one line and exit status 130, as one while the data set is written."""
+    import argparse
+    import runpy
+    import warnings
+    monkeypatch.setattr(argparse.ArgumentParser, 'parse_args', _ctrl_c)
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # runpy: the module is imported already
+        assert _exit_status(lambda: runpy.run_module(f'prepare.{script}', run_name='__main__')) == 130
+    assert capsys.readouterr().err == 'interrupted before anything was written: nothing changed\n'
+    assert os.listdir(tmp_path) == []
+
+
+class _Characters:
+    """A stand-in tokenizer (one id per character) for shakespeare.main, whose encode_ordinary_batch may be stopped."""
+    name, n_vocab, eot_token = 'characters', 256, 0
+
+    def encode_ordinary_batch(self, texts):
+        return [list(text.encode('latin-1', 'replace')) for text in texts]
+
+
+def test_a_ctrl_c_while_the_source_is_tokenized_or_the_sonnets_written_is_one_line(tmp_path, monkeypatch, capsys):
+    from prepare import shakespeare
+    src = tmp_path / 'plays'
+    src.mkdir()
+    for name in ('macbeth', 'julius-caesar', 'hamlet', 'othello'):
+        (src / f'{name}.md').write_text(PLAY_MD.replace('Test', name))
+    (tmp_path / 'sonnets_gut.txt').write_text(SONNETS)
+    out = tmp_path / 'out'
+    monkeypatch.setattr(shakespeare, 'encoding', lambda name: _Characters())
+    monkeypatch.setattr('sys.argv', ['shakespeare.py', '--source', str(src), '--out_dir', str(out),
+                                     '--sonnets', str(tmp_path / 'sonnets_gut.txt')])
+    common.run(shakespeare.main)
+    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+    capsys.readouterr()
+    for where, line in [('encode_ordinary_batch', 'interrupted before anything was written: nothing changed'),
+                        ('write_json', f'interrupted: {out} not written, nothing else changed')]:
+        with monkeypatch.context() as m:
+            m.setattr(*((_Characters, where) if where == 'encode_ordinary_batch' else (shakespeare, where)), _ctrl_c)
+            assert _exit_status(lambda: common.run(shakespeare.main)) == 130
+        assert capsys.readouterr().err.splitlines() == [line]
+        assert sorted(os.listdir(tmp_path)) == ['out', 'plays', 'sonnets_gut.txt']  # no staging folder left
+        assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+
+
+def _ctrl_c_ignored(_):
+    import signal
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_worker_processes_leave_a_ctrl_c_to_the_script():
+    """A Ctrl-C reaches every process of the terminal's group: a worker that took it would print a traceback."""
+    assert common.parallel_map(_ctrl_c_ignored, range(8), 2, 'workers') == [True] * 8
 
 
 def test_start_dataset_refuses_a_folder_that_is_no_data_set(tmp_path, monkeypatch):

@@ -239,6 +239,8 @@ def test_what_a_fine_tune_cannot_do_is_refused_with_one_line(workdir, hf_gpt2):
     (workdir / 'run_folder' / 'ckpt.pt').write_bytes((workdir / 'refuse.pt').read_bytes())
     (workdir / 'no_weights').mkdir()
     (workdir / 'no_weights' / 'config.json').write_text((folder / 'config.json').read_text())
+    (workdir / 'smol.gguf').mkdir()  # a folder named after the model file it holds
+    (workdir / 'smol.gguf' / 'smol-q4.gguf').write_bytes(b'GGUF')
     cycle = ['--dataset=cycle', '--block_size=16', '--out_dir=refused', *TINY]
     for args, message in (
             (['--init_from=refuse.pt', '--n_layer=2', '--norm=layernorm', *cycle],
@@ -256,7 +258,9 @@ def test_what_a_fine_tune_cannot_do_is_refused_with_one_line(workdir, hf_gpt2):
              "--init_from=run_folder/ckpt.pt (or best.pt)"),
             (['--init_from=not_gpt2', *cycle],
              "not_gpt2/config.json is of model_type='llama': only GPT-2 ('gpt2') is read here"),
-            (['--init_from=no_weights', *cycle], "no_weights holds no model.safetensors or pytorch_model.bin")):
+            (['--init_from=no_weights', *cycle], "no_weights holds no model.safetensors or pytorch_model.bin"),
+            (['--init_from=smol.gguf', *cycle], "smol.gguf is a folder, not a GGUF file: give the .gguf model file "
+             "itself, e.g. smol.gguf/smol-q4.gguf")):
         msg = train_here(workdir, *args)
         assert isinstance(msg, str) and message in msg and '\n' not in msg, msg
         assert not (workdir / 'refused').exists()

@@ -639,6 +639,9 @@ def test_an_unreadable_checkpoint_is_one_clear_line(workdir, content):
     (['--ckpt=nothing.pt'], 'no checkpoint at straight/nothing.pt'),
     (['--ckpt=straight/best.pt'], 'for straight/best.pt give --out_dir=straight --ckpt=best.pt'),
     (['--out_dir=straight/ckpt.pt'], 'for straight/ckpt.pt give --out_dir=straight --ckpt=ckpt.pt'),
+    (['--init_from=gpt2'], '--init_from=gpt2 and --out_dir=straight each name a model: give one of them'),
+    (['--init_from=straight/best.pt', '--ckpt=ckpt.pt'], '--init_from=straight/best.pt and --out_dir=straight '
+     '--ckpt=ckpt.pt each name a model: give one of them (--init_from alone, or --out_dir with --ckpt)'),
 ])
 def test_sample_bad_arguments_exit_with_a_clear_message(workdir, args, message):
     p = run(workdir, 'sample.py', '--out_dir=straight', '--device=cpu', *args, check=False)
