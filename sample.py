@@ -29,7 +29,8 @@ p = parser(__doc__)
 p.add_argument('--out_dir', help='folder holding ckpt.pt (default: out)')
 p.add_argument('--ckpt', help='ckpt.pt (the latest weights, the default) or best.pt (the lowest val loss)')
 p.add_argument('--init_from', help="instead of --out_dir and --ckpt: GPT-2 (gpt2, gpt2-medium, gpt2-large, "
-               "gpt2-xl), a folder of Hugging Face's files, or a llama GGUF file (path/to/model.gguf, or smollm2-135m) (pretrained.py)")
+               "gpt2-xl), a folder of Hugging Face's files, or a llama GGUF file (path/to/model.gguf, or "
+               "smollm2-135m) (pretrained.py)")
 p.add_argument('--start', default='\n', help='the prompt, or FILE:path to read it from a file')
 p.add_argument('--num_samples', type=int, default=1)
 p.add_argument('--max_new_tokens', type=int, default=200)
