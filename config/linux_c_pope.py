@@ -11,7 +11,8 @@ dataset = 'linux_c'  # GPT-2 tokens
 # the model: train.py's 8 layers x 8 heads x 512 (head dim 64)
 pope_delta = 'zero'  # delta = 0 at init, as the paper for language modelling
 block_size = 1024
-batch_size = 32
+batch_size = 16  # two micro-steps of 16 sequences a step: 32 x 1024 tokens in about half the memory of one,
+gradient_accumulation_steps = 2  # so that the study's six runs share one GPU (results/linux_c/reproduce.sh)
 learning_rate = 6e-4
 min_lr = 6e-5
 warmup_iters = 200

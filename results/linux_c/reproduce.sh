@@ -25,6 +25,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
+export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}  # arms share the GPU's memory
 STUDY=${STUDY:-out-linux-c}
 PRETRAIN_EXTRA=${PRETRAIN_EXTRA:---compile=True}
 FT_EXTRA=${FT_EXTRA:---compile=True}
