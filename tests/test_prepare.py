@@ -277,13 +277,15 @@ def test_shakespeare_char_source_without_build_is_one_line(tmp_path, monkeypatch
     from prepare import shakespeare_char
     built = []
     monkeypatch.setattr(shakespeare_char, 'build', built.append)
-    monkeypatch.setattr(shakespeare_char, 'prepare', lambda out_dir: pytest.fail('--source ignored'))
+    prepared = []
+    monkeypatch.setattr(shakespeare_char, 'prepare', prepared.append)
     with pytest.raises(SystemExit, match=f'^error: --source {tmp_path} is read only by --build, which remakes '
                        'prepare/texts/ from it; the data set is made from prepare/texts/: drop --source, or add '
                        '--build$'):
         shakespeare_char.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
-    shakespeare_char.main(['--source', str(tmp_path), '--build'])
-    assert built == [str(tmp_path)] and os.listdir(tmp_path) == []
+    assert not prepared and os.listdir(tmp_path) == []
+    shakespeare_char.main(['--source', str(tmp_path), '--build', '--out_dir', str(tmp_path / 'out')])
+    assert built == [str(tmp_path)] and prepared == [str(tmp_path / 'out')]  # the texts, then the data set there
 
 
 def test_a_data_set_written_in_place_still_works(tmp_path):
