@@ -25,8 +25,8 @@ def test_t_test_p_against_closed_forms(t):
     assert study.t_test_p(4.303, 2) == pytest.approx(0.05, abs=2e-4)
 
 
-def write_arm(root, enc, seed, val, test, doc_losses):
-    """An arm's files as reproduce.sh leaves them, with the given losses."""
+def write_arm(root, enc, seed, val, test, doc_losses, ft=True):
+    """An arm's files as reproduce.sh leaves them, with the given losses (without the fine-tune's: FINETUNE=0)."""
     d = root / 'runs' / f'{enc}_s{seed}'
     for sub in ('pretrain', 'ft'):
         (d / sub).mkdir(parents=True)
@@ -36,7 +36,8 @@ def write_arm(root, enc, seed, val, test, doc_losses):
                                                                val_loss_ctx2048=val + seed)))
     (d / 'pretrain' / 'eval_log.jsonl').write_text(''.join(
         json.dumps(dict(iter=i, val_loss=val + 1 / (1 + i))) + '\n' for i in range(0, 5001, 500)))
-    (d / 'ft' / 'final.json').write_text(json.dumps(dict(iter=500, block_size=4096, val_loss=val, test_loss=test)))
+    if ft:
+        (d / 'ft' / 'final.json').write_text(json.dumps(dict(iter=500, block_size=4096, val_loss=val, test_loss=test)))
     labels = ['PoPE', 'PoPE, fine-tuned at 4096'] if enc == 'pope' else [
         'RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096']
     for windows in ('documents', 'stream'):
@@ -45,7 +46,7 @@ def write_arm(root, enc, seed, val, test, doc_losses):
             about.update(documents=3, documents_long_enough=3, documents_in_all=9)
         results = [dict(label=label, length=L, nll=doc_losses[i] + k, tokens=10240 * 3)
                    for k, label in enumerate(labels) for i, L in enumerate(LENGTHS)]
-        for stage, mine in (('', results[:-len(LENGTHS)]), ('ft_', results[-len(LENGTHS):])):  # the fine-tune last
+        for stage, mine in (('', results[:-len(LENGTHS)]), ('ft_', results[-len(LENGTHS):]))[:2 if ft else 1]:
             os.makedirs(d / (stage + windows), exist_ok=True)
             (d / (stage + windows) / 'extrapolation.json').write_text(json.dumps(dict(about, results=mine)))
 
@@ -71,6 +72,22 @@ def test_the_page_pairs_the_seeds_and_tests_their_difference(tmp_path):
     assert '| PoPE, fine-tuned at 4096 | 2.1000' in page  # its label's offset (+1) in write_arm
     assert 'The first 10,241 tokens of each of the 3 test files that have as many (9 test files in all), 30,720' in page
     assert os.path.getsize(tmp_path / 'extrapolation.png') > 10000 and os.path.getsize(tmp_path / 'val_loss.png') > 10000
+
+
+def test_fine_tunes_of_fewer_seeds_are_averaged_over_theirs_and_named(tmp_path):
+    """FINETUNE=0 for some seeds: the fine-tuned models' rows are the mean over the seeds that have them, and say
+    which; the others' over every pair."""
+    pytest.importorskip('matplotlib')
+    for seed, ft in ((1, True), (2, False), (3, False)):
+        write_arm(tmp_path, 'rope', seed, 1.5, 1.6, [1.0 + seed, 1.2, 1.5, 2.0, 2.2], ft=ft)
+        write_arm(tmp_path, 'pope', seed, 1.5, 1.6, [1.1 + seed, 1.1, 1.1, 1.1, 1.15], ft=ft)
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    assert '| RoPE | 3.0000 +- 1.0000 (2.0000, 3.0000, 4.0000) | 1.2000' in page
+    assert '| PoPE, fine-tuned at 4096 (seed 1) | 3.1000 (3.1000) | 2.1000 (2.1000) |' in page
+    assert '| RoPE+YaRN s=4, fine-tuned at 4096 (seed 1) | 4.0000 (4.0000) |' in page
+    assert '| pope_s2 | 5000 | 164M | 12.5 | 1.5000 | 1.6000 | - | - |' in page
+    assert os.path.getsize(tmp_path / 'extrapolation.png') > 10000
 
 
 def test_no_arm_is_one_line(tmp_path):

@@ -156,13 +156,13 @@ def page(arms, folder):
                         + [spread([a['final'][f'val_loss_ctx{L}'] for a in mine]) for L in ctx])
         lines += [markdown_table(['model'] + [f'{L} ({L // ctx[0]}x)' for L in ctx], rows), '']
     for windows, title in (('documents', 'inside documents'), ('stream', 'across documents (stream windows)')):
-        scored = [label for label in MODELS if all(label in by[encoding(label), s]['losses'].get(windows, {})
-                                                     for s in seeds)]  # the models scored for every seed
-        if not seeds or not scored:
-            lines += [f'## Test loss at 1x-10x the context, {title}', '', 'Not run for every arm of the seeds above.',
+        have = {label: [s for s in seeds if label in by[encoding(label), s]['losses'].get(windows, {})]
+                for label in MODELS}  # the seeds whose arm scored this model (the fine-tunes may be fewer)
+        if not seeds or not any(have.values()):
+            lines += [f'## Test loss at 1x-10x the context, {title}', '', 'Not run for the arms of the seeds above.',
                       '']
             continue
-        about = by['pope', seeds[0]]['about'][windows]
+        about = next(by[encoding(label), mine[0]]['about'][windows] for label, mine in have.items() if mine)
         lengths = about['lengths']
         lines += [f'## Test loss at 1x-{lengths[-1] // lengths[0]}x the context, {title}', '']
         if windows == 'documents':
@@ -174,12 +174,14 @@ def page(arms, folder):
             lines += [f"The first {about['tokens']:,} predicted tokens of the test stream (files one after the other, "
                       'an <|endoftext|> between two), in windows of each length that run across file ends.', '']
         rows = []
-        for label in MODELS:
-            rows.append([label] + ([spread([by[encoding(label), s]['losses'][windows][label][L][0] for s in seeds])
-                                    for L in lengths] if label in scored else ['not run'] * len(lengths)))
+        for label, mine in have.items():
+            name = label if mine == seeds or not mine else f"{label} (seed{'s' * (len(mine) > 1)} " \
+                f"{', '.join(str(s) for s in mine)})"
+            rows.append([name] + ([spread([by[encoding(label), s]['losses'][windows][label][L][0] for s in mine])
+                                   for L in lengths] if mine else ['not run'] * len(lengths)))
         lines += [markdown_table(['model'] + [f'{L} ({L // lengths[0]}x)' for L in lengths], rows), '']
         counts = {by[encoding(label), s]['losses'][windows][label][L][1]
-                  for s in seeds for label in scored for L in lengths}
+                  for label, mine in have.items() for s in mine for L in lengths}
         if len(counts) != 1:
             raise SystemExit(f'{windows}: the lengths scored different token counts ({sorted(counts)}): the '
                              'evaluations are not of the same tokens')
@@ -263,11 +265,14 @@ def plot_extrapolation(arms, path):
     lengths = arms[0]['about']['documents']['lengths']
     fig, ax = subplots(figsize=(7, 4.5))
     for label in MODELS:
-        mine = [a for a in arms if a['enc'] == encoding(label) and a['seed'] in seeds]
-        if not all(label in a['losses']['documents'] for a in mine):
+        mine = [a for a in arms if a['enc'] == encoding(label) and a['seed'] in seeds
+                and label in a['losses']['documents']]  # the fine-tunes may be of fewer seeds
+        if not mine:
             continue
         ys = [statistics.mean(a['losses']['documents'][label][L][0] for a in mine) for L in lengths]
-        ax.plot(lengths, ys, marker='o', label=label, ls='-' if 'fine-tuned' in label or 'YaRN' not in label else ':')
+        name = label if len(mine) == len(seeds) else f"{label} (seed{'s' * (len(mine) > 1)} " \
+            f"{', '.join(str(a['seed']) for a in mine)})"
+        ax.plot(lengths, ys, marker='o', label=name, ls='-' if 'fine-tuned' in label or 'YaRN' not in label else ':')
     ax.axvline(1024, color='gray', ls='--', lw=1, label='pre-training context')
     ax.axvline(4096, color='gray', ls=':', lw=1, label='fine-tuning context')
     ax.set_xscale('log', base=2)
