@@ -137,7 +137,8 @@ def page(arms, folder):
         pope = [by['pope', s]['final'][f'{split}_loss'] for s in seeds]
         rope = [by['rope', s]['final'][f'{split}_loss'] for s in seeds]
         mean, sd, t, p, n = paired(pope, rope)
-        rows.append([split, spread(pope), spread(rope), f'{mean:+.4f}', f'{sd:.4f}', f'{t:.2f}', f'{p:.3g}', n])
+        test = [f'{sd:.4f}', f'{t:.2f}', f'{p:.3g}'] if n > 1 else ['-', '-', '- (one pair: no test)']
+        rows.append([split, spread(pope), spread(rope), f'{mean:+.4f}', *test, n])
     lines += [markdown_table(['split', 'PoPE', 'RoPE', 'PoPE - RoPE, mean', 'sd', 't', 'p (paired, two-sided)',
                               'pairs'], rows), '',
               f"The seeds with both arms: {', '.join(str(s) for s in seeds)}; mean +- sd over them, each seed's value "
@@ -152,7 +153,7 @@ def page(arms, folder):
             mine = sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed'])
             if not mine:
                 continue
-            rows.append([f"{NAMES[enc]} (seeds {', '.join(str(a['seed']) for a in mine)})"]
+            rows.append([f"{NAMES[enc]} (seed{'s' * (len(mine) > 1)} {', '.join(str(a['seed']) for a in mine)})"]
                         + [spread([a['final'][f'val_loss_ctx{L}'] for a in mine]) for L in ctx])
         lines += [markdown_table(['model'] + [f'{L} ({L // ctx[0]}x)' for L in ctx], rows), '']
     for windows, title in (('documents', 'inside documents'), ('stream', 'across documents (stream windows)')):
@@ -250,7 +251,8 @@ def plot_frequency_usage(usage, path):
             ax = axes[i][j]
             im = ax.imshow(mean, aspect='auto', cmap='viridis', origin='lower')
             fig.colorbar(im, ax=ax)
-            ax.set_title(f'{name} {"queries" if side == "q" else "keys"} (mean of {len(ms)} seeds)')
+            seeds = f'mean of {len(ms)} seeds' if len(ms) > 1 else f'seed {next(iter(usage))}'
+            ax.set_title(f'{name} {"queries" if side == "q" else "keys"} ({seeds})')
             ax.set_xlabel('frequency index (0 = highest)')
             ax.set_ylabel('layer')
     save_figure(fig, path, dpi=120)
@@ -280,7 +282,7 @@ def plot_extrapolation(arms, path):
     ax.minorticks_off()
     ax.set_xlabel('context length (tokens)')
     ax.set_ylabel('test loss inside files (nats per token)')
-    ax.set_title(f'Linux C, 8 x 512 GPT, mean of {len(seeds)} seeds')
+    ax.set_title('Linux C, 8 x 512 GPT, ' + (f'mean of {len(seeds)} seeds' if len(seeds) > 1 else f'seed {min(seeds)}'))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     save_figure(fig, path, dpi=150)
@@ -321,7 +323,8 @@ def main(argv=None):
     plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
     plot_frequency_usage(usage, os.path.join(folder, 'frequency_usage.png'))
     print(f"wrote {folder}/results.md, {'extrapolation.png, ' if figure else ''}val_loss.png"
-          f"{', frequency_usage.png' if usage else ''} ({len(arms)} arms, frequency usage of {len(usage)} seeds"
+          f"{', frequency_usage.png' if usage else ''} ({len(arms)} arms, frequency usage of {len(usage)} "
+          f"seed{'s' * (len(usage) != 1)}"
           + ('' if figure else '; no extrapolation.png: no seed has both arms scored inside documents') + ')')
 
 
