@@ -111,6 +111,14 @@ def paired(pope, rope):
     return mean, sd, t, t_test_p(t, len(d) - 1) if len(d) > 1 else float('nan'), len(d)
 
 
+def named(seeds, mean=False):
+    """'seed 1337' or 'seeds 1337, 1338' ('mean of 2 seeds' with mean=True, for a figure of their mean)."""
+    seeds = sorted(seeds)
+    if len(seeds) == 1:
+        return f'seed {seeds[0]}'
+    return f'mean of {len(seeds)} seeds' if mean else f"seeds {', '.join(str(s) for s in seeds)}"
+
+
 def spread(values):
     """'mean +- sd (each)' of a list of losses."""
     sd = f' +- {statistics.stdev(values):.4f}' if len(values) > 1 else ''
@@ -153,7 +161,7 @@ def page(arms, folder):
             mine = sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed'])
             if not mine:
                 continue
-            rows.append([f"{NAMES[enc]} (seed{'s' * (len(mine) > 1)} {', '.join(str(a['seed']) for a in mine)})"]
+            rows.append([f"{NAMES[enc]} ({named(a['seed'] for a in mine)})"]
                         + [spread([a['final'][f'val_loss_ctx{L}'] for a in mine]) for L in ctx])
         lines += [markdown_table(['model'] + [f'{L} ({L // ctx[0]}x)' for L in ctx], rows), '']
     for windows, title in (('documents', 'inside documents'), ('stream', 'across documents (stream windows)')):
@@ -176,8 +184,7 @@ def page(arms, folder):
                       'an <|endoftext|> between two), in windows of each length that run across file ends.', '']
         rows = []
         for label, mine in have.items():
-            name = label if mine == seeds or not mine else f"{label} (seed{'s' * (len(mine) > 1)} " \
-                f"{', '.join(str(s) for s in mine)})"
+            name = label if mine == seeds or not mine else f'{label} ({named(mine)})'
             rows.append([name] + ([spread([by[encoding(label), s]['losses'][windows][label][L][0] for s in mine])
                                    for L in lengths] if mine else ['not run'] * len(lengths)))
         lines += [markdown_table(['model'] + [f'{L} ({L // lengths[0]}x)' for L in lengths], rows), '']
@@ -251,8 +258,7 @@ def plot_frequency_usage(usage, path):
             ax = axes[i][j]
             im = ax.imshow(mean, aspect='auto', cmap='viridis', origin='lower')
             fig.colorbar(im, ax=ax)
-            seeds = f'mean of {len(ms)} seeds' if len(ms) > 1 else f'seed {next(iter(usage))}'
-            ax.set_title(f'{name} {"queries" if side == "q" else "keys"} ({seeds})')
+            ax.set_title(f'{name} {"queries" if side == "q" else "keys"} ({named(usage, mean=True)})')
             ax.set_xlabel('frequency index (0 = highest)')
             ax.set_ylabel('layer')
     save_figure(fig, path, dpi=120)
@@ -272,8 +278,7 @@ def plot_extrapolation(arms, path):
         if not mine:
             continue
         ys = [statistics.mean(a['losses']['documents'][label][L][0] for a in mine) for L in lengths]
-        name = label if len(mine) == len(seeds) else f"{label} (seed{'s' * (len(mine) > 1)} " \
-            f"{', '.join(str(a['seed']) for a in mine)})"
+        name = label if len(mine) == len(seeds) else f"{label} ({named(a['seed'] for a in mine)})"
         ax.plot(lengths, ys, marker='o', label=name, ls='-' if 'fine-tuned' in label or 'YaRN' not in label else ':')
     ax.axvline(1024, color='gray', ls='--', lw=1, label='pre-training context')
     ax.axvline(4096, color='gray', ls=':', lw=1, label='fine-tuning context')
@@ -282,7 +287,7 @@ def plot_extrapolation(arms, path):
     ax.minorticks_off()
     ax.set_xlabel('context length (tokens)')
     ax.set_ylabel('test loss inside files (nats per token)')
-    ax.set_title('Linux C, 8 x 512 GPT, ' + (f'mean of {len(seeds)} seeds' if len(seeds) > 1 else f'seed {min(seeds)}'))
+    ax.set_title(f'Linux C, 8 x 512 GPT, {named(seeds, mean=True)}')
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     save_figure(fig, path, dpi=150)
@@ -323,8 +328,8 @@ def main(argv=None):
     plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
     plot_frequency_usage(usage, os.path.join(folder, 'frequency_usage.png'))
     print(f"wrote {folder}/results.md, {'extrapolation.png, ' if figure else ''}val_loss.png"
-          f"{', frequency_usage.png' if usage else ''} ({len(arms)} arms, frequency usage of {len(usage)} "
-          f"seed{'s' * (len(usage) != 1)}"
+          f"{', frequency_usage.png' if usage else ''} ({len(arms)} arms, frequency usage of "
+          f"{named(usage) if usage else 'no seed'}"
           + ('' if figure else '; no extrapolation.png: no seed has both arms scored inside documents') + ')')
 
 
