@@ -26,7 +26,9 @@ def test_t_test_p_against_closed_forms(t):
 
 
 def write_arm(root, enc, seed, val, test, doc_losses, ft=True):
-    """An arm's files as reproduce.sh leaves them, with the given losses (without the fine-tune's: FINETUNE=0)."""
+    """An arm's files as reproduce.sh leaves them, with the given losses (without the fine-tune's: FINETUNE=0, and
+    an ablation's arm, enc 'pope-nosoftplus' and the like)."""
+    ft = ft and enc in ('pope', 'rope')
     d = root / 'runs' / f'{enc}_s{seed}'
     for sub in ('pretrain', 'ft'):
         (d / sub).mkdir(parents=True)
@@ -38,15 +40,17 @@ def write_arm(root, enc, seed, val, test, doc_losses, ft=True):
         json.dumps(dict(iter=i, val_loss=val + 1 / (1 + i))) + '\n' for i in range(0, 5001, 500)))
     if ft:
         (d / 'ft' / 'final.json').write_text(json.dumps(dict(iter=500, block_size=4096, val_loss=val, test_loss=test)))
-    labels = ['PoPE', 'PoPE, fine-tuned at 4096'] if enc == 'pope' else [
-        'RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096']
+    labels = {'pope': ['PoPE', 'PoPE, fine-tuned at 4096'],
+              'rope': ['RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096']}.get(
+                  enc, [study.NAMES[enc]])  # an ablation's model: its name
     for windows in ('documents', 'stream'):
         about = dict(windows=windows, lengths=LENGTHS, tokens=10240 * 3)
         if windows == 'documents':
             about.update(documents=3, documents_long_enough=3, documents_in_all=9)
         results = [dict(label=label, length=L, nll=doc_losses[i] + k, tokens=10240 * 3)
                    for k, label in enumerate(labels) for i, L in enumerate(LENGTHS)]
-        for stage, mine in (('', results[:-len(LENGTHS)]), ('ft_', results[-len(LENGTHS):]))[:2 if ft else 1]:
+        for stage, mine in (('', [r for r in results if 'fine-tuned' not in r['label']]),
+                            ('ft_', [r for r in results if 'fine-tuned' in r['label']]))[:2 if ft else 1]:
             os.makedirs(d / (stage + windows), exist_ok=True)
             (d / (stage + windows) / 'extrapolation.json').write_text(json.dumps(dict(about, results=mine)))
 
@@ -88,6 +92,48 @@ def test_fine_tunes_of_fewer_seeds_are_averaged_over_theirs_and_named(tmp_path):
     assert '| RoPE+YaRN s=4, fine-tuned at 4096 (seed 1) | 4.0000 (4.0000) |' in page
     assert '| pope_s2 | 5000 | 164M | 12.5 | 1.5000 | 1.6000 | - | - |' in page
     assert os.path.getsize(tmp_path / 'extrapolation.png') > 10000
+
+
+def test_the_ablations_against_pope_of_their_seed(tmp_path):
+    """The paper's PoPE ablations, one seed each: their losses and the difference to PoPE of the same seed, their rows
+    in the runs' and the scores' tables; the pairs' table is PoPE and RoPE alone."""
+    pytest.importorskip('matplotlib')
+    write_arm(tmp_path, 'rope', 1, 1.48, 1.58, [1.0, 1.2, 1.5, 2.0, 2.2])
+    write_arm(tmp_path, 'pope', 1, 1.50, 1.60, [1.1, 1.1, 1.1, 1.1, 1.15])
+    write_arm(tmp_path, 'pope-nosoftplus', 1, 1.53, 1.62, [1.3, 1.3, 1.3, 1.3, 1.35])
+    write_arm(tmp_path, 'pope-relu', 1, 1.49, 1.61, [1.2] * 5)
+    write_arm(tmp_path, 'pope-nodelta', 2, 1.70, 1.80, [1.4] * 5)  # no PoPE of its seed
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    section = page[page.index('## Ablations (one seed each)'):page.index('## Val loss at')]
+    assert '| PoPE, no softplus | 1 | 1.5300 | 1.6200 | +0.0300 | +0.0200 |' in section
+    assert '| PoPE, ReLU | 1 | 1.4900 | 1.6100 | -0.0100 | +0.0100 |' in section
+    assert '| PoPE, no delta | 2 | 1.7000 | 1.8000 | - | - |' in section
+    # the paper's perplexities, and as losses: ln(21.57 / 21.33) = 0.01119
+    assert ("the paper's val perplexity at 124M on OpenWebText: PoPE 21.33; PoPE, no softplus 21.57 (+0.0112); "
+            'PoPE, ReLU 21.55 (+0.0103); PoPE, no delta 21.42 (+0.0042)') in section
+    assert '| pope-nosoftplus_s1 | 5000 | 164M | 12.5 | 1.5300 | 1.6200 | - | - |' in page
+    assert '| val | 1.5000 (1.5000) | 1.4800 (1.4800) | +0.0200 |' in page and 'The seeds with both arms: 1;' in page
+    assert '| PoPE, no softplus (seed 1) | 1.5300 (1.5300) | 2.5300 (2.5300) |' in page  # val at 1x, 2x (+ seed)
+    inside = page[page.index('inside documents'):page.index('across documents')]
+    assert '| PoPE | 1.1000 (1.1000) |' in inside and '| PoPE, no softplus (seed 1) | 1.3000 (1.3000) |' in inside
+    assert '| PoPE, no delta (seed 2) | 1.4000 (1.4000) |' in inside
+    assert os.path.getsize(tmp_path / 'extrapolation.png') > 10000 and os.path.getsize(tmp_path / 'val_loss.png') > 10000
+
+
+def test_an_ablation_with_no_pope_of_its_seed(tmp_path):
+    """An ablation and a RoPE of its seed, no PoPE: no pair and no difference, its scores listed all the same; a
+    folder named as no ablation is no arm's."""
+    pytest.importorskip('matplotlib')
+    write_arm(tmp_path, 'rope', 3, 1.48, 1.58, [1.0] * 5)
+    write_arm(tmp_path, 'pope-relu', 3, 1.49, 1.61, [1.2] * 5)
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    assert 'No seed has pre-trained both arms yet.' in page and '| PoPE, ReLU | 3 | 1.4900 | 1.6100 | - | - |' in page
+    assert '| PoPE, ReLU (seed 3) | 1.2000 (1.2000) |' in page and not (tmp_path / 'extrapolation.png').exists()
+    os.rename(tmp_path / 'runs' / 'pope-relu_s3', tmp_path / 'runs' / 'pope-foo_s3')
+    with pytest.raises(SystemExit, match=r"runs/pope-foo_s3 is not an arm's folder"):
+        study.main([str(tmp_path)])
 
 
 def test_no_arm_is_one_line(tmp_path):

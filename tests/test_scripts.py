@@ -203,21 +203,26 @@ def test_smollm2_study_steps_evaluation_and_summary(sandbox):
     assert p.returncode == 2 and "RUNS holds 'rope'" in p.stderr
 
 
+def settled(root):
+    """Every arm of results/linux_c/reproduce.sh's study folder st ended (its pid file gone), or 30 s passed."""
+    deadline = time.time() + 30
+    while glob.glob(str(root / 'st' / 'runs' / '*' / 'pid')) and time.time() < deadline:
+        time.sleep(0.2)
+
+
 def test_linux_c_study_verbs_arms_and_a_failed_arm(sandbox):
     """results/linux_c/reproduce.sh: bad verbs, arm names and numbers are one line with nothing run; an arm running is
     not started twice, one whose process is gone is; a failed arm names its step and log; finish says when no seed
     has both arms done."""
     root, env, log = sandbox
     script, study = 'results/linux_c/reproduce.sh', dict(STUDY='st')
-
-    def settled():  # every arm's process ended (its pid file gone)
-        deadline = time.time() + 30
-        while glob.glob(str(root / 'st' / 'runs' / '*' / 'pid')) and time.time() < deadline:
-            time.sleep(0.2)
     before = files(root)
+    bad = ': <pope|rope>_s<seed> or pope-<nosoftplus|relu|nodelta>_s<seed>, e.g. pope_s1337'
     for args, message in ((['start'], 'start: name the arms to start, e.g. start pope_s1337 rope_s1337'),
-                          (['start', 'pope_s01'], 'bad arm name pope_s01: <pope|rope>_s<seed>, e.g. pope_s1337'),
-                          (['start', 'yarn_s1'], 'bad arm name yarn_s1: <pope|rope>_s<seed>, e.g. pope_s1337'),
+                          (['start', 'pope_s01'], 'bad arm name pope_s01' + bad),
+                          (['start', 'yarn_s1'], 'bad arm name yarn_s1' + bad),
+                          (['start', 'pope-relu_s1', 'pope-foo_s1'], 'bad arm name pope-foo_s1' + bad),
+                          (['start', 'pope-relu'], 'bad arm name pope-relu' + bad),
                           (['start', 'pope_s1', 'rope_s1', 'pope_s1'], 'pope_s1 is named twice: name each arm once'),
                           (['wait', 'abc'], 'wait abc: give a whole number of seconds, e.g. wait 540'),
                           (['wait', '-5'], 'wait -5: give a whole number of seconds, e.g. wait 540'),
@@ -231,7 +236,7 @@ def test_linux_c_study_verbs_arms_and_a_failed_arm(sandbox):
                                                       f'yet: wait for them (bash {root / script} wait SECONDS)'), p.stderr
     # a failed arm: its step and the last line of that step's log, and how to start it again
     assert run(root, env, script, 'start', 'pope_s1', STUB_TRAIN_FAILS='1', **study).returncode == 0
-    settled()
+    settled(root)
     p = run(root, env, script, 'wait', '0', **study)
     assert (f'== st/runs/pope_s1/: ended, not done (failed: st/runs/pope_s1/pretrain.log: stub: train.py failed); '
             f'start it again: bash {root / script} start pope_s1') in p.stdout, p.stdout
@@ -255,15 +260,40 @@ def test_linux_c_study_verbs_arms_and_a_failed_arm(sandbox):
                                                                                **study).stdout
     for arm in ('rope_s2', 'pope_s2'):  # and a seed with both arms done gets its frequency usage
         assert run(root, env, script, 'start', arm, **study).stdout.startswith(f'started {arm} (pid ')
-    settled()
+    settled(root)
     p = run(root, env, script, 'finish', **study)
     assert p.returncode == 0 and '== st/runs/pope_s2/: done' in p.stdout, p.stdout + p.stderr
     assert 'python -m eval.frequency_usage --rope st/runs/rope_s2/pretrain/ckpt.pt' in log.read_text()
     # FINETUNE=0: the arm is done once its pre-trained model is scored, with no fine-tune
     assert run(root, env, script, 'start', 'pope_s3', FINETUNE='0', **study).returncode == 0
-    settled()
+    settled(root)
     assert (root / 'st' / 'runs' / 'pope_s3' / 'done').exists() and 'st/runs/pope_s3/ft' not in log.read_text()
     assert '--out st/runs/pope_s3/documents' in log.read_text()
+
+
+def test_linux_c_ablation_arms_pretrain_with_their_flag_and_end_after_their_scores(sandbox):
+    """pope-nosoftplus_s<seed> and the like: config/linux_c_pope.py with the ablation's flag, scored as PoPE is with
+    its own label, no fine-tune whatever FINETUNE says; finish takes no ablation for PoPE's arm of its seed."""
+    root, env, log = sandbox
+    script, study = 'results/linux_c/reproduce.sh', dict(STUDY='st', FINETUNE='1')
+    arms = ('pope-nosoftplus_s1', 'pope-relu_s1', 'pope-nodelta_s1', 'rope_s1')
+    p = run(root, env, script, 'start', *arms, **study)
+    assert p.returncode == 0 and p.stdout.count('started ') == 4, p.stdout + p.stderr
+    settled(root)
+    commands = log.read_text()
+    for arm, flag, label in (('pope-nosoftplus_s1', '--pope_mu=identity', 'PoPE, no softplus'),
+                             ('pope-relu_s1', '--pope_mu=relu', 'PoPE, ReLU'),
+                             ('pope-nodelta_s1', '--pope_delta=none', 'PoPE, no delta')):
+        assert (f'python train.py config/linux_c_pope.py {flag} --seed=1 --out_dir=st/runs/{arm}/pretrain '
+                '--overwrite=True') in commands, commands
+        for windows in ('documents', 'stream'):
+            assert (f'--ckpt st/runs/{arm}/pretrain/ckpt.pt --label {label} --out st/runs/{arm}/{windows} '
+                    '--batch_size 16') in commands
+        assert (root / 'st' / 'runs' / arm / 'done').exists() and f'st/runs/{arm}/ft' not in commands
+    assert '--out_dir=st/runs/rope_s1/ft' in commands  # the RoPE arm beside them is fine-tuned
+    p = run(root, env, script, 'finish', **study)
+    assert p.returncode == 1 and 'finish: no seed has both its pre-trainings ended' in p.stderr, p.stdout + p.stderr
+    assert 'eval.frequency_usage' not in log.read_text()
 
 
 def test_no_script_ends_processes_by_name():

@@ -14,6 +14,8 @@
 # model) and ft_documents/, ft_stream/ (for the fine-tuned one), each with its log; `done` once the arm has ended,
 # `pid` while it runs. The frequency usage goes to $STUDY/frequency_usage_s<seed>.*. An arm done is not started again;
 # one that failed (wait names its step and log) or was killed starts from the beginning.
+# ARM may also be one of the paper's PoPE ablations, pope-<nosoftplus|relu|nodelta>_s<seed> (mu = x, mu = relu(x),
+# no delta: config/owt_pope_no_softplus.py, _relu.py, _no_delta.py): pre-trained and scored as PoPE, no fine-tune.
 # WINDOWS=documents scores inside documents alone (the default also scores across them: "documents stream").
 # FINETUNE=0 ends the arms it starts once their pre-trained model is scored (no fine-tune; the arm counts as done).
 # Data: data/linux_c, made by `python -m prepare.linux_c` (SOURCE=<file or folder> passes --source).
@@ -38,9 +40,18 @@ export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS WINDOWS FI
 
 usage() { sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }  # the comment at the top
 
-parse() {  # ARM -> $pe $seed; 1 if it is no arm's name (a seed is written as train.py reads it: no leading 0)
-  pe=${1%_s*}; seed=${1##*_s}
-  [[ $1 == *_s* && $seed =~ ^(0|[1-9][0-9]*)$ && ($pe == pope || $pe == rope) ]]
+# ARM -> $pe $seed, and an ablation's $flags (train.py's, on config/linux_c_pope.py) and $label (eval.extrapolation's);
+# 1 if it is no arm's name (a seed is written as train.py reads it: no leading 0)
+parse() {
+  pe=${1%_s*}; seed=${1##*_s}; flags=; label=
+  case $pe in
+    pope|rope) ;;
+    pope-nosoftplus) flags=--pope_mu=identity; label="PoPE, no softplus" ;;
+    pope-relu) flags=--pope_mu=relu; label="PoPE, ReLU" ;;
+    pope-nodelta) flags=--pope_delta=none; label="PoPE, no delta" ;;
+    *) return 1 ;;
+  esac
+  [[ $1 == *_s* && $seed =~ ^(0|[1-9][0-9]*)$ ]]
 }
 
 alive() {  # ARM: 0 while the arm's process runs (a pid file of an arm whose machine went down is stale)
@@ -72,17 +83,18 @@ score() {  # STAGE CKPT_ARGS...: the test loss of an arm's models at 1x-10x, ins
 arm() {  # one arm, start to end (run by start in its own process group); each model scored as soon as it exists
   parse "$1"
   local dir=$STUDY/runs/$1 ft
-  ft=$([ "$pe" = pope ] && echo config/linux_c_pope_ft.py || echo config/linux_c_rope_yarn_ft.py)
-  # shellcheck disable=SC2086  # the EXTRA variables are lists of flags
-  python train.py "config/linux_c_$pe.py" --seed="$seed" --out_dir="$dir/pretrain" --overwrite=True \
+  # shellcheck disable=SC2086  # the EXTRA variables and an ablation's flags are lists of flags
+  python train.py "config/linux_c_${pe%%-*}.py" $flags --seed="$seed" --out_dir="$dir/pretrain" --overwrite=True \
     $PRETRAIN_EXTRA > "$dir/pretrain.log" 2>&1 || failed "$dir/pretrain.log" || return 1
-  if [ "$pe" = pope ]; then
-    score "" --ckpt "$dir/pretrain/ckpt.pt" --label PoPE || return 1
+  if [ "$pe" != rope ]; then  # PoPE or an ablation of it
+    score "" --ckpt "$dir/pretrain/ckpt.pt" --label "${label:-PoPE}" || return 1
   else  # YaRN's scale: 1 (none), and 10 with no fine-tune
     score "" --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 1 --label RoPE \
       --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 10 --label "RoPE+YaRN s=10 (no fine-tune)" || return 1
   fi
-  [ "$FINETUNE" = 0 ] && { touch "$dir/done"; return 0; }
+  # FINETUNE=0 ends here, and so do the ablations whatever it says (the paper's are in-distribution numbers)
+  { [ "$FINETUNE" = 0 ] || [ -n "$flags" ]; } && { touch "$dir/done"; return 0; }
+  ft=$([ "$pe" = pope ] && echo config/linux_c_pope_ft.py || echo config/linux_c_rope_yarn_ft.py)
   # shellcheck disable=SC2086
   python train.py "$ft" --init_from="$dir/pretrain/ckpt.pt" --seed="$seed" --out_dir="$dir/ft" \
     --overwrite=True $FT_EXTRA > "$dir/ft.log" 2>&1 || failed "$dir/ft.log" || return 1
@@ -100,7 +112,8 @@ start() {
   local a
   local -A named=()
   for a in "$@"; do  # every name checked before anything starts
-    parse "$a" || { echo "bad arm name $a: <pope|rope>_s<seed>, e.g. pope_s1337" >&2; exit 2; }
+    parse "$a" || { echo "bad arm name $a: <pope|rope>_s<seed> or" \
+                          "pope-<nosoftplus|relu|nodelta>_s<seed>, e.g. pope_s1337" >&2; exit 2; }
     [ -n "${named[$a]:-}" ] && { echo "$a is named twice: name each arm once" >&2; exit 2; }
     named[$a]=1
     alive "$a" && { echo "$STUDY/runs/$a is running (pid $(cat "$STUDY/runs/$a/pid")): wait for it" >&2; exit 2; }
@@ -159,7 +172,7 @@ wait_for() {
 
 finish() {  # each seed whose two pre-trainings have ended: the frequency usage of its pair
   local p seed pairs=0
-  for p in "$STUDY"/runs/pope_s*/pretrain/final.json; do
+  for p in "$STUDY"/runs/pope_s*/pretrain/final.json; do  # PoPE's arms alone (an ablation's name is pope-..._s)
     [ -f "$p" ] || continue
     seed=${p%/pretrain/final.json}; seed=${seed##*/pope_s}
     [ -f "$STUDY/runs/rope_s$seed/pretrain/final.json" ] || continue

@@ -1,11 +1,13 @@
 """
 The language-modelling study on the Linux kernel's C (results/linux_c/README.md): its tables and figures, from the
 files of its arms as results/linux_c/reproduce.sh leaves them (DIR/runs/<pope|rope>_s<seed>/: pretrain/ and ft/
-final.json and eval_log.jsonl, documents/ and stream/ extrapolation.json) and writes
+final.json and eval_log.jsonl, documents/ and stream/ extrapolation.json; the paper's PoPE ablations,
+pope-<nosoftplus|relu|nodelta>_s<seed>/, the same without ft/) and writes
 
     results.md          the runs; in-distribution val and test loss, PoPE against RoPE seed by seed, with the paired
-                        t-test of their difference; test loss at 1x-10x the context inside documents and across them
-    extrapolation.png   test loss against context length inside documents, the mean over seeds
+                        t-test of their difference, and each ablation against PoPE of its seed; test loss at 1x-10x
+                        the context inside documents and across them
+    extrapolation.png   test loss against context length inside documents, the mean over seeds (not the ablations)
     val_loss.png        val loss against step, every pre-training run
     frequency_usage.png mean query and key magnitude per layer and frequency, the mean over seeds (DIR's
                         frequency_usage_s<seed>.json, from eval.frequency_usage: reproduce.sh finish)
@@ -29,17 +31,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 from eval import markdown_table, save_figure, subplots  # noqa: E402
 
-NAMES = {'pope': 'PoPE', 'rope': 'RoPE'}
+ABLATIONS = {'pope-nosoftplus': 'PoPE, no softplus', 'pope-relu': 'PoPE, ReLU', 'pope-nodelta': 'PoPE, no delta'}
+NAMES = {'pope': 'PoPE', 'rope': 'RoPE', **ABLATIONS}  # the ablations' names are their labels in reproduce.sh too
 MODELS = ['RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096', 'PoPE',
           'PoPE, fine-tuned at 4096']  # eval.extrapolation's labels in reproduce.sh, in the tables' order
+# the paper's val perplexity at 124M on OpenWebText (config/owt_pope.py, owt_pope_no_softplus.py, ...)
+PAPER = {'pope': 21.33, 'pope-nosoftplus': 21.57, 'pope-relu': 21.55, 'pope-nodelta': 21.42}
 
 
 def encoding(label):
-    """The arm ('pope' or 'rope') whose evaluation has a model of this label."""
-    return 'pope' if label.startswith('PoPE') else 'rope'
+    """The arm ('pope', 'rope' or an ablation's name) whose evaluation has a model of this label."""
+    return next((enc for enc, name in ABLATIONS.items() if name == label),
+                'pope' if label.startswith('PoPE') else 'rope')
 
 
-ARM = re.compile(r'(pope|rope)_s(0|[1-9]\d*)')  # an arm's folder, as reproduce.sh names it
+ARM = re.compile(rf"({'|'.join(NAMES)})_s(0|[1-9]\d*)")  # an arm's folder, as reproduce.sh names it
 
 
 def incomplete(path, why):
@@ -151,13 +157,14 @@ def page(arms, folder):
                               'pairs'], rows), '',
               f"The seeds with both arms: {', '.join(str(s) for s in seeds)}; mean +- sd over them, each seed's value "
               'in brackets.', ''] if seeds else ['No seed has pre-trained both arms yet.', '']
+    lines += ablation_section(arms, by)
     ctx = sorted(int(k.removeprefix('val_loss_ctx')) for k in arms[0]['final'] if k.startswith('val_loss_ctx'))
     if ctx:
         lines += [f'## Val loss at 1x-{ctx[-1] // ctx[0]}x the context, as train.py measures it', '',
                   "The pre-trained models' final.json: the first 65,536 val tokens, in windows of each length that run "
                   'across file ends (`eval_contexts`); every arm that has one.', '']
         rows = []
-        for enc in ('rope', 'pope'):
+        for enc in ('rope', 'pope', *ABLATIONS):
             mine = sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed'])
             if not mine:
                 continue
@@ -167,7 +174,11 @@ def page(arms, folder):
     for windows, title in (('documents', 'inside documents'), ('stream', 'across documents (stream windows)')):
         have = {label: [s for s in seeds if label in by[encoding(label), s]['losses'].get(windows, {})]
                 for label in MODELS}  # the seeds whose arm scored this model (the fine-tunes may be fewer)
-        if not seeds or not any(have.values()):
+        for enc in ABLATIONS:  # the ablations, over their own seeds (one each), always named
+            mine = sorted(a['seed'] for a in arms if a['enc'] == enc)
+            if mine:
+                have[NAMES[enc]] = [s for s in mine if NAMES[enc] in by[enc, s]['losses'].get(windows, {})]
+        if not any(have.values()):
             lines += [f'## Test loss at 1x-10x the context, {title}', '', 'Not run for the arms of the seeds above.',
                       '']
             continue
@@ -184,7 +195,7 @@ def page(arms, folder):
                       'an <|endoftext|> between two), in windows of each length that run across file ends.', '']
         rows = []
         for label, mine in have.items():
-            name = label if mine == seeds or not mine else f'{label} ({named(mine)})'
+            name = label if (mine == seeds and label in MODELS) or not mine else f'{label} ({named(mine)})'
             rows.append([name] + ([spread([by[encoding(label), s]['losses'][windows][label][L][0] for s in mine])
                                    for L in lengths] if mine else ['not run'] * len(lengths)))
         lines += [markdown_table(['model'] + [f'{L} ({L // lengths[0]}x)' for L in lengths], rows), '']
@@ -194,6 +205,28 @@ def page(arms, folder):
             raise SystemExit(f'{windows}: the lengths scored different token counts ({sorted(counts)}): the '
                              'evaluations are not of the same tokens')
     return '\n'.join(lines)
+
+
+def ablation_section(arms, by):
+    """The page's ablations: each arm's val and test loss, and its difference to the PoPE arm of its seed."""
+    rows = []
+    for enc in ABLATIONS:
+        for a in sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed']):
+            pope, val, test = by.get(('pope', a['seed'])), a['final']['val_loss'], a['final']['test_loss']
+            rows.append([NAMES[enc], a['seed'], f'{val:.4f}', f'{test:.4f}']
+                        + ([f"{val - pope['final']['val_loss']:+.4f}", f"{test - pope['final']['test_loss']:+.4f}"]
+                           if pope else ['-', '-']))
+    if not rows:
+        return []
+    paper = '; '.join(f'{NAMES[enc]} {ppl} ({math.log(ppl / PAPER["pope"]):+.4f})' for enc, ppl in PAPER.items()
+                      if enc != 'pope')
+    return ['## Ablations (one seed each)', '',
+            "The paper's PoPE ablations (reproduce.sh's pope-<nosoftplus|relu|nodelta>_s<seed>: mu = x, mu = relu(x), "
+            'no delta), pre-trained as PoPE with that one change and not fine-tuned; their difference to the PoPE arm '
+            "of the same seed ('-' where it has none).", '',
+            markdown_table(['ablation', 'seed', 'val loss', 'test loss', 'val - PoPE', 'test - PoPE'], rows), '',
+            f"For comparison, the paper's val perplexity at 124M on OpenWebText: PoPE {PAPER['pope']}; {paper}; in "
+            'brackets, the same as a difference in val loss to PoPE (the log of the perplexity ratio).', '']
 
 
 def read_frequency_usage(folder):
@@ -265,7 +298,8 @@ def plot_frequency_usage(usage, path):
 
 
 def plot_extrapolation(arms, path):
-    """The mean over seeds inside documents, of the arms evaluated so; False where no seed has both (no figure)."""
+    """The mean over seeds inside documents, of the arms evaluated so; False where no seed has both (no figure). The
+    five models of MODELS alone: the ablations (one seed each) are in the page's tables."""
     arms = [a for a in arms if 'documents' in a['losses']]
     seeds = {a['seed'] for a in arms if a['enc'] == 'pope'} & {a['seed'] for a in arms if a['enc'] == 'rope'}
     if not seeds:
@@ -296,9 +330,10 @@ def plot_extrapolation(arms, path):
 
 def plot_val_loss(arms, path):
     fig, ax = subplots(figsize=(7, 4.5))
+    colours = {'rope': 'C0', 'pope': 'C1', 'pope-nosoftplus': 'C2', 'pope-relu': 'C3', 'pope-nodelta': 'C4'}
     for a in sorted(arms, key=lambda a: (a['enc'], a['seed'])):
         pts = [(r['iter'], r['val_loss']) for r in a['log'] if r['iter'] >= 1000]  # past the first steps' fall
-        ax.plot(*zip(*pts), color='C1' if a['enc'] == 'pope' else 'C0', alpha=0.8,
+        ax.plot(*zip(*pts), color=colours[a['enc']], alpha=0.8, ls='--' if a['enc'] in ABLATIONS else '-',
                 label=f"{NAMES[a['enc']]} s{a['seed']}")
     ax.set_xlabel('step')
     ax.set_ylabel('val loss (nats per token)')
@@ -315,8 +350,8 @@ def main(argv=None):
     found = sorted(glob.glob(os.path.join(folder, 'runs', '*_s*', 'pretrain', 'final.json')))
     other = [p.split(os.sep)[-3] for p in found if not ARM.fullmatch(p.split(os.sep)[-3])]
     if other:
-        sys.exit(f"{folder}/runs/{other[0]} is not an arm's folder (<pope|rope>_s<seed>, as reproduce.sh names them): "
-                 "move it out of runs/")
+        sys.exit(f"{folder}/runs/{other[0]} is not an arm's folder (<pope|rope>_s<seed> or "
+                 "pope-<nosoftplus|relu|nodelta>_s<seed>, as reproduce.sh names them): move it out of runs/")
     if not found:
         sys.exit(f'no arm has pre-trained in {folder}/runs/ (no <arm>/pretrain/final.json): run '
                  'results/linux_c/reproduce.sh first')
