@@ -170,32 +170,22 @@ def test_a_partial_study_makes_its_page_and_damaged_arms_are_one_line(tmp_path):
         study.main([str(tmp_path)])
 
 
-def remade_page(tmp_path, folder):
-    """The page study.py makes of a committed folder's runs/ and frequency usage, as it would read in the folder."""
+def test_the_committed_study_page_is_what_the_script_makes_and_the_readme_quotes_it(tmp_path):
+    """study.py remakes the committed page from runs/ and the frequency usage, and every loss (4 decimals) that the
+    README's study section gives is on it."""
+    pytest.importorskip('matplotlib')
     import glob
+    import re
     import shutil
+    folder = os.path.join(ROOT, 'results', 'linux_c')
     shutil.copytree(os.path.join(folder, 'runs'), tmp_path / 'runs')
     for path in glob.glob(os.path.join(folder, 'frequency_usage_s*.json')):
         shutil.copy(path, tmp_path)
     study.main([str(tmp_path)])
-    return (tmp_path / 'results.md').read_text().replace(str(tmp_path), os.path.relpath(folder, ROOT))
-
-
-def readme_losses(section, until=None):
-    """Every loss (4 decimals) that results/linux_c/README.md gives from the heading section to the heading until."""
-    import re
-    readme = open(os.path.join(ROOT, 'results', 'linux_c', 'README.md')).read()
-    start = readme.index(section)
-    return re.findall(r'\d\.\d{4}', readme[start:readme.index(until, start) if until else None])
-
-
-def test_the_committed_study_page_is_what_the_script_makes_and_the_readme_quotes_it(tmp_path):
-    pytest.importorskip('matplotlib')
-    import re
-    folder = os.path.join(ROOT, 'results', 'linux_c')
-    made = remade_page(tmp_path, folder)
+    made = (tmp_path / 'results.md').read_text().replace(str(tmp_path), 'results/linux_c')
     assert made == open(os.path.join(folder, 'results.md')).read()
-    quoted = readme_losses('## The study: three pairs of seeds')
+    readme = open(os.path.join(folder, 'README.md')).read()
+    quoted = re.findall(r'\d\.\d{4}', readme[readme.index('## The study: three pairs of seeds'):])
     missing = set(quoted) - set(re.findall(r'\d\.\d{4}', made))
     assert len(quoted) >= 25 and not missing, sorted(missing)
 
