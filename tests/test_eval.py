@@ -160,6 +160,7 @@ def test_extrapolation_inside_documents(tmp_path):
     about = json.load(open(tmp_path / 'out' / 'extrapolation.json'))
     assert (about['windows'], about['documents'], about['documents_long_enough'], about['documents_in_all']) == \
         ('documents', 3, 4, 6)
+    assert about['tokens'] == 75  # the predicted tokens: 25 of each block's 26, not its first
     for data, lengths, message in (  # each one line that says what to do
             ('data/test.bin', '40', 'no document holds 41 tokens .* give shorter --lengths or more --tokens$'),
             ('none/test.bin', '10', "none/test.bin: no such file; make the data with `python -m prepare.<name>`$")):
@@ -270,6 +271,8 @@ BAD_INPUT = [
     ('attention_reach', ['--tasks', 'offest'], "--tasks 'offest': choose from offset, index, content"),
     ('attention_reach', ['--tasks', ''], "--tasks '': choose from offset, index, content"),
     ('indirect_probe', ['table', '{d}/empty_folder'], 'none of {d}/empty_folder holds an eval_log.jsonl with test_acc'),
+    ('indirect_probe', ['table', '{d}/no_acc'], '{d}/no_acc/eval_log.jsonl: test_acc None where train.py writes a number: '
+     'not the log of an indirect-indexing run; leave {d}/no_acc out, or train it again'),
     ('indirect_probe', ['probe', '{rope}'], "not of the indirect-indexing task"),
     ('frequency_usage', ['--rope', '{rope}', '--data', '{d}/nowhere.bin'], '{d}/nowhere.bin: no such file'),
     ('frequency_usage', ['--pope', '{rope}', '--data', '{data}'], '--pope {rope} is a rope model, not pope'),
@@ -284,6 +287,8 @@ def test_eval_tools_refuse_bad_input_with_one_line(tiny, capsys, tool, args, mes
                        ('log.jsonl', '{"iter": 0, "val_loss": 4.1}\n{"iter": 2, "val_loss": 3.9}\n')):
         (d / name).write_text(text)
     (d / 'empty_folder').mkdir(exist_ok=True)
+    (d / 'no_acc').mkdir(exist_ok=True)  # a log whose evaluation lacks the accuracy it names
+    (d / 'no_acc' / 'eval_log.jsonl').write_text('{"iter": 0, "test_acc": 0.1}\n{"iter": 4, "test_acc": null}\n')
     fill = lambda s: s.format(d=d, data=data, **ck)  # noqa: E731
     out = [] if tool in ('attention_reach', 'indirect_probe') else ['--out', str(d / 'refused')]
     with pytest.raises(SystemExit) as e:
