@@ -19,6 +19,7 @@ import csv
 import math
 import os
 import time
+from collections import defaultdict
 
 import numpy as np
 import torch
@@ -216,6 +217,19 @@ def tokens_scored(ev):
                     if r['nll'] is not None and r['tokens'] < ev['tokens']})
     return f"the first {ev['tokens']:,} tokens of {ev['data']}" + (
         f" ({'; '.join(f'at {L}: {n:,}' for L, n in fewer)}, whole windows only)" if fewer else '')
+
+
+def by_run(paths):
+    """(about, {run: {length: [each seed's perplexity]}}, lengths) of extrapolation.json files whose
+    labels are '<run>-s<seed>', for the tables of results/; about: the last one's, all results."""
+    about, ppl = None, defaultdict(lambda: defaultdict(list))
+    for path in paths:
+        ev = read_json(path)
+        about = dict(ev, results=about['results'] + ev['results']) if about else ev
+        for r in ev['results']:
+            if r['ppl'] is not None:
+                ppl[r['label'].rsplit('-s', 1)[0]][r['length']].append(r['ppl'])
+    return about, ppl, sorted({r['length'] for r in about['results']})
 
 
 def write(out, about, results, labels, key):

@@ -1,12 +1,13 @@
 """
-The conversion experiment's table and figure from its runs: per model (a pre-trained original, RoPE + YaRN, a
-converted model, PoPE from scratch) the test perplexity at each context length, the mean over seeds and their range;
-for each conversion, the val loss the model starts its recalibration from and the one it ends with.
+The conversion experiment's table and figure from its runs: per model (a pre-trained original,
+RoPE + YaRN, a converted model, PoPE from scratch) the test perplexity at each context length, the
+mean over seeds and their range; per conversion, the val loss it starts its recalibration from and
+the one it ends with.
 
-    python results/conversion/table.py DIR   # reads DIR/**/extrapolation/extrapolation.json and the runs beside it;
-                                             # writes DIR/table.md and DIR/conversion.png
+    python results/conversion/table.py DIR
 
-reproduce.sh runs it last; `python results/conversion/table.py results/conversion` redraws the published ones.
+It reads DIR/**/extrapolation/extrapolation.json and the runs beside it (DIR/smollm2 aside: the
+SmolLM2 study's) and writes DIR/table.md and DIR/conversion.png.
 """
 
 import glob
@@ -17,8 +18,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from eval import read_json, save_figure, subplots  # noqa: E402
-from eval.extrapolation import tokens_scored  # noqa: E402
-
+from eval.extrapolation import by_run, tokens_scored  # noqa: E402
 
 STYLE = {'2': ':', '10': '--', '30': '-'}  # the line of each share of recalibration steps (%)
 
@@ -38,62 +38,57 @@ def name(run):  # a label of reproduce.sh without its seed -> (its row's name, c
 if len(sys.argv) != 2:
     sys.exit(__doc__)
 out = sys.argv[1]
-paths = sorted(glob.glob(os.path.join(out, '**', 'extrapolation', 'extrapolation.json'), recursive=True))
+paths = sorted(p for p in glob.glob(os.path.join(out, '**', 'extrapolation', 'extrapolation.json'),
+                                    recursive=True) if 'smollm2' not in p.split(os.sep))
 if not paths:
-    sys.exit(f'no extrapolation/extrapolation.json below {out}: run results/conversion/reproduce.sh (its last step, '
-             f'eval.extrapolation, writes one)')
-ppl = defaultdict(lambda: defaultdict(list))  # run -> length -> perplexity of each seed, labels '<run>-s<seed>'
+    sys.exit(f'no extrapolation/extrapolation.json below {out}: run '
+             'results/conversion/reproduce.sh (its last step, eval.extrapolation, writes one)')
+about, ppl, lengths = by_run(paths)  # run -> length -> each seed's perplexity; the lengths
 steps = {}  # run -> training steps in all (pre-training + recalibration for a conversion)
-start = defaultdict(list)  # conversion run -> (its source's best val loss, its own at step 0, its best), per seed
-lengths, seeds, about = set(), set(), None
+start = defaultdict(list)  # conversion -> (its source's best val loss, its own at step 0, its best)
+seeds = {r['label'].rsplit('-s', 1)[1] for r in about['results']}
+best = lambda log: min(e['val_loss'] for e in log)
 for path in paths:
     ev = read_json(path)
-    about = dict(ev, results=about['results'] + ev['results']) if about else ev  # every seed's counts, one data set
     for r in ev['results']:
         run, seed = r['label'].rsplit('-s', 1)
-        seeds.add(seed)
-        lengths.add(r['length'])
-        if r['ppl'] is not None:
-            ppl[run][r['length']].append(r['ppl'])
         if r['length'] != ev['lengths'][0]:
             continue
-        # reproduce.sh's layout: each run's folder beside extrapolation/, the ckpt's folder name its run's
-        d = os.path.join(os.path.dirname(os.path.dirname(path)), os.path.basename(os.path.dirname(r['ckpt'])))
+        # reproduce.sh's layout: each run's folder beside extrapolation/, named as its ckpt's
+        d = os.path.join(os.path.dirname(os.path.dirname(path)),
+                         os.path.basename(os.path.dirname(r['ckpt'])))
         final = read_json(os.path.join(d, 'final.json'))
-        if re.fullmatch(r'(rope|learned)-pope\d+', run):  # the pre-training's steps it started from, then its own
+        steps[run] = str(final['iter'])
+        if re.fullmatch(r'(rope|learned)-pope\d+', run):  # the pre-training's steps, then its own
             pre = os.path.join(os.path.dirname(d), f"{run.split('-')[0]}-s{seed}")
             steps[run] = f"{read_json(os.path.join(pre, 'final.json'))['iter']} + {final['iter']}"
-            best = lambda log: min(e['val_loss'] for e in log)
-            pre_log, log = (read_json(os.path.join(x, 'eval_log.jsonl'), lines=True) for x in (pre, d))
+            pre_log, log = (read_json(os.path.join(x, 'eval_log.jsonl'), lines=True)
+                            for x in (pre, d))
             start[run].append((best(pre_log), log[0]['val_loss'], best(log)))
-        else:
-            steps[run] = str(final['iter'])
-lengths = sorted(lengths)
-base = lengths[0]  # the training context
-mean = lambda v: sum(v) / len(v)
+base, mean = lengths[0], lambda v: sum(v) / len(v)  # (base: the training context)
 cell = lambda v, d=1: f'{mean(v):.{d}f} ({min(v):.{d}f}-{max(v):.{d}f})' if v else '-'
-
-lines = ['| model | steps | ' + ' | '.join(f'test ppl at {L} ({L // base}x)' for L in lengths) + ' |',
-         '|---|---|' + '---|' * len(lengths)]
-lines += [f'| {name(run)[0]} | {steps.get(run, "")} | ' + ' | '.join(cell(by_length[L]) for L in lengths) + ' |'
-          for run, by_length in ppl.items()]
-lines += ['', f"Each cell: the mean over {len(seeds)} seeds ({', '.join(sorted(seeds))}), their range in brackets; "
-          f"test perplexity on {tokens_scored(about)}, in windows of each length; "
-          f"'-': learned positions stop at {base}.", '',
-          '| conversion | val loss of the pre-trained model | converted, at step 0 | converted, best |',
-          '|---|---|---|---|']
+lines = ['| model | steps | ' + ' | '.join(f'test ppl at {L} ({L // base}x)' for L in lengths)
+         + ' |', '|---|---|' + '---|' * len(lengths)]
+lines += [f'| {name(run)[0]} | {steps.get(run, "")} | ' + ' | '.join(cell(v[L]) for L in lengths)
+          + ' |' for run, v in ppl.items()]
+lines += ['', f"Each cell: the mean over {len(seeds)} seeds ({', '.join(sorted(seeds))}), their "
+          f"range in brackets; test perplexity on {tokens_scored(about)}, in windows of each "
+          f"length; '-': learned positions stop at {base}.", '',
+          '| conversion | val loss of the pre-trained model | converted, at step 0 | converted, '
+          'best |', '|---|---|---|---|']
 lines += [f'| {name(run)[0]} | ' + ' | '.join(cell([x[i] for x in v], 2) for i in range(3)) + ' |'
           for run, v in start.items()]
-lines += ['', 'Val loss: train.py\'s estimate on eval_iters batches (eval_log.jsonl), mean over seeds (range).']
+lines += ['', "Val loss: train.py's estimate on eval_iters batches (eval_log.jsonl), mean over "
+          'seeds (range).']
 with open(os.path.join(out, 'table.md'), 'w') as f:
     f.write('\n'.join(lines) + '\n')
 print('\n'.join(lines))
 
 fig, ax = subplots(figsize=(9.6, 4.6))
-for run, by_length in ppl.items():
-    xs = [L for L in lengths if by_length[L]]
+for run, v in ppl.items():
+    xs = [L for L in lengths if v[L]]
     label, colour, style = name(run)
-    ax.plot(xs, [mean(by_length[L]) for L in xs], marker='o', color=colour, ls=style, label=label)
+    ax.plot(xs, [mean(v[L]) for L in xs], marker='o', color=colour, ls=style, label=label)
 ax.axvline(base, color='grey', ls='--', lw=1)
 ax.set(xscale='log', xlabel='context length (tokens; training context: the dashed line)',
        ylabel=f'test perplexity (mean of {len(seeds)} seeds)',
