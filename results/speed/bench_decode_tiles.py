@@ -1,17 +1,15 @@
 """
-The tiles, warps and splits of pope_decode.decode (generation's one-token step) on one GPU: each setting's decode
-attention against the defaults, PoPE's (mu(k), phase tables) and RoPE's (plain keys, the same kernel).
+The tiles, warps and splits of pope_decode.decode (generation's one-token step) on one GPU: each
+setting's decode attention against the defaults', PoPE's (mu(k), phase tables) and RoPE's (plain
+keys, the same kernel). A setting: DECODE_BLOCK (positions of a tile), the warps of a program
+(DECODE_WARPS[64]) and the programs an SM that the splits aim at (MIN_PROGRAMS / SMs), set on the
+module. Shapes: the 124M model's heads, batch 1 and 8, caches of 2560 and 32768 positions all
+visible and of 2560 with 1536 visible. Time: as bench_generate.py's decode attention, a layer.
+Score: the geometric mean over the shapes of time / the defaults' time.
 
-A setting is DECODE_BLOCK (positions of a tile), the warps of a program (DECODE_WARPS[64]) and the programs per SM
-that the splits aim at (MIN_PROGRAMS / the GPU's SMs); the kernel reads them when it is called, so each is set on the
-module. Shapes: the 124M model's (12 heads, head dim 64, bf16), batch 1 and 8, a cache of 2560 positions (prompt 512
-+ 2048 new tokens) and of 32768, all visible, and one of 2560 with 1536 visible (mid-generation). Time: the GPU time
-of CUDA-graph replays (median of triton.testing.do_bench) of 12 or more layers' caches in turn (200 MB at least, past
-the L2), per layer. Score: the geometric mean over the shapes of time / the defaults' time.
+    python results/speed/bench_decode_tiles.py --out=results/speed/generate   # ~2 minutes, H200
 
-    python results/speed/bench_decode_tiles.py --out=results/speed/generate   # about 2 minutes on one H200
-
-Writes DIR/decode_tiles.md (the table, best score first) and prints a line per setting.
+Writes DIR/decode_tiles.md (the table, best score first) and prints a line per shape.
 """
 
 import argparse
@@ -28,11 +26,12 @@ import triton
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 import pope_decode  # noqa: E402
-from model import pope_frequencies  # noqa: E402
 from bench_attention import cuda_graph  # noqa: E402
 from eval import code_commit  # noqa: E402
+from model import pope_frequencies  # noqa: E402
 
-p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p = argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument('--out', required=True, help='folder for decode_tiles.md')
 args = p.parse_args()
 if not torch.cuda.is_available():
@@ -41,7 +40,7 @@ os.makedirs(args.out, exist_ok=True)
 sys.stdout.reconfigure(line_buffering=True)
 
 H, D, dtype = 12, 64, torch.bfloat16
-SHAPES = [(1, 2560, 2560), (8, 2560, 2560), (8, 2560, 1536), (1, 32768, 32768), (8, 32768, 32768)]  # (B, L, n)
+SHAPES = [(1, 2560, 2560), (8, 2560, 2560), (8, 2560, 1536), (1, 32768, 32768), (8, 32768, 32768)]
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
 DEFAULT = (pope_decode.DECODE_BLOCK, pope_decode.DECODE_WARPS[D], pope_decode.MIN_PROGRAMS / SMS)
 start = time.time()
@@ -52,61 +51,56 @@ def setting(block, warps, per_sm):
     pope_decode.MIN_PROGRAMS = int(per_sm * SMS)
 
 
-def caches(B, L):
-    layers = max(12, math.ceil(200e6 / (B * H * L * 2 * D * 2)))
-    g = torch.Generator('cuda').manual_seed(0)
-    k = [torch.randn(B, H, L, D, device='cuda', generator=g).to(dtype).abs() for _ in range(layers)]  # mu(k) >= 0
-    v = [torch.randn(B, H, L, D, device='cuda', generator=g).to(dtype) for _ in range(layers)]
-    return k, v
-
-
 def per_layer_us(B, L, n, k, v, phases):
     q = torch.randn(B, H, 2 * D if phases else D, device='cuda')
-    tables = pope_decode.decode_tables(pope_frequencies(D, device='cuda'), L) if phases else (None, None)
+    tables = pope_decode.decode_tables(pope_frequencies(D, device='cuda'), L) if phases \
+        else (None, None)
     n = torch.tensor([n], device='cuda')
-    graph, _ = cuda_graph(lambda: [pope_decode.decode(q, k[i], v[i], n, *tables, 0.125) for i in range(len(k))])
+    graph, _ = cuda_graph(lambda: [pope_decode.decode(q, k[i], v[i], n, *tables, 0.125)
+                                   for i in range(len(k))])
     return 1e3 * triton.testing.do_bench(graph.replay, return_mode='median') / len(k)
 
 
 settings = [s for s in itertools.product([16, 32, 64], [1, 2, 4, 8], [2, 8, 32])
             if 4 <= s[0] * D // (32 * s[1]) <= 64]  # 4 to 64 numbers of a tile per thread
-settings = [DEFAULT] + [s for s in settings if s != DEFAULT]  # the defaults first: the others are scored by them
+settings = [DEFAULT] + [s for s in settings if s != DEFAULT]  # the defaults first: the others' unit
 times = {s: {} for s in settings}
 for B, L, n in SHAPES:
-    k, v = caches(B, L)
+    layers = max(12, math.ceil(200e6 / (B * H * L * 2 * D * 2)))  # 200 MB at least, past the L2
+    g = torch.Generator('cuda').manual_seed(0)
+    k = [torch.randn(B, H, L, D, device='cuda', generator=g).to(dtype).abs()  # mu(k) >= 0
+         for _ in range(layers)]
+    v = [torch.randn(B, H, L, D, device='cuda', generator=g).to(dtype) for _ in range(layers)]
     for s in settings:
         setting(*s)
         times[s][B, L, n, 'pope'] = per_layer_us(B, L, n, k, v, True)
         if s == DEFAULT:
             times[s][B, L, n, 'rope'] = per_layer_us(B, L, n, k, v, False)
-    print(f'[{time.time() - start:5.0f} s] b{B} L{L} n{n}: defaults {times[DEFAULT][B, L, n, "pope"]:.2f} us, '
-          f'best {min(t[B, L, n, "pope"] for t in times.values()):.2f} us')
+    print(f'[{time.time() - start:5.0f} s] b{B} L{L} n{n}: defaults '
+          f'{times[DEFAULT][B, L, n, "pope"]:.2f} us, best '
+          f'{min(t[B, L, n, "pope"] for t in times.values()):.2f} us')
     del k, v
 setting(*DEFAULT)
-
-
-def score(s):
-    return math.exp(sum(math.log(times[s][key] / times[DEFAULT][key]) for key in times[s] if key[3] == 'pope')
-                    / len(SHAPES))
-
-
+score = lambda s: math.exp(sum(math.log(times[s][key] / times[DEFAULT][key])
+                               for key in times[s] if key[3] == 'pope') / len(SHAPES))
 head = ' | '.join(f'b{B} L{L} n{n}' for B, L, n in SHAPES)
+cells = lambda s, pe, f: ' | '.join(f(times[s][B, L, n, pe], B, n) for B, L, n in SHAPES)
+us = lambda t, B, n: f'{t:.2f}'
+gbs = lambda t, B, n: f'{B * H * n * D * 2 * 2 / t / 1e3:.0f}'  # mu(k) and v of the visible n
 lines = [f'# pope_decode.decode: tiles, warps and splits ({torch.cuda.get_device_name()})', '',
-         f'torch {torch.__version__}, triton {triton.__version__}, python {platform.python_version()}, '
-         f'commit {code_commit(ROOT)}, {SMS} SMs; '
-         f'12 heads, head dim {D}, bf16; us a layer (GPU time of CUDA-graph replays over 12+ layers\' caches); '
+         f'torch {torch.__version__}, triton {triton.__version__}, python '
+         f'{platform.python_version()}, commit {code_commit(ROOT)}, {SMS} SMs; 12 heads, head dim '
+         f"{D}, bf16; us a layer (GPU time of CUDA-graph replays over 12+ layers' caches); "
          f'`python results/speed/bench_decode_tiles.py {" ".join(sys.argv[1:])}`', '',
-         f'Defaults: tiles of {DEFAULT[0]}, {DEFAULT[1]} warp(s), {DEFAULT[2]:g} programs an SM. GB/s: the visible '
-         'positions\' mu(k) and v over the time.', '',
+         f'Defaults: tiles of {DEFAULT[0]}, {DEFAULT[1]} warp(s), {DEFAULT[2]:g} programs an SM. '
+         "GB/s: the visible positions' mu(k) and v over the time.", '',
          f'| tile | warps | programs / SM | {head} | time / defaults (geometric mean) |',
          '|---|---|---|' + '---|' * len(SHAPES) + '---|']
-for s in sorted(settings, key=score):
-    cells = ' | '.join(f'{times[s][B, L, n, "pope"]:.2f}' for B, L, n in SHAPES)
-    lines.append(f'| {s[0]} | {s[1]} | {s[2]:g} | {cells} | {score(s):.2f} |')
-gbs = ' | '.join(f'{B * H * n * D * 2 * 2 / times[DEFAULT][B, L, n, "pope"] / 1e3:.0f}' for B, L, n in SHAPES)
-rope = ' | '.join(f'{times[DEFAULT][B, L, n, "rope"]:.2f}' for B, L, n in SHAPES)
+lines += [f"| {s[0]} | {s[1]} | {s[2]:g} | {cells(s, 'pope', us)} | {score(s):.2f} |"
+          for s in sorted(settings, key=score)]
 lines += ['', f'| defaults | | | {head} |', '|---|---|---|' + '---|' * len(SHAPES),
-          f'| PoPE GB/s | | | {gbs} |', f'| RoPE (plain keys) us | | | {rope} |', '',
+          f"| PoPE GB/s | | | {cells(DEFAULT, 'pope', gbs)} |",
+          f"| RoPE (plain keys) us | | | {cells(DEFAULT, 'rope', us)} |", '',
           f'Total {time.time() - start:.0f} s.']
 table = '\n'.join(lines) + '\n'
 with open(os.path.join(args.out, 'decode_tiles.md'), 'w') as f:
