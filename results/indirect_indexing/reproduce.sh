@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# The indirect-indexing study (results/indirect_indexing/README.md): the paper's recipe, stretched to 200k steps
-# (STEPS=100000: the paper's own), in the settings below, several runs at once on one GPU under NVIDIA MPS.
-# From the repository root:
-#   bash results/indirect_indexing/reproduce.sh start ARM...   # make the data, start each run in the background
-#   bash results/indirect_indexing/reproduce.sh wait SECONDS   # wait (or until every run has ended), show the last evals
-#   bash results/indirect_indexing/reproduce.sh finish         # stop this study's runs that still train; probe the rest
-# ARM is <setting>_<pope|rope|...>_s<seed>, e.g. leftpad_pope_s1337; settings: paper leftpad leftpad_replica
-# leftpad_replica_arch leftpad_nospace leftpad_noshift0 leftpad_nospace_shift0 shift0 spaces_shift0 bos fixedlen
-# fresh. Each run writes $STUDY/<arm>/ (default out-study/: train.log, eval_log.jsonl, ckpt.pt, final.json when it
-# ended, probe/ when its last checkpoint was probed, pid while it runs).
-# A run ends at STEPS, or once its val accuracy has been >= STOP_ACC at two evaluations in a row (STOP_ACC=0: never);
-# the probe of its last checkpoint follows. JOBS=N runs N at a time (default 0: all at once): the rest wait in
-# $STUDY/queue, and each starts when a run ends (a runner in the background, its id in $STUDY/queue.pid). With $OUT
-# set (the GPU machine), each step packs the small files into $OUT/study.tgz.
+# The indirect-indexing study (results/indirect_indexing/README.md): the paper's recipe, stretched
+# to 200k steps (STEPS=100000: the paper's own), in the settings below, several runs at once on one
+# GPU under NVIDIA MPS. From the repository root:
+#   bash results/indirect_indexing/reproduce.sh start ARM...   # make the data, start each run
+#   bash results/indirect_indexing/reproduce.sh wait SECONDS   # wait (or until every run has
+#                                                              # ended), show the last evaluations
+#   bash results/indirect_indexing/reproduce.sh finish         # stop the study's runs, probe them
+# ARM is <setting>_<pope|rope|...>_s<seed>, e.g. leftpad_pope_s1337; settings: paper leftpad
+# leftpad_replica leftpad_replica_arch leftpad_nospace leftpad_noshift0 leftpad_nospace_shift0
+# shift0 spaces_shift0 bos fixedlen fresh. Each run writes $STUDY/<arm>/ (default out-study/:
+# train.log, eval_log.jsonl, ckpt.pt, final.json when it ended, probe/ when its last checkpoint was
+# probed, pid while it runs).
+# A run ends at STEPS, or once its val accuracy has been >= STOP_ACC at two evaluations in a row
+# (STOP_ACC=0: never); the probe of its last checkpoint follows. JOBS=N runs N at a time (default
+# 0: all at once): the rest wait in $STUDY/queue, and each starts when a run ends (a runner in the
+# background, its id in $STUDY/queue.pid). With $OUT set (the GPU machine), each step packs the
+# small files into $OUT/study.tgz.
 set -u
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-200000}
@@ -21,36 +24,45 @@ STUDY=${STUDY:-out-study}
 JOBS=${JOBS:-0}
 FIRST_LOOK=${FIRST_LOOK:-60}  # seconds from the start to the first look at the runs' logs
 export STEPS STOP_ACC STUDY JOBS  # for the queue's runner
+. "$(dirname "$0")/../common.sh"
 
-usage() { sed -n '2,/^[^#]/{/^#/p}' "$0"; }  # the comment at the top
+# the config file and train.py flags of each setting, % its encoding
+declare -A SETTINGS=(
+  [paper]='config/indirect_%.py'  # our rows: right-padded, no spaces, shifts != 0
+  [leftpad]='config/indirect_%_leftpad.py'  # the replication's rows (left-padded, spaces)
+  # and its model, its layers and init alone (_arch), or as it trained too: float32, decay on all
+  [leftpad_replica_arch]='config/indirect_%_leftpad.py --norm=layernorm --bias=True
+    --tie_embeddings=False --init=torch'
+  [leftpad_replica]='config/indirect_%_leftpad.py --norm=layernorm --bias=True
+    --tie_embeddings=False --init=torch --dtype=float32 --weight_decay_on=all'
+  [leftpad_nospace]='config/indirect_%.py --dataset=indirect_indexing_leftpad_nospace
+    --block_size=56'
+  [leftpad_noshift0]='config/indirect_%_leftpad.py --dataset=indirect_indexing_leftpad_noshift0'
+  [leftpad_nospace_shift0]='config/indirect_%_leftpad.py
+    --dataset=indirect_indexing_leftpad_nospace_shift0'
+  [shift0]='config/indirect_%.py --dataset=indirect_indexing_shift0'  # our rows, shifts of 0
+  [spaces_shift0]='config/indirect_%.py --dataset=indirect_indexing_spaces_shift0 --block_size=51'
+  [bos]='config/indirect_%.py --dataset=indirect_indexing_bos --block_size=48'  # a first token
+  [fixedlen]='config/indirect_%.py --dataset=indirect_indexing_fixedlen --block_size=37'  # no pad
+  [fresh]='config/indirect_%.py --dataset=indirect_indexing_fresh --example_order=epochs'  # all new
+)
 
-args() {  # the config file and train.py flags of a setting, for encoding $2
-  case $1 in
-    paper) echo "config/indirect_$2.py" ;;                      # our rows: right-padded, no spaces, shifts != 0
-    leftpad) echo "config/indirect_$2_leftpad.py" ;;            # the replication's rows (left-padded, spaces)
-    leftpad_replica) echo "$(args leftpad_replica_arch "$2") --dtype=float32 --weight_decay_on=all" ;;  # and its model
-                                                                 # as it trained: float32, decay on every parameter
-    leftpad_replica_arch) echo "config/indirect_$2_leftpad.py --norm=layernorm --bias=True --tie_embeddings=False" \
-                               "--init=torch" ;;                 # its model's layers and init alone
-    leftpad_nospace) echo "config/indirect_$2.py --dataset=indirect_indexing_leftpad_nospace --block_size=56" ;;
-    leftpad_noshift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_noshift0" ;;  # no 0 shift
-    leftpad_nospace_shift0) echo "config/indirect_$2_leftpad.py --dataset=indirect_indexing_leftpad_nospace_shift0" ;;
-    shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_shift0" ;;   # our rows, shifts of 0 allowed
-    spaces_shift0) echo "config/indirect_$2.py --dataset=indirect_indexing_spaces_shift0 --block_size=51" ;;  # and ', '
-    bos) echo "config/indirect_$2.py --dataset=indirect_indexing_bos --block_size=48" ;;  # a constant first token
-    fixedlen) echo "config/indirect_$2.py --dataset=indirect_indexing_fixedlen --block_size=37" ;;  # no padding
-    fresh) echo "config/indirect_$2.py --dataset=indirect_indexing_fresh --example_order=epochs" ;;  # none seen twice
-    *) return 1 ;;
-  esac
+args() {  # SETTING ENCODING: the setting's config file and flags, on one line; 1 if no setting
+  [ -n "${SETTINGS[$1]:-}" ] || return 1
+  local a=${SETTINGS[$1]//%/$2}
+  echo $a  # (unquoted: one line)
 }
 
 dataset() {  # the data set a setting trains on
   local a; a=$(args "$1" pope)
-  case $a in *--dataset=*) a=${a#*--dataset=}; echo "${a%% *}" ;; *leftpad*) echo indirect_indexing_leftpad ;;
-    *) echo indirect_indexing ;; esac
+  case $a in
+    *--dataset=*) a=${a#*--dataset=}; echo "${a%% *}" ;;
+    *leftpad*) echo indirect_indexing_leftpad ;;
+    *) echo indirect_indexing ;;
+  esac
 }
 
-parse() {  # ARM -> $setting $pe $seed (encodings may hold an underscore: rope_half_s2); 1 if it is no run name
+parse() {  # ARM -> $setting $pe $seed (an encoding may hold an underscore: rope_half); 1 if no arm
   seed=${1##*_s}; local rest=${1%_s*}
   [[ $1 == *_s* && $seed =~ ^[0-9]+$ ]] || return 1
   for pe in rope_half alibi_half sinusoidal learned pope rope; do
@@ -59,20 +71,17 @@ parse() {  # ARM -> $setting $pe $seed (encodings may hold an underscore: rope_h
   return 1
 }
 
-pack() {
-  [ -n "${OUT:-}" ] || return 0
-  tar czf "$OUT/study.tgz" --exclude='*.pt' "$STUDY" 2>/dev/null
-}
-
-launch() {  # one run, then the probe of its last checkpoint: its own process group, its id in $STUDY/<arm>/pid
+launch() {  # one run, then the probe of its last checkpoint, in a process group of its own
   parse "$1"
   local dir=$STUDY/$1
   mkdir -p "$dir"
+  # shellcheck disable=SC2046  # the setting's flags, one word each
   setsid nohup bash -c 'python train.py "$@" > "$0/train.log" 2>&1
-    [ -f "$0/ckpt.pt" ] && python -m eval.indirect_probe probe "$0/ckpt.pt" --out "$0/probe" > "$0/probe.log" 2>&1
-    rm -f "$0/pid"' "$dir" $(args "$setting" "$pe") --seed="$seed" --compile=True --cuda_graph=True \
-    --max_iters="$STEPS" --lr_decay_iters="$STEPS" --eval_interval=4000 --log_interval=2000 \
-    --early_stop_acc="$STOP_ACC" --out_dir="$dir" < /dev/null > /dev/null 2>&1 &
+    [ -f "$0/ckpt.pt" ] && python -m eval.indirect_probe probe "$0/ckpt.pt" --out "$0/probe" \
+      > "$0/probe.log" 2>&1
+    rm -f "$0/pid"' "$dir" $(args "$setting" "$pe") --seed="$seed" --compile=True \
+    --cuda_graph=True --max_iters="$STEPS" --lr_decay_iters="$STEPS" --eval_interval=4000 \
+    --log_interval=2000 --early_stop_acc="$STOP_ACC" --out_dir="$dir" < /dev/null > /dev/null 2>&1 &
   echo $! > "$dir/pid"
   echo "started $1 (pid $!): $(args "$setting" "$pe")"
 }
@@ -91,24 +100,27 @@ queue() {  # the runner of $STUDY/queue: whenever fewer than JOBS runs run, the 
 
 start() {
   [ $# -gt 0 ] || { usage; exit 2; }
-  [[ $JOBS =~ ^[0-9]+$ ]] || { echo "JOBS=$JOBS: a whole number of runs at a time (0: all at once)" >&2; exit 2; }
-  [ -e "$STUDY/queue.pid" ] && { echo "$STUDY has runs queued (runner pid $(cat "$STUDY/queue.pid")): wait, or" \
-                                      "finish first" >&2; exit 2; }
+  [[ $JOBS =~ ^[0-9]+$ ]] \
+    || { echo "JOBS=$JOBS: a whole number of runs at a time (0: all at once)" >&2; exit 2; }
+  [ -e "$STUDY/queue.pid" ] && { echo "$STUDY has runs queued (runner pid" \
+    "$(cat "$STUDY/queue.pid")): wait, or finish first" >&2; exit 2; }
   for arm in "$@"; do  # every name checked before anything starts
-    parse "$arm" || { echo "bad run name $arm: <setting>_<encoding>_s<seed> (settings and encodings: --help)" >&2
-                      exit 2; }
-    [ -e "$STUDY/$arm/pid" ] && { echo "$STUDY/$arm is running (pid $(cat "$STUDY/$arm/pid"))" >&2; exit 2; }
+    parse "$arm" || { echo "bad run name $arm: <setting>_<encoding>_s<seed> (settings and" \
+                           "encodings: --help)" >&2; exit 2; }
+    [ -e "$STUDY/$arm/pid" ] \
+      && { echo "$STUDY/$arm is running (pid $(cat "$STUDY/$arm/pid"))" >&2; exit 2; }
   done
   mkdir -p "$STUDY"
   local d made=" "
-  for arm in "$@"; do  # each data set made once, before the runs (train.py would make it too, racing the others)
+  for arm in "$@"; do  # each data set made once, before the runs (else they would race to make it)
     parse "$arm"; d=$(dataset "$setting")
     [[ $made == *" $d "* || -f data/$d/meta.json ]] && continue
     made+="$d "
     python -m prepare.indirect_indexing --variant "$d" > "$STUDY/prepare_$d.log" 2>&1 \
       || { echo "preparing $d failed: $STUDY/prepare_$d.log" >&2; exit 1; }
   done
-  command -v nvidia-cuda-mps-control > /dev/null && { nvidia-cuda-mps-control -d 2>/dev/null || true; }  # overlap
+  command -v nvidia-cuda-mps-control > /dev/null \
+    && { nvidia-cuda-mps-control -d 2>/dev/null || true; }  # runs on one GPU overlap
   local n=$(( JOBS > 0 && JOBS < $# ? JOBS : $# ))
   for arm in "${@:1:n}"; do launch "$arm"; done
   if (( n < $# )); then
@@ -124,7 +136,8 @@ show() {
   [ -s "$STUDY/queue" ] && echo "queued: $(tr '\n' ' ' < "$STUDY/queue")"
   for f in "$STUDY"/*/train.log; do
     [ -f "$f" ] || continue
-    echo "== $f: $(grep -c '^iter [0-9]* train_loss' "$f") evaluations$([ -f "$(dirname "$f")/pid" ] || echo ', ended')"
+    echo "== $f: $(grep -c '^iter [0-9]* train_loss' "$f") evaluations$(
+      [ -f "$(dirname "$f")/pid" ] || echo ', ended')"
     grep -E '^iter [0-9]+ train_loss|Error|error|^done' "$f" | tail -2 | cut -c1-160
     grep -E '^iter [0-9]+:' "$f" | tail -1
   done
@@ -139,7 +152,7 @@ wait_for() {
   show; pack
 }
 
-finish() {  # ends this study's queue and runs (the process groups it started), then probes their last checkpoints
+finish() {  # ends the study's queue and runs (the process groups it started), then probes them
   local p d
   [ -f "$STUDY/queue.pid" ] && kill -- "-$(cat "$STUDY/queue.pid")" 2>/dev/null
   rm -f "$STUDY/queue" "$STUDY/queue.pid"
@@ -148,9 +161,9 @@ finish() {  # ends this study's queue and runs (the process groups it started), 
     kill -- "-$(cat "$p")" 2>/dev/null; rm -f "$p"
   done
   sleep 5
-  for d in "$STUDY"/*/; do
-    [ -f "$d/ckpt.pt" ] && [ ! -f "$d/probe/probe.json" ] && python -m eval.indirect_probe probe "$d/ckpt.pt" \
-      --out "$d/probe" > "$d/probe.log" 2>&1
+  for d in "$STUDY"/*/; do  # (a probe writes summary.md last)
+    [ -f "$d/ckpt.pt" ] && [ ! -f "$d/probe/summary.md" ] && python -m eval.indirect_probe probe \
+      "$d/ckpt.pt" --out "$d/probe" > "$d/probe.log" 2>&1
   done
   show; pack
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The CPU runs of results/quick_start/README.md, from the repository root after `pip install -r requirements.txt`:
-# the quick start (PoPE), the same with RoPE, the plot of both, a second seed of the pair, and the short
-# indirect-indexing run with each encoding. Each run in a folder of its own under $OUT (default out-results-quick:
-# pope, rope, pope-s2, rope-s2, indirect-pope, indirect-rope), never the README's out-quick-pope and the like;
-# logs, with `time`'s output at their end, and the plot in $OUT too; a run done before is done again.
+# The CPU runs of results/quick_start/README.md, from the repository root after `pip install -r
+# requirements.txt`: the quick start (PoPE), the same with RoPE, the plot of both, a second seed of
+# the pair, and the short indirect-indexing run with each encoding. Each run in a folder of its own
+# under $OUT (default out-results-quick: pope, rope, pope-s2, rope-s2, indirect-pope,
+# indirect-rope), never the README's out-quick-pope and the like; logs, with `time`'s output at
+# their end, and the plot in $OUT too; a run done before is done again.
 #     bash results/quick_start/reproduce.sh       # 15-30 minutes on 2 CPU cores
 #     OUT=out-quick-elsewhere bash results/quick_start/reproduce.sh
 set -euo pipefail
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/../.."
 only_args "" "$@"
 OUT=${OUT:-out-results-quick}
 mkdir -p "$OUT"
-train() {  # NAME FLAGS...: one run into $OUT/NAME, its log $OUT/NAME.log
+train() {  # NAME FLAGS...: one run into $OUT/NAME, its log $OUT/NAME.log (`time`'s at its end)
   local name=$1
   shift
   { time python train.py "$@" --out_dir="$OUT/$name" --overwrite=True; } > "$OUT/$name.log" 2>&1 \
