@@ -1,13 +1,9 @@
 """
-The conversion experiment's table and figure from its runs: per model (a pre-trained original,
-RoPE + YaRN, a converted model, PoPE from scratch) the test perplexity at each context length, the
-mean over seeds and their range; per conversion, the val loss it starts its recalibration from and
-the one it ends with.
+The conversion experiment's table and figure (results/conversion/README.md) from
+DIR/**/extrapolation/extrapolation.json and the runs beside it (DIR/smollm2 aside: the SmolLM2
+study's); writes DIR/table.md and DIR/conversion.png.
 
-    python results/conversion/table.py DIR
-
-It reads DIR/**/extrapolation/extrapolation.json and the runs beside it (DIR/smollm2 aside: the
-SmolLM2 study's) and writes DIR/table.md and DIR/conversion.png.
+    python results/conversion/table.py results/conversion
 """
 
 import glob

@@ -1,12 +1,9 @@
 """
-Which part of the replication's layout lets the rule be learned: every layout's runs at the
-200k-step schedule, with the ingredients each layout has. Reads the run folders
-runs/<layout>_<encoding>_s<seed>/ (runs/paper200k_* for our first layout), writes layouts.md (a row
-per run: the layout's ingredients, how far it got and when) and curves_layouts.png.
+Which part of the replication's layout lets the rule be learned: the runs of every layout at the
+200k-step schedule, runs/<layout>_<encoding>_s<seed>/, with each layout's ingredients; writes
+layouts.md and curves_layouts.png.
 
     python results/indirect_indexing/layouts.py results/indirect_indexing
-
-A run solves the task when its test accuracy reaches 90 % (seeds.py reads the runs the same way).
 """
 
 from seeds import NAMES, found_runs, parse, plot, read_run, steps_to, write

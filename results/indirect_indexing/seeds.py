@@ -1,17 +1,10 @@
 """
 The seeds of the indirect-indexing comparison, PoPE against RoPE on the replication's layout at the
-200k-step schedule (results/indirect_indexing/README.md, "Seeds of the replication's layout"): reads
-every run folder runs/leftpad_<pope|rope>_s<seed>/ (eval_log.jsonl, final.json, probe.json), writes
-seeds.md (a row per run and per encoding, the rank test of the steps to 90 %) and curves_seeds.png.
+200k-step schedule, and their exact rank test (results/indirect_indexing/README.md, "Seeds of the
+replication's layout"): reads the run folders runs/leftpad_<pope|rope>_s<seed>/, writes seeds.md
+and curves_seeds.png.
 
     python results/indirect_indexing/seeds.py results/indirect_indexing
-
-A run solves the task at its first evaluation at 90 % test accuracy. One that ends unsolved is
-known only to need more steps than it ran; only one that ran its whole schedule counts in the solve
-rate, median and range. The test, Gehan's form of the Mann-Whitney test: each PoPE-RoPE pair scores
-+1 if the PoPE run certainly got to 90 % first, -1 if the RoPE run did, 0 if they tied or the order
-is not known; the two-sided p-value is the share of all splits of the pooled runs into groups of
-the two sizes whose |sum| is at least the observed one.
 """
 
 import argparse

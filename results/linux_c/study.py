@@ -1,15 +1,9 @@
 """
-The language-modelling study on the Linux kernel's C (results/linux_c/README.md): its page and
-figures from the files of its arms, as results/linux_c/reproduce.sh leaves them in DIR/runs/.
+The language-modelling study on the Linux kernel's C (results/linux_c/README.md): its page
+results.md and its figures (extrapolation.png, val_loss.png, frequency_usage.png), from the files
+that results/linux_c/reproduce.sh leaves in DIR/runs/ and DIR/frequency_usage_s<seed>.json.
 
     python results/linux_c/study.py results/linux_c
-
-Writes DIR/results.md (the runs; in-distribution val and test loss, PoPE against RoPE seed by seed
-with the paired t-test of their difference, each ablation against PoPE of its seed; test loss at
-1x-10x the context inside documents and across them; the frequency usage of DIR's
-frequency_usage_s<seed>.json), extrapolation.png, val_loss.png and frequency_usage.png. The paired
-t-test: t = mean / (sd / sqrt(n)) of the differences PoPE - RoPE of the seeds' pairs, n - 1 degrees
-of freedom, two-sided.
 """
 
 import glob

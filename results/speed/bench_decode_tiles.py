@@ -1,11 +1,8 @@
 """
-The tiles, warps and splits of pope_decode.decode (generation's one-token step) on one GPU: each
-setting's decode attention against the defaults', PoPE's (mu(k), phase tables) and RoPE's (plain
-keys, the same kernel). A setting: DECODE_BLOCK (positions of a tile), the warps of a program
-(DECODE_WARPS[64]) and the programs an SM that the splits aim at (MIN_PROGRAMS / SMs), set on the
-module. Shapes: the 124M model's heads, batch 1 and 8, caches of 2560 and 32768 positions all
-visible and of 2560 with 1536 visible. Time: as bench_generate.py's decode attention, a layer.
-Score: the geometric mean over the shapes of time / the defaults' time.
+The tiles, warps and splits of pope_decode.decode (results/speed/README.md, "The kernel's tiles"):
+each setting's decode attention, timed as bench_generate.py's, against the defaults' (the geometric
+mean over the shapes of the time ratio); the module's DECODE_BLOCK, DECODE_WARPS[64] and
+MIN_PROGRAMS are set for each.
 
     python results/speed/bench_decode_tiles.py --out=results/speed/generate   # ~2 minutes, H200
 

@@ -1,13 +1,7 @@
 """
-Generation speed on one GPU, PoPE against RoPE (results/speed/README.md, "Generation"):
-(a) decode attention alone: one query a sequence over a full cache (batch 1 and 8, 12 heads of 64,
-    bf16), per layer, the GPU time of CUDA-graph replays of 12 or more layers' caches in turn (past
-    the L2), of the model's step (pope_decode.decode), the plain path (model.cache_attention) and,
-    for RoPE, SDPA over an unmasked cache of the visible length;
-(b) end to end: generate.generate of the 124M model (random weights, bf16), prompt 512, 512 and
-    2048 new tokens, batch 1 and 8, eager and compiled, top-k 50 from a fixed seed: a warm-up call
-    of each model, then timed calls of RoPE and PoPE in turn (--repeats compiled, --eager_repeats
-    eager); tokens/s = batch x new tokens / seconds of a call, the median and the range.
+Generation speed on one GPU, PoPE against RoPE (results/speed/README.md, "Generation"): decode
+attention alone (the model's step, the plain path, SDPA unmasked) over caches of 4k-32k positions,
+and generate.generate of the 124M model end to end, eager and compiled, RoPE and PoPE in turn.
 
     python results/speed/bench_generate.py --out=results/speed/generate     # ~6 minutes, one H200
     python results/speed/bench_generate.py --smoke --device=cpu --out=DIR   # tiny: it runs

@@ -1,15 +1,10 @@
 """
-Training-step speed of the paper's 124M GPT (12 x 768, T 1024, GPT-2 vocabulary) on one GPU or with
-DDP, in the loop of nanoGPT's bench.py (forward under bf16 autocast, backward, fused AdamW,
-loss.item()), torch.compile, batch 32 x 1024 a GPU, on Shakespeare batches drawn from a fixed seed
-and put on the GPU before timing (two code versions see the same batches).
+Training-step speed of the paper's 124M GPT, one GPU or DDP, in the loop of nanoGPT's bench.py
+(results/speed/README.md, "What is timed"); prints a line per 10 steps and a summary line.
 
     python results/speed/bench_step.py --pos_emb=rope                    # this repository's model
     python results/speed/bench_step.py --code=out-speed/nanogpt          # nanoGPT's model.py
     torchrun --standalone --nproc_per_node=2 results/speed/bench_step.py --pos_emb=rope
-
-Prints a line per 10 steps and a summary: the median ms of the steps after the first 20 (compile,
-warm-up), tokens/s over all GPUs, the dynamo graphs; --profile=1: the top CUDA kernels of 5 steps.
 """
 
 import argparse
