@@ -36,6 +36,8 @@ import json
 import os
 import re
 import sys
+import warnings
+import zipfile
 from dataclasses import asdict
 
 import numpy as np
@@ -97,20 +99,43 @@ def gpt2_model_args(cfg, where):
 
 
 def read_gpt2_weights(folder):
-    """The tensors of model.safetensors (or pytorch_model.bin) in folder, named without the 'transformer.' prefix."""
+    """The tensors of model.safetensors (or pytorch_model.bin) in folder, named without the 'transformer.' prefix;
+    one line for a file that is not a checkpoint, is cut short or holds code."""
     path = os.path.join(folder, 'model.safetensors')
+    if not os.path.exists(path):
+        path = os.path.join(folder, 'pytorch_model.bin')
+        if not os.path.exists(path):
+            sys.exit(f"{folder} holds no model.safetensors or pytorch_model.bin: copy the model's weights there")
     try:
-        if os.path.exists(path):
+        if path.endswith('.safetensors'):
             from safetensors.torch import load_file
             state = load_file(path)
-        else:
-            path = os.path.join(folder, 'pytorch_model.bin')
-            if not os.path.exists(path):
-                sys.exit(f"{folder} holds no model.safetensors or pytorch_model.bin: copy the model's weights there")
-            state = torch.load(path, map_location='cpu', weights_only=True)
-    except (OSError, RuntimeError, ValueError) as err:  # cut short, or not the format its name says
-        sys.exit(f"{path} is not readable ({type(err).__name__}): download it again")
+        else:  # (torch's warning on a pickle of another protocol: the line below says it all)
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')
+                state = torch.load(path, map_location='cpu', weights_only=True)  # (code: refused)
+    except Exception as err:  # the format's own reader refused it
+        sys.exit(damage(path, err))
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        sys.exit(f"{path} is not a checkpoint (a {type(state).__name__}, not named tensors): download it again")
     return {k.removeprefix('transformer.'): v for k, v in state.items()}
+
+
+def damage(path, err):
+    """The line for a weights file its reader refused (err): it holds code, or it is empty, cut short (it begins as
+    its format does) or not a checkpoint at all."""
+    code = re.search(r'GLOBAL ([\w.]+)', str(err))  # a callable torch's weights_only reader would not call
+    if code:
+        return (f"{path} holds code (it would call {code[1]}), not weights alone: nothing was loaded; delete it "
+                "and download the model from a source you trust")
+    with open(path, 'rb') as f:
+        head = f.read(9)
+    # safetensors: the length of its JSON header in 8 bytes, then '{'; torch.save: a zip archive (cut short: not a
+    # whole one), or in its older format a pickle
+    begins = (head[8:] == b'{' if path.endswith('.safetensors') else head.startswith(b'\x80\x02')
+              or head.startswith(b'PK\x03\x04') and not zipfile.is_zipfile(path))
+    what = 'is empty' if not head else 'is cut short' if begins else 'is not a checkpoint'
+    return f"{path} {what} ({os.path.getsize(path)} bytes; {type(err).__name__}): download it again"
 
 
 def read_gpt2(folder):

@@ -1,11 +1,14 @@
 """pretrained.py: GPT-2 read from Hugging Face's files (a tiny one, written here by transformers itself: no network),
 and models converted to PoPE, as train.py and sample.py use them."""
 
+import io
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
+import zipfile
 from dataclasses import asdict
 
 import numpy as np
@@ -115,6 +118,69 @@ def test_a_head_untied_from_the_embedding_is_refused(hf_gpt2, tmp_path, layout):
     (tmp_path / 'config.json').write_text((folder / 'config.json').read_text())
     with pytest.raises(SystemExit, match=r"lm_head\.weight differs from wte\.weight, but GPT-2 ties them"):
         pretrained.load(str(tmp_path))
+
+
+class Payload:
+    """A pickled call of os.mkdir(marker): what a pickle that runs code would do when read without weights_only."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+def damaged(case, hf, good, marker):
+    """(file name, bytes) of a damaged weights file; good: the bytes of a valid model.safetensors."""
+    def saved(obj, **kw):
+        buf = io.BytesIO()
+        torch.save(obj, buf, **kw)
+        return buf.getvalue()
+
+    def zipped():
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, 'w') as z:
+            z.writestr('readme.txt', 'not weights')
+        return buf.getvalue()
+    pt = saved(hf.state_dict())
+    return {'safetensors cut short': ('model.safetensors', good[:len(good) // 2]),
+            'safetensors of random bytes': ('model.safetensors', np.random.default_rng(0).bytes(5000)),
+            'safetensors empty': ('model.safetensors', b''),
+            'safetensors header past the end': ('model.safetensors', len(good).to_bytes(8, 'little') + good[8:]),
+            'bin of random bytes': ('pytorch_model.bin', np.random.default_rng(1).bytes(5000)),
+            'bin cut short': ('pytorch_model.bin', pt[:len(pt) // 2]),
+            'bin with code': ('pytorch_model.bin', saved({**hf.state_dict(), 'x': Payload(marker)})),
+            'bin with code, older format': ('pytorch_model.bin', saved(
+                {**hf.state_dict(), 'x': Payload(marker)}, _use_new_zipfile_serialization=False)),
+            'bin, a bare pickle with code': ('pytorch_model.bin', pickle.dumps(Payload(marker), protocol=2)),
+            'bin, a pickle of protocol 4': ('pytorch_model.bin', pickle.dumps(Payload(marker), protocol=4)),
+            'bin of a list': ('pytorch_model.bin', saved([torch.zeros(2)])),
+            'bin, a zip of another kind': ('pytorch_model.bin', zipped())}[case]
+
+
+@pytest.mark.parametrize('case, what', [
+    ('safetensors cut short', 'is cut short'), ('safetensors of random bytes', 'is not a checkpoint'),
+    ('safetensors empty', 'is empty'), ('safetensors header past the end', 'is cut short'),
+    ('bin of random bytes', 'is not a checkpoint'), ('bin cut short', 'is cut short'),
+    ('bin with code', 'holds code'), ('bin with code, older format', 'holds code'),
+    ('bin, a bare pickle with code', 'holds code'), ('bin, a pickle of protocol 4', 'is not a checkpoint'),
+    ('bin of a list', 'is not a checkpoint'), ('bin, a zip of another kind', 'is not a checkpoint')])
+def test_a_damaged_weights_file_is_one_line_and_loads_nothing(hf_gpt2, tmp_path, recwarn, case, what):
+    """Each damage ends in one line that names the file, says what is wrong and what to do; a pickle's code never
+    runs (its os.mkdir leaves no folder), and no warning of torch's adds lines."""
+    folder, hf = hf_gpt2
+    marker = str(tmp_path / 'the code ran')
+    name, data = damaged(case, hf, (folder / 'model.safetensors').read_bytes(), marker)
+    (tmp_path / 'hf').mkdir()
+    (tmp_path / 'hf' / name).write_bytes(data)
+    (tmp_path / 'hf' / 'config.json').write_text((folder / 'config.json').read_text())
+    with pytest.raises(SystemExit) as stop:
+        pretrained.load(str(tmp_path / 'hf'))
+    line = str(stop.value.code)
+    assert line.startswith(f"{tmp_path / 'hf' / name} {what} (") and '\n' not in line, line
+    assert line.endswith('download the model from a source you trust' if what == 'holds code' else
+                         'download it again'), line
+    assert not os.path.exists(marker) and not [str(w.message) for w in recwarn]
 
 
 def test_a_shorter_context_keeps_gpt2s_first_positions(hf_gpt2):
