@@ -191,7 +191,7 @@ def question(text, meta):
     chars = list(sep.join(fields) + sep)
     unknown = sorted({c for c in chars if c not in stoi})
     if unknown:
-        raise ValueError(f"{unknown} are not in this data set's vocabulary (letters, digits, ,+-)")
+        raise ValueError(f"{unknown} are not in this data set's vocabulary: letters, digits, ,+-")
     ask(fields[0], fields[1], int(fields[2]), task)
     ids = ([stoi['<bos>']] if task.get('bos') else []) + [stoi[c] for c in chars]
     n = meta['row_len'] - 1  # the tokens before a row's target
