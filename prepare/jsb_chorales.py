@@ -35,7 +35,6 @@ def main(argv=None):
     p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1),
                    help='music21 parsing processes')
     args = p.parse_args(argv)
-
     if args.source is not None:
         pieces = load_json(args.source)
         listed = {s: len(v) for s, v in pieces.items()}
