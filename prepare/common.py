@@ -2,9 +2,9 @@
 What the prepare/ scripts share: their command line, and writing a data set as prepare/data.py
 describes and reads it. A script's main, run through `run`:
 
-    p = argument_parser(__doc__, 'name', 'what --source takes')    # --out_dir checked here
+    p = argument_parser(__doc__, 'name', 'what --source takes')  # --out_dir checked here
     args = p.parse_args(argv)
-    work = start_dataset(args.out_dir)                    # a staging folder of its own
+    work = start_dataset(args.out_dir)                          # a staging folder of its own
     counts = write_streams(work, [(split, ids), ...], vocab_size, eot)
     return write_meta(work, vocab_size=..., tokenizer=..., source=..., tokens=counts)
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from prepare.bpe import PACKAGED_GGUF, TOKENIZER_HELP, tokenizer_name
 from prepare.data import SPLITS
-# what prepare.common gave before prepare/bpe.py and prepare/data.py held it (train.py, eval/, ...)
+# also given here, for train.py, configurator.py, sample.py, eval/ and pretrained.py
 from prepare.bpe import (GPT2_EOT, GPT2_VOCAB, GGUFEncoding, encoding, gguf_field,  # noqa: F401
                          gguf_path, gguf_reader, gpt2_encode_docs, gpt2_encoding)
 from prepare.data import (dataset_script, example_batch, make_on_first_use, open_data,  # noqa: F401

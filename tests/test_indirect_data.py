@@ -9,7 +9,7 @@ import torch
 
 from eval.indirect_probe import parse_rows
 from prepare import indirect_indexing as ii
-from prepare.common import example_batch, pass_rows
+from prepare.data import example_batch, pass_rows
 
 
 def made(tmp_path, variant, n=400):
