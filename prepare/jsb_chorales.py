@@ -4,11 +4,10 @@ step the four voices, then the next step. Vocab 90, as the paper states (no furt
 mapping is our reading): 0 a rest (-1), p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81),
 89 the end of a piece, the separator (`eot`) after every piece.
 
-Sources: the paper's data, the JSON release `Jsb16thSeparated.json` (--source; {"train", "valid",
-"test"}: lists of pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces),
-its split kept. Offline, without --source: the 371 Bach chorales that music21 ships, quantised to
-16th notes: the same representation, not the same pieces (music21's editions, some duplicates,
-repeats not expanded), and our own split, a seeded shuffle cut 229:76:77, i.e. 222/74/75.
+The paper's data: the JSON release `Jsb16thSeparated.json` (--source; train/valid/test lists of
+pieces of [s, a, t, b] chords at 16th-note steps; 229/76/77), its split kept. Offline: the 371 Bach
+chorales of music21, quantised to 16th notes: the same representation, not the same pieces
+(music21's editions, some duplicates, repeats not expanded); our own seeded split, 222/74/75.
 """
 
 import json
@@ -41,7 +40,7 @@ def main(argv=None):
     else:
         chorales = load_music21(args.limit, args.num_proc)
         split = deterministic_split(sorted(chorales), PAPER_SPLIT, seed=1337)
-        pieces = {s: [chorales[n] for n in numbers] for s, numbers in split.items()}
+        pieces = {s: [encode_piece(chorales[n]) for n in numbers] for s, numbers in split.items()}
         listed = {s: sorted(v) for s, v in split.items()}
     counts = '/'.join(str(len(v)) for v in pieces.values())
     source = (f'JSON release of the JSB chorales ({os.path.basename(args.source)}), its own '
@@ -52,7 +51,7 @@ def main(argv=None):
               f'seeded split in the paper\'s proportions 229:76:77 ({counts}; riemenschneider '
               'numbers in "pieces")')
     work = start_dataset(args.out_dir)
-    ids = [(s, encode_piece(c)) for s, v in pieces.items() for c in v]
+    ids = [(s, piece) for s, v in pieces.items() for piece in v]
     return write_meta(work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep=' ', eot=SEP,
                       tokens=write_streams(work, ids, VOCAB, SEP), source=source,
                       representation='raster order S,A,T,B per 16th-note step; id = MIDI pitch + '
@@ -79,12 +78,13 @@ def decode(ids):
 
 
 def load_json(path):
-    """{split: pieces} of the JSON release, its "valid" read as val."""
+    """{split: its pieces' ids} of the JSON release, its "valid" read as val."""
     try:
         with open(path) as f:
             data = json.load(f)
-        return {'train': data['train'], 'val': data['valid'], 'test': data['test']}
-    except (OSError, ValueError, KeyError, TypeError) as e:  # not there, not JSON, not the keys
+        return {split: [encode_piece(chords) for chords in data[key]]
+                for split, key in (('train', 'train'), ('val', 'valid'), ('test', 'test'))}
+    except (OSError, ValueError, KeyError, TypeError) as e:  # not JSON, not the keys, not pitches
         raise SourceMissing(f'{path}: {type(e).__name__}: {e}; give the JSON release of the '
                             'chorales (Jsb16thSeparated.json, keys train/valid/test), or no '
                             '--source for music21\'s') from e

@@ -406,7 +406,9 @@ def test_jsb_json_main(tmp_path):
     # a bad source aimed at the same folder changes nothing there
     before = files_under(tmp_path)
     bad = tmp_path / 'bad.json'
-    for text in ('{not json', '[1, 2]', '{"train": []}'):
+    for text in ('{not json', '[1, 2]', '{"train": []}', '{"train": [5], "valid": [], "test": []}',
+                 '{"train": [[["a", 1, 2, 3]]], "valid": [], "test": []}',  # not pitches
+                 '{"train": [[[200, 1, 2, 3]]], "valid": [], "test": []}'):
         bad.write_text(text)
         with pytest.raises(SystemExit, match='bad.json'):
             jsb.main(['--source', str(bad), '--out_dir', out])
