@@ -86,7 +86,8 @@ def _check_inputs(q, k, v, delta, theta, q_offset, impl, mu):
                              f"{type(x).__name__}" + " (or None: no delta)" * (name == "delta"))
     shape = {name: tuple(x.shape) for name, x in tensors.items()}
     devices = [str(x.device) for x in tensors.values()]
-    refuse("pope_attention_fast", [(impl not in IMPLS, "impl={impl!r}; choose one of {IMPLS}"),
+    refuse("pope_attention_fast", [
+        (impl not in IMPLS, "impl={impl!r}; choose one of {IMPLS}"),
         (mu not in MUS, "mu={mu!r}; choose one of {MUS}"),
         (q.dim() != 4 or k.dim() != 4 or v.dim() != 4,
          "q, k, v must be 4-d (B, H, T, d); got shapes {shape[q]}, {shape[k]}, {shape[v]}")],
@@ -95,10 +96,9 @@ def _check_inputs(q, k, v, delta, theta, q_offset, impl, mu):
     n = max(Tk, q_offset + Tq) if isinstance(q_offset, int) else 0  # positions read
     span = lambda x: sum((size - 1) * st for size, st in zip(x.shape, x.stride())) + 1  # elements
     refuse("pope_attention_fast", [
-        (impl == "triton" and d not in TRITON_HEAD_DIMS, "head dim d={d} is not supported by "
-         "impl='triton' (d in {TRITON_HEAD_DIMS}); use impl='sdpa'"),
-        (not 1 <= d <= MAX_HEAD_DIM, "head dim d={d} is not supported; need 1 <= d <= "
-         "{MAX_HEAD_DIM}"),
+        (not 1 <= d <= MAX_HEAD_DIM or impl == "triton" and d not in TRITON_HEAD_DIMS, "head dim "
+         "d={d} is not supported by impl={impl!r}: 'triton' takes d in {TRITON_HEAD_DIMS}, 'sdpa' "
+         "1 <= d <= {MAX_HEAD_DIM}"),
         (k.shape != (B, Hkv, Tk, d) or v.shape != k.shape, "expected k and v of one shape (B, "
          "n_kv_head, Tk, d) = ({B}, n_kv_head, Tk, {d}) for q {shape[q]}; got k {shape[k]}, v "
          "{shape[v]}"),
@@ -195,9 +195,8 @@ def _backward_empty(dqp, dkp, q, k, delta, cos, sin, q_offset, mu, ddelta, dthet
 
 
 def _cartesian_setup(ctx, inputs, output):
-    q, k, delta, theta, cos, sin, q_offset, time_major, mu = inputs
-    ctx.save_for_backward(q, k, delta, theta, cos, sin)
-    ctx.q_offset, ctx.mu = q_offset, mu
+    ctx.save_for_backward(*inputs[:6])  # q, k, delta, theta, cos, sin
+    ctx.q_offset, ctx.mu = inputs[6], inputs[8]
 
 
 def _cartesian_grad(ctx, dqp, dkp):
@@ -271,9 +270,8 @@ def _(do, qp, kp, v, o, lse, causal, sm_scale, q_offset):
 
 
 def _attention_setup(ctx, inputs, output):
-    qp, kp, v, causal, sm_scale, q_offset = inputs
-    ctx.save_for_backward(qp, kp, v, *output)
-    ctx.args = (causal, sm_scale, q_offset)
+    ctx.save_for_backward(*inputs[:3], *output)  # q', k', v, o, lse
+    ctx.args = inputs[3:]  # causal, sm_scale, q_offset
 
 
 def _attention_grad(ctx, do, dlse):
