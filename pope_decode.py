@@ -60,8 +60,9 @@ def decode_tables(theta, max_len):
     """The phase tables for max_len positions at frequencies theta (d,), on theta's device: rows
     [cos | sin] (computed in float64, stored float32) of T1 (cdiv(max_len, DECODE_BLOCK), 2d), the
     phases DECODE_BLOCK a theta, and T2 (DECODE_BLOCK, 2d), the phases b theta."""
-    pos = torch.arange(0, max_len, DECODE_BLOCK), torch.arange(DECODE_BLOCK)
-    phis = (p.to(theta.device, torch.float64)[:, None] * theta.detach().double() for p in pos)
+    theta = theta.detach().double()
+    phis = (torch.arange(0, stop, step, dtype=theta.dtype, device=theta.device)[:, None] * theta
+            for stop, step in ((max_len, DECODE_BLOCK), (DECODE_BLOCK, 1)))
     return tuple(torch.cat([phi.cos(), phi.sin()], -1).float().contiguous() for phi in phis)
 
 

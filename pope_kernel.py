@@ -8,13 +8,12 @@ attention. For head h, query t (at position q_offset + t), key s and frequency c
     out = softmax(score, causally masked) @ v
 
 with mu = softplus(x) (or the ablations relu(x), x) and delta on the query (so query heads can
-share kv heads; or None). model.pope_attention_reference is the same function, written plainly.
-The stages, each a torch.library custom op (one opaque node for torch.compile, no graph break):
+share kv heads; or None): model.pope_attention_reference's function. Its stages, custom ops (one
+opaque node each for torch.compile), measured in results/kernel/README.md:
   pope::cartesian            prologue: q', k' in the input dtype, from the phase tables of theta
   attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN on a GPU, any d);
                              impl='triton': pope::flash_attention, FlashAttention-2 (d 32, 64, 128)
   pope::cartesian_backward   epilogue: dq, dk from dq', dk' by the chain rule; ddelta and dtheta
-Speed and tuning: results/kernel/README.md. Generation's one-token step: pope_decode.py.
 """
 
 import math
@@ -99,9 +98,8 @@ def _check_inputs(q, k, v, delta, theta, q_offset, impl, mu):
         (not 1 <= d <= MAX_HEAD_DIM or impl == "triton" and d not in TRITON_HEAD_DIMS, "head dim "
          "d={d} is not supported by impl={impl!r}: 'triton' takes d in {TRITON_HEAD_DIMS}, 'sdpa' "
          "1 <= d <= {MAX_HEAD_DIM}"),
-        (k.shape != (B, Hkv, Tk, d) or v.shape != k.shape, "expected k and v of one shape (B, "
-         "n_kv_head, Tk, d) = ({B}, n_kv_head, Tk, {d}) for q {shape[q]}; got k {shape[k]}, v "
-         "{shape[v]}"),
+        (k.shape != (B, Hkv, Tk, d) or v.shape != k.shape, "k and v must share one shape ({B}, "
+         "n_kv_head, Tk, {d}) for q {shape[q]}; got k {shape[k]}, v {shape[v]}"),
         (min(B, H, Hkv, Tq, Tk) < 1, "empty input (B={B}, H={H}, n_kv_head={Hkv}, Tq={Tq}, "
          "Tk={Tk}); need all >= 1"),
         (H % max(Hkv, 1), "n_kv_head={Hkv} (k, v) must divide the {H} query heads"),
@@ -285,8 +283,7 @@ flash_attention.register_autograd(_attention_grad, setup_context=_attention_setu
 
 # -----------------------------------------------------------------------------
 # Prologue and epilogue, elementwise: a program takes a (BLOCK_T, BLOCK_H, BLOCK_D) tile (positions
-# x heads x d) of one sequence, whose rows of d contiguous numbers load and store as vectors; the
-# table's rows are read once for its heads.
+# x heads x d) of one sequence; its rows of d numbers load and store as vectors, the tables' once.
 
 
 @triton.jit
@@ -416,9 +413,8 @@ def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
 
 @triton.jit
 def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
-    # (BLOCK_M, BLOCK_N): key s is visible to query row i (a real key, and s <= q_offset + i if
-    # causal); rows past Tq need no mask: they read zeros and are never stored, and every row sees
-    # key 0 (no all -inf row)
+    # (BLOCK_M, BLOCK_N): key s is visible to query row i (a real key, s <= q_offset + i if causal);
+    # rows past Tq read zeros and are never stored, and every row sees key 0 (no all -inf row)
     keep = (offs_s < Tk)[None, :]
     if CAUSAL:
         keep = keep & (offs_s[None, :] <= q_offset + offs_m[:, None])
@@ -428,8 +424,7 @@ def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
 @triton.jit
 def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr):
-    # query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, [full, hi) the causal /
-    # ragged one, later ones are skipped
+    # query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, [full, hi) one; none after
     full, hi = Tk // BLOCK_N * BLOCK_N, Tk
     if CAUSAL:
         p0 = q_offset + q0  # position of the first row: keys 0..p0 are visible to every row
