@@ -168,9 +168,8 @@ def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k:
     grads of mu cos phi, mu sin phi), ddelta = sum_{b,t} g_q and dtheta = -(sum (q_offset + t) g_q
     + sum s g_k): float32 partial sums per (time block, b), summed here."""
     dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # (SDPA's: any)
-    dq, dk, ddelta_sum, _ = _backward_empty(dqp, dkp, q, k, delta, cos, sin, q_offset, mu, False,
-                                            False)
-    theta_parts = []
+    dq, dk = _backward_empty(dqp, dkp, q, k, delta, cos, sin, q_offset, mu, False, False)[:2]
+    ddelta_sum, theta_parts = q.new_empty(0, dtype=torch.float32), []
     for x, g, dx, pos0, is_q in ((q, dqp, dq, q_offset, True), (k, dkp, dk, 0, False)):
         grid, meta = _tiles(x, is_q and delta is not None, mu)
         rows = (grid[0], x.shape[0], x.shape[1], x.shape[3])  # (time blocks, B, heads, d)
