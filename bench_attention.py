@@ -65,7 +65,7 @@ def bench(fn, xs):
 
 
 def cuda_graph(fn):
-    """(graph, what fn returned): fn() captured, after two warm-up calls that compile kernels."""
+    """(graph, what fn returned): fn() captured, after two warm-up runs that compile kernels."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

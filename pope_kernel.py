@@ -131,7 +131,7 @@ def refuse(who, checks, names):
 
 
 # -----------------------------------------------------------------------------
-# Custom ops (opaque to torch.compile; no host sync, the same allocations every call: CUDA graphs)
+# Custom ops (opaque to torch.compile; no host sync, the same allocations each time: CUDA graphs)
 
 
 @torch.library.custom_op("pope::cartesian", mutates_args=())
