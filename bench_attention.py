@@ -1,13 +1,14 @@
 """
-Speed of PoPE attention (pope_kernel.py) against RoPE attention through SDPA on one GPU (causal bf16, 12 heads):
+Speed of PoPE attention (pope_kernel.py) against RoPE's through SDPA on one GPU (causal bf16, 12
+heads), the paths:
   RoPE      F.scaled_dot_product_attention on already-rotated q, k (cuDNN)
-  expanded  model.pope_attention_reference(explicit=False): PoPE's 2d-wide q', k' formed in PyTorch, then SDPA
-  hybrid    pope_kernel.pope_attention_fast(impl='sdpa'): Triton prologue, SDPA on q', k', Triton epilogue
-  triton    pope_kernel.pope_attention_fast(impl='triton'): the same prologue / epilogue around FlashAttention-2 in
-            Triton
-Times: medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, bwd 16; RoPE fwd 4, bwd 10; causal: half.
+  expanded  model.pope_attention_reference(explicit=False): q', k' formed in PyTorch, then SDPA
+  hybrid    pope_kernel.pope_attention_fast(impl='sdpa'): Triton prologue, SDPA, Triton epilogue
+  triton    pope_attention_fast(impl='triton'): the same around FlashAttention-2 in Triton
+Medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, bwd 16; RoPE fwd 4, bwd 10;
+causal: half (results/kernel/README.md).
 
-    python bench_attention.py                           # table, GQA, decoding, torch.compile and CUDA graphs
+    python bench_attention.py                           # table, GQA, decoding, compile + graphs
     python bench_attention.py --sections graphed,gqa    # GPU time alone (CUDA-graph replays); GQA
 """
 import contextlib
@@ -15,6 +16,7 @@ import functools
 import math
 import os
 import sys
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -28,27 +30,22 @@ from prepare.common import parser
 
 H, TOKENS, DTYPE = 12, 16384, torch.bfloat16  # heads, tokens a batch, dtype of the benchmark
 median_ms = functools.partial(triton.testing.do_bench, return_mode="median")
-
-
-@functools.cache
-def tables(d, n):
-    """The kernel's phase tables of n positions at head dim d (model.phase_table), built once, outside the timings."""
-    return model.phase_table(model.pope_frequencies(d, device="cuda"), n)
+theta = functools.cache(lambda d: model.pope_frequencies(d, device="cuda"))  # PoPE's frequencies
+ms = lambda t: f"{t[0]:.3f} / {t[1]:.3f}"
+ratio = lambda t, rope: f"{t[0] / rope[0]:.2f}x, {t[1] / rope[1]:.2f}x"
 
 
 def fast(impl):
-    """pope_kernel.pope_attention_fast with impl, taking (q, k, v, delta) and keywords as the other paths do."""
-    def attend(q, k, v, delta, q_offset=0, **kw):
-        cos, sin = tables(q.shape[-1], max(q_offset + q.shape[2], k.shape[2]))
-        return pope_kernel.pope_attention_fast(q, k, v, delta, cos, sin, q_offset=q_offset, impl=impl, **kw)
-    return attend
+    """pope_attention_fast through impl, at PoPE's frequencies: (q, k, v, delta, **kw) -> out."""
+    return lambda q, k, v, delta, **kw: pope_kernel.pope_attention_fast(
+        q, k, v, delta, theta(q.shape[-1]), impl=impl, **kw)
 
 
 PATHS = {"hybrid": fast("sdpa"), "triton": fast("triton")}
 
 
 def inputs(B, Hq, Hkv, Tq, Tk, d):
-    """q (B, Hq, Tq, d), k and v (B, Hkv, Tk, d) in DTYPE, delta (Hq, d) in [-2pi, 0]; all require grad."""
+    """q (B, Hq, Tq, d), k and v (B, Hkv, Tk, d) in DTYPE, delta (Hq, d) in [-2pi, 0]; grads on."""
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(B, Hq, Tq, d, device="cuda", generator=gen).to(DTYPE)
     k, v = (torch.randn(B, Hkv, Tk, d, device="cuda", generator=gen).to(DTYPE) for _ in range(2))
@@ -57,7 +54,7 @@ def inputs(B, Hq, Hkv, Tq, Tk, d):
 
 
 def bench(fn, xs):
-    """(fwd ms, fwd+bwd ms, MB allocated at the peak of one fwd+bwd beyond what was before) of fn(), grads of xs."""
+    """(fwd ms, fwd+bwd ms, peak MB that one fwd+bwd allocates) of fn(), the grads of xs."""
     dout = torch.randn_like(fn())
     step = lambda: torch.autograd.grad(fn(), xs, dout)
     before = torch.cuda.memory_allocated()
@@ -68,13 +65,11 @@ def bench(fn, xs):
 
 
 def cuda_graph(fn):
-    """(graph, what fn returned): fn() captured in a CUDA graph, after two warm-up calls on a side stream (they
-    compile the kernels and build the phase table, which a capture cannot). graph.replay() reruns it in place."""
+    """(graph, what fn returned): fn() captured, after two warm-up runs that compile kernels."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
+        fn(), fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -82,55 +77,56 @@ def cuda_graph(fn):
     return graph, out
 
 
-def ms(t):
-    return f"{t[0]:.3f} / {t[1]:.3f}"
-
-
-def ratio(t, rope):
-    return f"{t[0] / rope[0]:.2f}x, {t[1] / rope[1]:.2f}x"
-
-
 def run_table():
     print("\n## Benchmark: causal bf16, 16k tokens a batch, 12 heads (fwd / fwd+bwd ms, median)")
-    print("| d | T | B | RoPE cuDNN fwd / fwd+bwd ms | PoPE expanded SDPA (model) | PoPE hybrid | PoPE all-Triton "
-          "| hybrid / RoPE fwd, fwd+bwd | triton / RoPE fwd, fwd+bwd | hybrid / expanded fwd+bwd "
-          "| TFLOP/s fwd+bwd RoPE, expanded, hybrid, triton | peak MB RoPE, expanded, hybrid, triton |")
-    print("|" + "---|" * 12)
+    print("| d | T | B | RoPE cuDNN fwd / fwd+bwd ms | PoPE expanded SDPA (model) | PoPE hybrid | "
+          "PoPE all-Triton | hybrid / RoPE fwd, fwd+bwd | triton / RoPE fwd, fwd+bwd | hybrid / "
+          "expanded fwd+bwd | TFLOP/s fwd+bwd RoPE, expanded, hybrid, triton | peak MB RoPE, "
+          "expanded, hybrid, triton | the model's path |")
+    print("|" + "---|" * 13)
     default_backend = []  # the hybrid with PyTorch's own choice of SDPA backend
     for d in (64, 128):
         for T in (1024, 4096, 16384):
             B = TOKENS // T
             q, k, v, delta = xs = inputs(B, H, H, T, T, d)
-            theta = model.pope_frequencies(d, device="cuda")
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                r = {"rope": bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v]),
-                     "expanded": bench(lambda: model.pope_attention_reference(*xs, theta, explicit=False), xs),
+                r = {"rope": bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                   [q, k, v]),
+                     "expanded": bench(lambda: model.pope_attention_reference(
+                         *xs, theta(d), explicit=False), xs),
                      "hybrid": bench(lambda: PATHS["hybrid"](*xs), xs)}
             r["triton"] = bench(lambda: PATHS["triton"](*xs), xs)
             default_backend.append(f"d{d}/T{T} {ms(bench(lambda: PATHS['hybrid'](*xs), xs))}")
-            flops = {n: (14 if n == "rope" else 22) * B * H * T * T * d / 2 for n in r}  # fwd+bwd, causal
+            flops = {n: (14 if n == "rope" else 22) * B * H * T * T * d / 2 for n in r}  # causal
+            # the path the model runs here: model.pope_path's answer, else the rule it had
+            path = (model.pope_path(q.device, DTYPE, d, T) if hasattr(model, "pope_path")
+                    else "triton" if d == 64 and T <= pope_kernel.SHORT_T else "sdpa")
             print(f"| {d} | {T} | {B} | " + " | ".join(ms(r[n]) for n in r)
                   + f" | {ratio(r['hybrid'], r['rope'])} | {ratio(r['triton'], r['rope'])} "
                   f"| {r['hybrid'][1] / r['expanded'][1]:.2f}x | "
                   + ", ".join(f"{flops[n] / (r[n][1] * 1e-3) / 1e12:.0f}" for n in r) + " | "
-                  + ", ".join(f"{r[n][2]:.0f}" for n in r) + " |")
-    print("(hybrid: SDPA restricted to cuDNN, as RoPE and expanded; with PyTorch's default backend choice it measured "
-          + ", ".join(default_backend) + " ms)")
+                  + ", ".join(f"{r[n][2]:.0f}" for n in r) + f" | {path} |")
+    print("(hybrid: SDPA restricted to cuDNN, as RoPE and expanded; with PyTorch's default backend "
+          "choice it measured " + ", ".join(default_backend) + " ms)")
 
 
 def hybrid_enable_gqa(q, k, v, delta):
-    """The hybrid path with SDPA's own grouped-query attention (enable_gqa) on the grouped k', v, where
-    pope_kernel.pope_attention_fast copies them per query head: the same prologue / epilogue ops, causal, q_offset 0."""
-    qp, kp = pope_kernel.cartesian(q, k, delta, *tables(q.shape[-1], k.shape[2]), 0, True, "softplus")
-    return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=q.shape[-1] ** -0.5, enable_gqa=True)
+    """The hybrid path with SDPA's enable_gqa, where pope_attention_fast copies k', v per head."""
+    th = theta(q.shape[-1])
+    qp, kp = pope_kernel.cartesian(q, k, delta, th, *pope_kernel.phase_table(th, k.shape[2]), 0,
+                                   True, "softplus")
+    return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=q.shape[-1] ** -0.5,
+                                          enable_gqa=True)
 
 
 def run_gqa():
-    print("\n## GQA: d 64, T 4096, B 4, 12 query heads on 4 kv heads, causal bf16 (fwd / fwd+bwd ms)")
+    print("\n## GQA: d 64, T 4096, B 4, 12 query heads on 4 kv heads, causal bf16 (fwd / fwd+bwd "
+          "ms)")
     xs = inputs(4, 12, 4, 4096, 4096, 64)
     for how, fn in (("expand", PATHS["hybrid"]), ("enable_gqa", hybrid_enable_gqa)):
         for backend in ("cudnn", "default"):
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION) if backend == "cudnn" else contextlib.nullcontext():
+            cudnn = backend == "cudnn"
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION) if cudnn else contextlib.nullcontext():
                 r = bench(lambda: fn(*xs), xs)
             print(f"  hybrid, GQA={how}, {backend}: {ms(r)} ms, {r[2]:.0f} MB")
     r = bench(lambda: PATHS["triton"](*xs), xs)
@@ -138,45 +134,50 @@ def run_gqa():
 
 
 def run_decode():
-    print("\n## Decoding: one query at q_offset Tk - 1 on Tk cached keys (PoPE recomputes their k'), batch 16, fwd ms")
+    print("\n## Decoding: one query at q_offset Tk - 1 on Tk cached keys (PoPE recomputes their "
+          "k'), batch 16, fwd ms")
     print("| d | Tk | RoPE SDPA | PoPE hybrid | PoPE triton | hybrid / RoPE | triton / RoPE |")
     print("|---|---|---|---|---|---|---|")
     for d in (64, 128):
         for Tk in (4096, 8192, 16384, 32768):
             q, k, v, delta = (x.detach() for x in inputs(16, H, H, 1, Tk, d))
             rope = median_ms(lambda: F.scaled_dot_product_attention(q, k, v))
-            t = {name: median_ms(lambda: attend(q, k, v, delta, q_offset=Tk - 1)) for name, attend in PATHS.items()}
-            print(f"| {d} | {Tk} | {rope:.3f} | {t['hybrid']:.3f} | {t['triton']:.3f} | {t['hybrid'] / rope:.2f}x "
-                  f"| {t['triton'] / rope:.2f}x |")
+            t = {name: median_ms(lambda: attend(q, k, v, delta, q_offset=Tk - 1))
+                 for name, attend in PATHS.items()}
+            print(f"| {d} | {Tk} | {rope:.3f} | {t['hybrid']:.3f} | {t['triton']:.3f} "
+                  f"| {t['hybrid'] / rope:.2f}x | {t['triton'] / rope:.2f}x |")
 
 
 def run_compile():
     print("\n## torch.compile and CUDA graphs")
-    cfg = model.GPTConfig(block_size=256, vocab_size=512, n_layer=2, n_head=4, n_kv_head=2, n_embd=256,
-                          pos_emb="pope", attn_impl="triton")
+    cfg = model.GPTConfig(block_size=256, vocab_size=512, n_layer=2, n_head=4, n_kv_head=2,
+                          n_embd=256, pos_emb="pope", attn_impl="triton")
     idx = torch.randint(0, 512, (4, 256), device="cuda")
-    for name, attend in PATHS.items():
+    for (name, attend), impl in zip(PATHS.items(), ("sdpa", "triton")):
         gpt = model.GPT(cfg).cuda()
-        for block in gpt.h:  # pin the model's attention to this path of the kernel
-            block.attn.impl = "sdpa" if name == "hybrid" else "triton"
-        with torch.autocast("cuda", torch.bfloat16):  # compiled (fullgraph: a graph break is an error), then eager
+        for block in gpt.h:  # pin the path (read by the model as attn.impl, or from pope_path)
+            block.attn.impl = impl
+        pin = mock.patch.object(model, "pope_path", lambda *args, **kw: impl, create=True)
+        with pin, torch.autocast("cuda", torch.bfloat16):  # compiled (fullgraph), then eager
             losses = [net(idx, idx)[1] for net in (torch.compile(gpt, fullgraph=True), gpt)]
         grads = [torch.autograd.grad(loss, list(gpt.parameters())) for loss in losses]
         err = max(((a - b).norm() / b.norm().clamp_min(1e-12)).item() for a, b in zip(*grads))
-        print(f"  {name}: torch.compile(model.GPT, fullgraph=True) fwd+bwd, 2 layers, GQA 4/2 heads: one graph, loss "
-              f"{losses[0].item():.4f} vs eager {losses[1].item():.4f}, max rel grad diff {err:.1e}")
+        print(f"  {name}: torch.compile(model.GPT, fullgraph=True) fwd+bwd, 2 layers, GQA 4/2 "
+              f"heads: one graph, loss {losses[0].item():.4f} vs eager {losses[1].item():.4f}, "
+              f"max rel grad diff {err:.1e}")
         torch._dynamo.reset()
-        xs = inputs(2, 8, 4, 512, 512, 64)  # forward + backward as one CUDA graph, as train.py's cuda_graph=True
+        xs = inputs(2, 8, 4, 512, 512, 64)  # fwd + bwd as one CUDA graph (train.py's cuda_graph)
         dout = torch.randn_like(xs[0])  # the output's shape: that of q
         eager = torch.autograd.grad(attend(*xs), xs, dout)
         graph, graphed = cuda_graph(lambda: torch.autograd.grad(attend(*xs), xs, dout))
         graph.replay()
         err = max(((g - e).norm() / e.norm()).item() for g, e in zip(graphed, eager))
-        print(f"  {name}: CUDA graph capture + replay of fwd+bwd: max rel grad diff vs eager {err:.1e}")
+        print(f"  {name}: CUDA graph capture + replay of fwd+bwd: max rel grad diff vs eager "
+              f"{err:.1e}")
 
 
 def graphed_ms(fn, xs):
-    """(fwd ms, fwd+bwd ms) of fn as CUDA-graph replays: the GPU's time alone, without the host's launch overhead."""
+    """(fwd ms, fwd+bwd ms) of fn as CUDA-graph replays: the GPU's time alone, without launches."""
     dout = torch.randn_like(fn())
     fwd, _ = cuda_graph(fn)
     both, _ = cuda_graph(lambda: torch.autograd.grad(fn(), xs, dout))
@@ -184,31 +185,36 @@ def graphed_ms(fn, xs):
 
 
 def run_graphed():
-    print("\n## GPU time alone (CUDA-graph replays of fwd, of fwd+bwd), causal bf16, 16k tokens a batch, 12 heads, ms")
-    print("| d | T | RoPE cuDNN fwd / fwd+bwd | PoPE hybrid | PoPE all-Triton | hybrid / RoPE fwd, fwd+bwd "
-          "| triton / RoPE fwd, fwd+bwd |")
+    print("\n## GPU time alone (CUDA-graph replays of fwd, of fwd+bwd), causal bf16, 16k tokens a "
+          "batch, 12 heads, ms")
+    print("| d | T | RoPE cuDNN fwd / fwd+bwd | PoPE hybrid | PoPE all-Triton | hybrid / RoPE fwd, "
+          "fwd+bwd | triton / RoPE fwd, fwd+bwd |")
     print("|---|---|---|---|---|---|---|")
     for d in (64, 128):
         for T in (1024, 4096):
             q, k, v, delta = xs = inputs(TOKENS // T, H, H, T, T, d)
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                rope = graphed_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v])
+                rope = graphed_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                  [q, k, v])
             t = {name: graphed_ms(lambda: attend(*xs), xs) for name, attend in PATHS.items()}
-            print(f"| {d} | {T} | {ms(rope)} | {ms(t['hybrid'])} | {ms(t['triton'])} | {ratio(t['hybrid'], rope)} "
-                  f"| {ratio(t['triton'], rope)} |")
+            print(f"| {d} | {T} | {ms(rope)} | {ms(t['hybrid'])} | {ms(t['triton'])} "
+                  f"| {ratio(t['hybrid'], rope)} | {ratio(t['triton'], rope)} |")
 
 
 if __name__ == "__main__":
-    sections = dict(table=run_table, gqa=run_gqa, decode=run_decode, compile=run_compile, graphed=run_graphed)
+    sections = dict(table=run_table, gqa=run_gqa, decode=run_decode, compile=run_compile,
+                    graphed=run_graphed)
     p = parser(__doc__)
-    p.add_argument("--sections", default="table,gqa,decode,compile", help="comma-separated: " + ",".join(sections))
+    p.add_argument("--sections", default="table,gqa,decode,compile",
+                   help="comma-separated: " + ",".join(sections))
     chosen = p.parse_args().sections.split(",")
     if not set(chosen) <= set(sections):
         sys.exit(f"--sections: choose from {', '.join(sections)}")
-    sys.stdout.reconfigure(line_buffering=True)  # a run cut short still leaves every line it finished
-    print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | triton {triton.__version__} | "
-          f"python {sys.version.split()[0]} | cuDNN {torch.backends.cudnn.version()} | commit "
-          f"{code_commit(os.path.dirname(os.path.abspath(__file__)))} | sections {','.join(chosen)}")
+    sys.stdout.reconfigure(line_buffering=True)  # a run cut short leaves every line it finished
+    commit = code_commit(os.path.dirname(os.path.abspath(__file__)))
+    print(f"# {torch.cuda.get_device_name()} | torch {torch.__version__} | triton "
+          f"{triton.__version__} | python {sys.version.split()[0]} | cuDNN "
+          f"{torch.backends.cudnn.version()} | commit {commit} | sections {','.join(chosen)}")
     for name, run in sections.items():
         if name in chosen:
             run()

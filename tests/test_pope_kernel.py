@@ -1,9 +1,11 @@
-"""Tests of pope_kernel.py (prologue / epilogue, SDPA and all-Triton attention) and pope_decode.py (the decode kernel) on
-the CPU through TRITON_INTERPRET=1.
+"""Tests of pope_kernel.py (prologue / epilogue, SDPA and all-Triton attention) and pope_decode.py (the decode
+kernel) on the CPU through TRITON_INTERPRET=1.
 
-Ground truth: model.pope_attention_reference (the plain explicit-score reference) on float64 inputs, with k, v repeated
-per query head for grouped-query attention; plus a tiny naive loop over t, s, c that shares no code with it.
+Ground truth: model.pope_attention_reference (the plain explicit-score reference) on float64 inputs, with k, v
+repeated per query head for grouped-query attention; its gradients, the frequencies' among them, by autograd; plus a
+tiny naive loop over t, s, c that shares no code with it.
 """
+import ast
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (tests/conftest.py does it too)
@@ -14,6 +16,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest.importorskip("triton")
@@ -26,17 +29,19 @@ if not pope_kernel.INTERPRET and not torch.cuda.is_available():
 DEVICE = "cpu" if pope_kernel.INTERPRET else "cuda"
 IMPLS = ("sdpa", "triton")
 
-from model import phase_table, pope_attention_reference, pope_frequencies, pope_polar  # noqa: E402
+from model import pope_attention_reference, pope_frequencies  # noqa: E402
+from pope_kernel import phase_table  # noqa: E402
 
 
-def ground_truth(q, k, v, delta, base=10000.0, **kw):
-    return pope_attention_reference(q, k, v, delta, pope_frequencies(q.shape[-1], base, q.device), **kw)
+def ground_truth(q, k, v, delta, base=10000.0, theta=None, **kw):
+    theta = pope_frequencies(q.shape[-1], base, q.device) if theta is None else theta
+    return pope_attention_reference(q, k, v, delta, theta, **kw)
 
 
-def fast(q, k, v, delta, base=10000.0, q_offset=0, **kw):
-    """pope_kernel.pope_attention_fast with the phase tables of the positions it reads, at frequency base `base`."""
-    cos, sin = phase_table(pope_frequencies(q.shape[-1], base, q.device), max(q_offset + q.shape[-2], k.shape[-2]))
-    return pope_kernel.pope_attention_fast(q, k, v, delta, cos, sin, q_offset=q_offset, **kw)
+def fast(q, k, v, delta, base=10000.0, theta=None, **kw):
+    """pope_kernel.pope_attention_fast at PoPE's frequencies of base `base` (or the frequencies theta)."""
+    theta = pope_frequencies(q.shape[-1], base, q.device) if theta is None else theta
+    return pope_kernel.pope_attention_fast(q, k, v, delta, theta, **kw)
 
 
 def make_inputs(B, H, Tq, Tk, d, dtype, seed=0, n_kv_head=None):
@@ -54,12 +59,19 @@ def rel_err(x, ref):
 
 
 def check(impl, B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol, n_kv_head=None, mu="softplus",
-          no_delta=False):
-    """The kernel against the reference in float64, values and gradients; mu and no_delta: the paper's ablations."""
+          no_delta=False, learn_theta=False):
+    """The kernel against the reference in float64, values and gradients; mu and no_delta: the paper's ablations;
+    learn_theta: the frequencies a float32 leaf that requires grad (a learnable theta), its gradient checked too."""
     q, k, v, delta = make_inputs(B, H, Tq, Tk, d, dtype, seed=Tq * 1000 + Tk + d, n_kv_head=n_kv_head)
     tensors = (q, k, v) if no_delta else (q, k, v, delta)
+    if learn_theta:  # PoPE's frequencies, moved off their values as a trained theta would be
+        g = torch.Generator().manual_seed(d)
+        tensors += (pope_frequencies(d, device=DEVICE).float() * (1 + 0.1 * torch.randn(d, generator=g)).to(DEVICE),)
+    names = "q k v".split() + ["delta"] * (not no_delta) + ["theta"] * learn_theta
     inputs = [x.clone().requires_grad_() for x in tensors]
-    out = fast(*inputs, *[None] * no_delta, causal=causal, q_offset=q_offset, impl=impl, mu=mu)
+    theta = inputs[-1] if learn_theta else None
+    delta_in = None if no_delta else inputs[3]
+    out = fast(*inputs[:3], delta_in, theta=theta, causal=causal, q_offset=q_offset, impl=impl, mu=mu)
     assert out.shape == (B, H, Tq, d) and out.dtype == v.dtype
     dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out)
     out.backward(dout)
@@ -68,10 +80,10 @@ def check(impl, B, H, Tq, Tk, d, causal, q_offset, dtype, tol, grad_tol, n_kv_he
     g = H // k.shape[1]  # query heads per kv head: the reference gets k, v repeated per query head
     rq, rk, rv = ref_inputs[:3]
     ref = ground_truth(rq, rk.repeat_interleave(g, 1), rv.repeat_interleave(g, 1), None if no_delta else ref_inputs[3],
-                       causal=causal, q_offset=q_offset, mu=mu)
+                       theta=ref_inputs[-1] if learn_theta else None, causal=causal, q_offset=q_offset, mu=mu)
     ref.backward(dout.cpu().double())
     assert rel_err(out, ref) < tol, f"out rel err {rel_err(out, ref):.2e}"
-    for name, x, r in zip("q k v delta".split(), inputs, ref_inputs):
+    for name, x, r in zip(names, inputs, ref_inputs):
         assert x.grad.shape == x.shape and torch.isfinite(x.grad).all(), name
         if r.grad.norm() < 1e-9:  # e.g. one visible key: softmax is constant, the q/k/delta grads are 0
             assert x.grad.double().cpu().abs().max() < 1e-3, name
@@ -149,7 +161,53 @@ def test_fp16_matches_reference(impl):
 def test_sdpa_any_head_dim():
     """The SDPA path takes head dims the Triton attention does not (MAESTRO's is 48)."""
     check("sdpa", 1, 2, 20, 20, 48, True, 0, torch.float32, tol=1e-5, grad_tol=1e-4)
-    check("auto", 1, 2, 9, 20, 48, True, 11, torch.float32, tol=1e-5, grad_tol=1e-4)
+    check("sdpa", 1, 2, 9, 20, 48, True, 11, torch.float32, tol=1e-5, grad_tol=1e-4)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("mu,no_delta", [("softplus", False), ("relu", False), ("identity", False),
+                                         ("softplus", True)])
+def test_learnable_theta_gradient_matches_reference(mu, no_delta, impl):
+    """theta a leaf that requires grad: the epilogue's dtheta (the position-weighted sums of the queries' and the
+    keys' -dL/dphi) against autograd through the float64 reference; grouped kv heads, Tq < Tk with q_offset > 0,
+    rows past a tile, each mu, with and without delta."""
+    check(impl, 2, 4, 9, 20, 32, True, 11, torch.float32, tol=1e-5, grad_tol=1e-4, n_kv_head=2, mu=mu,
+          no_delta=no_delta, learn_theta=True)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_learnable_theta_far_positions_and_bf16(impl):
+    """dtheta with queries at positions ~1e5 (the position weights large, in fp32 sums) and in bf16."""
+    check(impl, 1, 2, 4, 24, 64, True, 100000, torch.float32, tol=1e-5, grad_tol=1e-4, learn_theta=True)
+    check(impl, 1, 2, 30, 30, 64, True, 0, torch.bfloat16, tol=2e-2, grad_tol=3e-2, n_kv_head=1, learn_theta=True)
+
+
+@pytest.mark.parametrize("learn", [False, True])
+def test_theta_gradient_work_only_when_asked(learn, monkeypatch):
+    """The epilogue is asked for dtheta only when theta requires grad (plain PoPE: its frequencies a buffer, no
+    extra work, no gradient); and for ddelta only when delta requires grad."""
+    asked = []
+    backward = pope_kernel.cartesian_backward
+    monkeypatch.setattr(pope_kernel, "cartesian_backward", lambda *a: asked.append(a[-2:]) or backward(*a))
+    q, k, v, delta = (x.requires_grad_() for x in make_inputs(1, 2, 8, 8, 32, torch.float32))
+    theta = pope_frequencies(32, device=DEVICE).float().requires_grad_(learn)
+    fast(q, k, v, delta, theta=theta, impl="sdpa").sum().backward()
+    assert asked == [(True, learn)] and (theta.grad is not None) == learn
+    fast(q, k, v, delta.detach(), theta=theta.detach(), impl="sdpa").sum().backward()
+    assert asked[1] == (False, False)
+
+
+def test_kernel_files_import_nothing_from_model():
+    """The kernel files stand alone: no import of model.py (pope_decode.py may take pope_kernel.py's names)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for name in ("pope_kernel.py", "pope_decode.py", "ce_kernel.py"):
+        tree = ast.parse(open(os.path.join(root, name)).read())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module}
+        assert "model" not in imported, name
+        assert imported <= {"math", "os", "typing", "torch", "triton", "pope_kernel"}, (name, imported)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -183,6 +241,7 @@ def test_phase_table_precision():
     """The position table at p ~ 1e5 (and ~131072) is as accurate as at p ~ 10."""
     d, base = 64, 10000.0
     cos, sin = phase_table(pope_frequencies(d, base), 131100)
+    assert cos.dtype == sin.dtype == torch.float32 and cos.is_contiguous() and sin.is_contiguous()
     theta = base ** (-torch.arange(d, dtype=torch.float64) / d)
     for p0 in (10, 100000, 131000):
         p = torch.arange(p0, p0 + 16, dtype=torch.float64)[:, None]
@@ -195,17 +254,18 @@ def test_phase_table_precision():
 
 
 @pytest.mark.parametrize("time_major", [False, True])
-def test_prologue_matches_model_cartesian(time_major):
+def test_prologue_matches_polar_form(time_major):
     """q' = [mu cos phi, mu sin phi] with phi = (q_offset + t) theta - delta and k' with phi = s theta, against
-    model.pope_polar; k has fewer heads and more positions than q (grouped-query attention, a KV cache);
+    float64 by hand; k has fewer heads and more positions than q (grouped-query attention, a KV cache);
     laid out (B, T, heads, 2d) in memory if time_major."""
     q, k, _, delta = make_inputs(2, 3, 7, 50, 32, torch.float32, seed=5, n_kv_head=1)
     theta = pope_frequencies(32, device=DEVICE)
-    qp, kp = pope_kernel.cartesian(q, k, delta, *phase_table(theta, 50), 40, time_major, "softplus")
+    qp, kp = pope_kernel.cartesian(q, k, delta, theta, *phase_table(theta, 50), 40, time_major, "softplus")
     assert qp.transpose(1, 2).is_contiguous() == time_major and qp.is_contiguous() != time_major
-    want_q = pope_polar(q.double(), torch.arange(40, 47, device=DEVICE), theta, delta.double())
-    want_k = pope_polar(k.double(), torch.arange(50, device=DEVICE), theta)
-    assert rel_err(qp, want_q) < 1e-6 and rel_err(kp, want_k) < 1e-6
+    polar = lambda x, phi: torch.cat([F.softplus(x.double()) * phi.cos(), F.softplus(x.double()) * phi.sin()], -1)
+    pos = torch.arange(50, device=DEVICE, dtype=torch.float64)[:, None]
+    want_q = polar(q, pos[40:47] * theta - delta.double()[:, None, :])
+    assert rel_err(qp, want_q) < 1e-6 and rel_err(kp, polar(k, pos * theta)) < 1e-6
 
 
 @pytest.mark.parametrize("impl, d", [("sdpa", 48), ("triton", 32)])  # q', k' time-major / contiguous
@@ -230,19 +290,21 @@ def test_noncontiguous_inputs(impl):
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("no_delta", [False, True])
-def test_torch_compile_one_graph(impl, no_delta):
-    """The ops are opaque to dynamo: one graph, no break at attention; compiled grads equal eager ones. The tables
-    are built before, as a model's are."""
+@pytest.mark.parametrize("case", ["delta", "no_delta", "learn_theta"])
+def test_torch_compile_one_graph(impl, case):
+    """The ops are opaque to dynamo: one graph, no break at attention (the phase tables built inside); compiled
+    grads equal eager ones, a learnable theta's among them."""
     q, k, v, delta = (x.requires_grad_() for x in make_inputs(1, 4, 16, 16, 32, torch.float32, n_kv_head=2))
-    cos, sin = phase_table(pope_frequencies(32, device=DEVICE), 16)
-    attend = functools.partial(pope_kernel.pope_attention_fast, cos=cos, sin=sin, impl=impl)
-    if no_delta:  # the ablation: no delta, mu = relu(x)
-        fn = lambda q, k, v: attend(q * 2, k, v, None, mu="relu").square().sum()
+    theta = pope_frequencies(32, device=DEVICE).float().requires_grad_(case == "learn_theta")
+    attend = functools.partial(pope_kernel.pope_attention_fast, impl=impl)
+    if case == "no_delta":  # the ablation: no delta, mu = relu(x)
+        fn = lambda q, k, v: attend(q * 2, k, v, None, theta, mu="relu").square().sum()
         inputs = (q, k, v)
     else:
-        fn = lambda q, k, v, delta: attend(q * 2, k, v, delta.clamp(-2 * math.pi, 0)).square().sum()
-        inputs = (q, k, v, delta)
+        fn = lambda q, k, v, delta, theta: attend(q * 2, k, v, delta.clamp(-2 * math.pi, 0), theta).square().sum()
+        inputs = (q, k, v, delta, theta) if case == "learn_theta" else (q, k, v, delta)
+        if case == "delta":
+            fn = functools.partial(fn, theta=theta)
     explain = torch._dynamo.explain(fn)(*inputs)
     assert explain.graph_count == 1 and explain.graph_break_count == 0, explain.break_reasons
     eager = torch.autograd.grad(fn(*inputs), inputs)
@@ -252,25 +314,26 @@ def test_torch_compile_one_graph(impl, no_delta):
 
 
 @pytest.mark.parametrize("time_major", [False, True])
-@pytest.mark.parametrize("mu,no_delta", [("softplus", False), ("relu", True)])
-def test_custom_op_registrations(time_major, mu, no_delta):
-    """Schema, fake (meta) implementation (its strides too) and autograd registration of the prologue op."""
+@pytest.mark.parametrize("mu,no_delta,learn_theta", [("softplus", False, False), ("relu", True, True),
+                                                     ("identity", False, True)])
+def test_custom_op_registrations(time_major, mu, no_delta, learn_theta):
+    """Schema, fake (meta) implementation (its strides too) and autograd registration of the prologue op, with a
+    theta that requires grad (dtheta) or not."""
     q, k, delta = (torch.randn(*shape, device=DEVICE, requires_grad=True) for shape in ((1, 2, 5, 32), (1, 1, 9, 32),
                                                                                       (2, 32)))
-    cos, sin = phase_table(pope_frequencies(32, device=DEVICE), 9)
+    theta = pope_frequencies(32, device=DEVICE).float().requires_grad_(learn_theta)
+    cos, sin = phase_table(theta.detach(), 9)
     torch.library.opcheck(torch.ops.pope.cartesian.default,
-                          (q, k, None if no_delta else delta, cos, sin, 3, time_major, mu))
+                          (q, k, None if no_delta else delta, theta, cos, sin, 3, time_major, mu))
 
 
 @pytest.mark.parametrize("case", ["head_dim_triton", "head_dim_large", "dtype_mismatch", "ndim", "kv_shape",
-                                  "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "impl", "mu",
-                                  "too_large", "tables_short", "tables_dtype", "tables_device", "no_tables"])
+                                  "tq_gt_tk", "delta_shape", "q_offset", "int_dtype", "kv_heads", "no_kv_heads",
+                                  "impl", "impl_auto", "mu", "too_large", "theta_shape", "theta_dtype",
+                                  "theta_device", "no_theta", "delta_type"])
 def test_rejects_unsupported_input(case):
     q, k, v, delta = make_inputs(1, 2, 8, 8, 32, torch.float32)
     kw = {}
-    cos, sin = phase_table(pope_frequencies(32, device=DEVICE), 8)  # (the tables cases)
-    tables = {"tables_short": (cos[:7], sin[:7]), "tables_dtype": (cos.double(), sin.double()),
-              "tables_device": (cos.to("meta"), sin.to("meta")), "no_tables": (None, None)}
     if case == "head_dim_triton":
         q, k, v, delta = make_inputs(1, 2, 8, 8, 48, torch.float32)
         kw = dict(impl="triton")
@@ -290,8 +353,14 @@ def test_rejects_unsupported_input(case):
         q, k, v = (x.long() for x in (q, k, v))
     elif case == "kv_heads":
         q, k, v, delta = make_inputs(1, 4, 8, 8, 32, torch.float32, n_kv_head=3)
+    elif case == "no_kv_heads":
+        k, v = k[:, :0], v[:, :0]
     elif case == "impl":
         kw = dict(impl="flash")
+    elif case == "impl_auto":  # the model, not the kernel, picks the path
+        kw = dict(impl="auto")
+    elif case == "delta_type":
+        delta = delta.tolist()
     elif case == "mu":
         kw = dict(mu="gelu")
     elif case == "q_offset":
@@ -299,14 +368,16 @@ def test_rejects_unsupported_input(case):
     elif case == "too_large":  # q' of 64 x 12 x 16384 x 256 bf16 (6.4 GB) is past 32-bit offsets; no memory on "meta"
         q, k, v = (torch.empty(64, 12, 16384, 128, dtype=torch.bfloat16, device="meta") for _ in range(3))
         delta = torch.empty(12, 128, device="meta")
-    match = {"too_large": "q .* 32-bit", "tables_short": "cos, sin must be the phase tables of 8 positions",
-             "tables_dtype": "cos, sin must be the phase tables", "tables_device": "all inputs must be on one device",
-             "no_tables": "cos must be a torch.Tensor"}.get(case, "")
+    theta = pope_frequencies(q.shape[-1], device=q.device)
+    thetas = {"theta_shape": theta[:31], "theta_dtype": torch.arange(32, device=DEVICE),
+              "theta_device": theta.to("meta"), "no_theta": None}
+    match = {"too_large": "q .* 32-bit", "theta_shape": r"theta must be the d frequencies, .* \(32,\); got",
+             "theta_dtype": "theta must be the d frequencies", "theta_device": "all inputs must be on one device",
+             "no_theta": "theta must be a torch.Tensor, got NoneType", "impl_auto": "impl='auto'; choose one of",
+             "no_kv_heads": "empty input", "delta_type": r"delta must be a torch.Tensor, got list \(or None"
+             }.get(case, "")
     with pytest.raises(ValueError, match="pope_attention_fast: " + match):
-        if case in tables:
-            pope_kernel.pope_attention_fast(q, k, v, delta, *tables[case])
-        else:
-            fast(q, k, v, delta, **kw)
+        pope_kernel.pope_attention_fast(q, k, v, delta, thetas.get(case, theta), **kw)
 
 
 @pytest.mark.skipif(not pope_kernel.INTERPRET, reason="only meaningful on the CPU interpreter")

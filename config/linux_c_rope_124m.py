@@ -1,0 +1,4 @@
+# The Linux C study at another size with RoPE: config/linux_c_pope_124m.py with pos_emb='rope'.
+exec(open('config/linux_c_pope_124m.py').read())  # its settings, then the changes below
+out_dir = 'out-linux-c-rope-124m'
+pos_emb = 'rope'

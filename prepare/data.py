@@ -1,0 +1,154 @@
+"""
+A prepared data set as train.py, sample.py and eval/ read it (prepare/common.py writes it):
+    data/<name>/train.bin, val.bin, test.bin   token ids (a numpy memmap, no header); a split may
+                                               be missing
+    data/<name>/meta.json    vocab_size, dtype, kind ("stream", or "examples": rows of row_len
+                             padded with pad_id), tokenizer ("gpt2"; "itos" with itos and sep; a
+                             GGUF model's: prepare/bpe.py), eot, source, tokens {split: count}
+`open_data` checks every split against meta.json before a step runs and names the command that
+makes the data set again (`remake_command`); two data sets are made on first use
+(`make_on_first_use`). Scripts are called by their module names: none is imported here.
+"""
+
+import functools
+import importlib
+import json
+import os
+
+import numpy as np
+
+from prepare.bpe import PACKAGED_GGUF
+
+SPLITS = ('train', 'val', 'test')
+
+
+def open_data(dataset):
+    """(meta, {split: its tokens (a memmap), or None where it is missing}) of data/<dataset>; a
+    missing, damaged or foreign data set stops with one line naming the command that remakes it."""
+    data_dir, remake = os.path.join('data', dataset), remake_command(dataset)
+    meta_path = os.path.join(data_dir, 'meta.json')
+    if not os.path.exists(meta_path):
+        raise SystemExit(f"no data in {data_dir}: run `{remake}` first (see the README, Reproduce "
+                         "the paper)")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        examples = meta['kind'] == 'examples'
+        vocab_size, dtype = meta['vocab_size'], np.dtype(meta['dtype'])
+        row, _ = (meta['row_len'], meta['pad_id']) if examples else (1, None)  # tokens a row
+    except (ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"{meta_path} is damaged or incomplete ({type(err).__name__}: {err}): "
+                         f"run `{remake}` again")
+
+    def read_split(path):
+        """A split's tokens, checked against meta.json: its size, and its ids (all, or past 2^24
+        tokens 256 stretches of 2^16 spread over the file: another dtype or vocabulary shows)."""
+        n_bytes, counted = os.path.getsize(path), meta.get('tokens', {}).get(
+            os.path.basename(path)[:-len('.bin')])
+        n, tokens, problem = n_bytes // dtype.itemsize, None, None
+        if n_bytes % (dtype.itemsize * row):
+            problem = f"{n_bytes} bytes, not a whole number of " + (
+                f"{row}-token rows" if examples else "tokens")
+        elif counted is not None and n != counted:
+            problem = f"{n:,} tokens where meta.json says {counted:,}"
+        else:
+            tokens = np.memmap(path, dtype=dtype, mode='r') if n else np.zeros(0, dtype)
+            seen = tokens if n <= 1 << 24 else np.concatenate(
+                [tokens[i:i + 65536] for i in np.linspace(0, n - 65536, 256, dtype=np.int64)])
+            top = int(seen.max()) if n else 0
+            problem = f"token id {top} where the vocabulary has {vocab_size}" \
+                if top >= vocab_size else None
+        if problem:
+            raise SystemExit(f"{path} holds {problem} ({dtype} tokens): the data is damaged or of "
+                             f"another preparation; run `{remake}` again")
+        return tokens
+
+    paths = {split: os.path.join(data_dir, f'{split}.bin') for split in SPLITS}
+    return meta, {s: read_split(p) if os.path.exists(p) else None for s, p in paths.items()}
+
+
+def make_on_first_use(dataset):
+    """data/<dataset> for the data sets made in seconds on first use, when it is missing: an
+    indirect-indexing variant (generated) and shakespeare_char (from prepare/texts/)."""
+    data_dir = os.path.join('data', dataset)
+    if os.path.exists(os.path.join(data_dir, 'meta.json')):
+        return
+    if dataset in _variants():
+        importlib.import_module('prepare.indirect_indexing').prepare(data_dir, variant=dataset)
+    elif dataset == 'shakespeare_char':
+        importlib.import_module('prepare.shakespeare_char').prepare(data_dir)
+
+
+def remake_command(dataset):
+    """The command that makes (or remakes) data/<dataset>."""
+    if dataset in _variants():
+        return f"python -m prepare.indirect_indexing --variant={dataset}"
+    script, tokenizer = dataset_script(dataset)
+    source = {'genome': ' --source=hg38.fa.gz', 'maestro': ' --source=maestro-v3.0.0/'}  # needed
+    return f"python -m prepare.{script}{source.get(script, '')}" + (
+        '' if tokenizer == 'gpt2' else f" --tokenizer={tokenizer}")
+
+
+def _variants():
+    """The data sets of prepare/indirect_indexing.py, each a --variant of it."""
+    return importlib.import_module('prepare.indirect_indexing').VARIANTS
+
+
+def dataset_script(dataset):
+    """(script, tokenizer) that make data/<dataset>: prepare/<script>.py, --tokenizer=<tokenizer>
+    for <script>_<tag> in a packaged GGUF model's tokens (common.data_dir), else 'gpt2' (or the
+    script's own tokens)."""
+    for short, pkg in PACKAGED_GGUF.items():
+        script = dataset.removesuffix('_' + pkg['tag'])
+        if script != dataset and os.path.isfile(os.path.join(os.path.dirname(__file__), script
+                                                             + '.py')):
+            return script, short
+    return dataset, 'gpt2'
+
+
+def read_meta(data_dir):
+    with open(os.path.join(data_dir, 'meta.json'), encoding='utf-8') as f:
+        return json.load(f)
+
+
+def read_tokens(path, dtype=None):
+    """The token ids of a .bin as a read-only memmap, in dtype, else in its meta.json's."""
+    made = "make the data with `python -m prepare.<name>`"
+    if not os.path.isfile(path):
+        raise SystemExit(f"{path}: no such file; {made}")
+    if dtype is None:
+        data_dir = os.path.dirname(os.path.abspath(path))
+        if not os.path.exists(os.path.join(data_dir, 'meta.json')):
+            raise SystemExit(f"{path}: no meta.json beside it; {made}")
+        dtype = read_meta(data_dir)['dtype']
+    size = os.path.getsize(path)
+    if size % np.dtype(dtype).itemsize:
+        raise SystemExit(f"{path}: {size} bytes, not a whole number of {dtype} tokens: the file is "
+                         "damaged; make the data again")
+    return np.memmap(path, dtype=dtype, mode='r') if size else np.zeros(0, dtype)  # (no empty map)
+
+
+def example_batch(rows, pad_id, all_tokens=False):
+    """Inputs and next-token targets of padded example rows (kind 'examples', a (B, row_len) integer
+    tensor, padded on either side): each row's last real token, the other targets -1 (ignored);
+    with all_tokens every next token but the padding."""
+    rows = rows.long()
+    x, nxt = rows[:, :-1], rows[:, 1:]
+    if all_tokens:
+        return x, nxt.masked_fill(nxt == pad_id, -1)
+    real = rows != pad_id
+    last = rows.shape[1] - 1 - real.flip(1).int().argmax(1, keepdim=True)  # the last real token
+    return x, nxt.new_full(nxt.shape, -1).scatter_(1, last - 1, rows.gather(1, last))
+
+
+def pass_rows(n, seed, draws):
+    """The rows of a split of n rows taken at draw numbers `draws` (an int array) when each pass
+    over the split is a new permutation, from (*seed, pass) alone: no row twice within a pass."""
+    passes, places = np.divmod(draws, n)
+    return np.array([_pass_order(n, tuple(seed), p)[i] for p, i in zip(passes, places)],
+                    dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=2)
+def _pass_order(n, seed, epoch):
+    return np.random.default_rng((*seed, epoch)).permutation(n)
