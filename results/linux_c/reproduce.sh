@@ -20,9 +20,10 @@
 # beginning.
 # ARM may also name a model size, <pope|rope>-<16m|124m>_s<seed>
 # (config/linux_c_<pope|rope>_<size>.py: 4 x 256 and 12 x 768; the plain names are 8 x 512, ~51M
-# parameters): pre-trained and scored, no fine-tune. Or one of the paper's PoPE ablations, pope-<nosoftplus|relu|nodelta>_s<seed> (mu = x,
-# mu = relu(x), no delta: config/owt_pope_no_softplus.py, _relu.py, _no_delta.py): pre-trained and
-# scored as PoPE, no fine-tune.
+# parameters): pre-trained and scored, no fine-tune. Or one of the paper's PoPE ablations,
+# pope-<nosoftplus|relu|nodelta>_s<seed> (mu = x, mu = relu(x), no delta:
+# config/owt_pope_no_softplus.py, _relu.py, _no_delta.py): pre-trained and scored as PoPE, no
+# fine-tune.
 # WINDOWS=documents scores inside documents alone (the default also scores across them: "documents
 # stream"). FINETUNE=0 ends the arms it starts once their pre-trained model is scored (no
 # fine-tune; the arm counts as done).
