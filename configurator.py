@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import torch
 
 from model import ABSOLUTE, WEIGHT_DECAY_ON, GPTConfig
-from prepare.common import SPLITS, remake_command
+from prepare.data import SPLITS, remake_command
 
 # keys of this command and machine, never taken from a checkpoint; and those resume may not change
 MACHINE = ('backend', 'device', 'dtype', 'compile', 'cuda_graph', 'attn_impl')

@@ -28,7 +28,7 @@ import pretrained
 from checkpoint import RunFolder, read_checkpoint
 from eval import autocast
 from model import GPT, GPTConfig
-from prepare.common import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
+from prepare.data import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
 
 # -----------------------------------------------------------------------------
 # default config: the paper's indirect-indexing run with PoPE
