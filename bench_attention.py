@@ -16,7 +16,6 @@ import functools
 import math
 import os
 import sys
-from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -98,9 +97,7 @@ def run_table():
             r["triton"] = bench(lambda: PATHS["triton"](*xs), xs)
             default_backend.append(f"d{d}/T{T} {ms(bench(lambda: PATHS['hybrid'](*xs), xs))}")
             flops = {n: (14 if n == "rope" else 22) * B * H * T * T * d / 2 for n in r}  # causal
-            # the path the model runs here: model.pope_path's answer, else the rule it had
-            path = (model.pope_path(q.device, DTYPE, d, T) if hasattr(model, "pope_path")
-                    else "triton" if d == 64 and T <= pope_kernel.SHORT_T else "sdpa")
+            path = model.pope_path('auto', q)  # the path the model runs here
             print(f"| {d} | {T} | {B} | " + " | ".join(ms(r[n]) for n in r)
                   + f" | {ratio(r['hybrid'], r['rope'])} | {ratio(r['triton'], r['rope'])} "
                   f"| {r['hybrid'][1] / r['expanded'][1]:.2f}x | "
@@ -155,10 +152,9 @@ def run_compile():
     idx = torch.randint(0, 512, (4, 256), device="cuda")
     for (name, attend), impl in zip(PATHS.items(), ("sdpa", "triton")):
         gpt = model.GPT(cfg).cuda()
-        for block in gpt.h:  # pin the path (read by the model as attn.impl, or from pope_path)
-            block.attn.impl = impl
-        pin = mock.patch.object(model, "pope_path", lambda *args, **kw: impl, create=True)
-        with pin, torch.autocast("cuda", torch.bfloat16):  # compiled (fullgraph), then eager
+        for block in gpt.h:  # pin the path
+            block.attn.attn_impl = 'fused' if impl == 'sdpa' else impl
+        with torch.autocast("cuda", torch.bfloat16):  # compiled (fullgraph), then eager
             losses = [net(idx, idx)[1] for net in (torch.compile(gpt, fullgraph=True), gpt)]
         grads = [torch.autograd.grad(loss, list(gpt.parameters())) for loss in losses]
         err = max(((a - b).norm() / b.norm().clamp_min(1e-12)).item() for a, b in zip(*grads))

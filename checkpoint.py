@@ -1,7 +1,8 @@
 """
-The run folder of train.py (out_dir: ckpt.pt, best.pt, eval_log.jsonl, final.json): RunFolder locks it while the
-run lives, saves each file atomically, turns a failed save or a Ctrl-C into one line that says what is kept and how
-to go on, and repairs a resumed run's log. read_checkpoint and load_checkpoint read a ckpt.pt back.
+The run folder of train.py (out_dir: ckpt.pt, best.pt, eval_log.jsonl, final.json): RunFolder locks
+it while the run lives, saves each file atomically, turns a failed save or a Ctrl-C into one line
+that says what is kept and how to go on, and repairs a resumed run's log. read_checkpoint and
+load_checkpoint read a ckpt.pt back.
 """
 
 import fcntl
@@ -23,88 +24,119 @@ from model import GPT, GPTConfig
 
 
 def read_checkpoint(path, device='cpu'):
-    """The dict of a train.py ckpt.pt (or best.pt); one clear line when the file is not one, or holds a model this
-    version cannot build."""
+    """The dict of a train.py ckpt.pt (or best.pt); one clear line when the file is not one, or
+    holds a model this version cannot build."""
     if not os.path.isfile(path):
         raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
     if path.endswith('.gguf'):
-        raise SystemExit(f"{path} is a GGUF model file, not a train.py checkpoint: give it as --init_from={path}")
+        raise SystemExit(f"{path} is a GGUF model file, not a train.py checkpoint: give it as "
+                         f"--init_from={path}")
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=False)
+        ckpt = torch.load(path, map_location=device, weights_only=True)  # (runs no code)
     except Exception as err:  # empty, truncated, or not a torch file at all
-        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): "
-                         "it may be cut short; train again, or use another one (best.pt, ckpt.pt)")
+        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): it may be "
+                         "cut short; train again, or use another one (best.pt, ckpt.pt)")
     if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
-        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
+        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args "
+                         "and meta)")
     unknown = sorted(set(ckpt['model_args']) - {f.name for f in fields(GPTConfig)})
     if unknown:
-        raise SystemExit(f"{path}: its model_args name {', '.join(unknown)}, which this model.py does not have (a "
-                         "checkpoint of another version): use that version's code, or train again")
+        raise SystemExit(f"{path}: its model_args name {', '.join(unknown)}, which this model.py "
+                         "does not have (a checkpoint of another version): use that version's "
+                         "code, or train again")
     return ckpt
 
 
 def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale, attn_impl...). One
-    line when its model_args do not make a model or its weights do not fit it."""
+    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale,
+    attn_impl...). One line when its model_args do not make a model or its weights do not fit it."""
     ckpt = read_checkpoint(path)
     args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
     try:
         model = GPT(GPTConfig(**args))
         model.load_state_dict(ckpt['model'])
-    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:  # as train.py catches them
+    except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:
+        why = ' '.join(str(err).split())[:300]
         raise SystemExit(f"{path}: its weights do not fit the model its model_args describe "
-                         f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again") from None
+                         f"({why}): use another checkpoint, or train again") from None
     model.project_delta()  # as train.py keeps it
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
 
 
-RESUME_KEYS = ('model', 'model_args', 'optimizer', 'iter_num', 'best_val_loss', 'rng')  # what init_from='resume' reads
+# what init_from='resume' reads
+RESUME_KEYS = ('model', 'model_args', 'optimizer', 'iter_num', 'best_val_loss', 'rng')
 
 
 class RunFolder:
-    """out_dir of one run; resume_flags: the flags of this command that going on from it needs (its machine's)."""
+    """out_dir of one run; resume_flags: the flags of this command that going on from it needs (its
+    machine's)."""
 
     def __init__(self, out_dir, resume_flags=()):
         if not out_dir.strip():
             sys.exit("out_dir is empty: name the run's folder, e.g. --out_dir=out-myrun")
         self.out_dir, self.resume_flags = out_dir, list(resume_flags)
-        self.files = [os.path.join(out_dir, f) for f in ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')]
-        self.ckpt, self.best, self.log, self.final = self.files
-        self.launch = ['python']  # how the run was started (torchrun for DDP), for the command that goes on
+        names = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')
+        self.files = [os.path.join(out_dir, f) for f in names]
+        self.ckpt, self.best, self.log_path, self.final = self.files
+        self.records = []  # eval_log.jsonl's records
+        # how the run was started (torchrun for DDP), for the command that goes on
+        self.launch = ['python']
         self.master = True  # the process that writes the files (DDP: rank 0)
         self.saved_iter = None  # the iteration of this run's ckpt.pt on disk, once there is one
-        self.lock = None  # out_dir/train.lock, held by this run (flock: until its process ends, however it ends)
-        self.files_seen = {}  # data file -> (inode, size, mtime) when the run first read it (check_unchanged)
-        self.saving = self.ctrl_c_waiting = False  # a Ctrl-C during ckpt.pt's save and saved_iter's update waits
+        # out_dir/train.lock, held by this run (flock: until its process ends, however it ends)
+        self.lock = None
+        # data file -> (inode, size, mtime) when the run first read it (check_unchanged)
+        self.files_seen = {}
+        # a Ctrl-C during ckpt.pt's save and saved_iter's update waits for them
+        self.saving = self.ctrl_c_waiting = False
+
+    def open(self, refuse_earlier_run):
+        """Before anything runs: an out_dir that exists is locked for this run (a new one is made
+        only when training starts: a run that stops before leaves nothing behind); a run that would
+        replace an earlier one's checkpoints (refuse_earlier_run) stops; Ctrl-C and SIGTERM end the
+        run with one line that says what is kept."""
+        if self.master and os.path.isdir(self.out_dir):
+            self.take_lock()
+        if refuse_earlier_run and (os.path.exists(self.ckpt) or os.path.exists(self.best)):
+            sys.exit(f"{self.out_dir} holds the checkpoint of an earlier run: continue it with "
+                     "--init_from=resume (and a larger --max_iters if it has finished), choose "
+                     "another --out_dir, or replace it with --overwrite=True")
+        signal.signal(signal.SIGINT, self.interrupted)
+        signal.signal(signal.SIGTERM, self.interrupted)
 
     def take_lock(self):
-        """Lock out_dir for this run (made if new); a second run into it stops with one line naming this one. A
-        data set's folder (meta.json) or a source checkout (.git) is refused: a new run would mix its files in."""
+        """Lock out_dir for this run (made if new); a second run into it stops with one line naming
+        this one. A data set's folder (meta.json) or a source checkout (.git) is refused: a new run
+        would mix its files in."""
         for marker, what in (('meta.json', 'a data set'), ('.git', 'a source checkout')):
             if os.path.exists(os.path.join(self.out_dir, marker)):
-                sys.exit(f"out_dir={self.out_dir!r} is {what}'s folder (it holds {marker}): choose a folder of its "
-                         "own, e.g. --out_dir=out-myrun")
+                sys.exit(f"out_dir={self.out_dir!r} is {what}'s folder (it holds {marker}): choose "
+                         "a folder of its own, e.g. --out_dir=out-myrun")
         try:
             os.makedirs(self.out_dir, exist_ok=True)
             self.lock = open(os.path.join(self.out_dir, 'train.lock'), 'a+')
         except OSError as err:
-            sys.exit(f"out_dir={self.out_dir!r}: cannot write there ({err.strerror}): choose another --out_dir")
+            sys.exit(f"out_dir={self.out_dir!r}: cannot write there ({err.strerror}): choose "
+                     "another --out_dir")
         try:
             fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self.lock.seek(0)
-            sys.exit(f"{self.out_dir} is in use by another run ({self.lock.read().strip() or 'starting'}): let it "
-                     "finish, or choose another --out_dir")
+            other = self.lock.read().strip() or 'starting'
+            sys.exit(f"{self.out_dir} is in use by another run ({other}): let it finish, or choose "
+                     "another --out_dir")
         self.lock.seek(0)
         self.lock.truncate()
-        self.lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M')}: "
+        since = time.strftime('%Y-%m-%d %H:%M')
+        self.lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {since}: "
                         f"{shlex.join(sys.argv)}\n")
         self.lock.flush()
 
     def start_from(self, init_from, read=read_checkpoint):
-        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'), read by read(path),
-        its path at 'path'; a fine-tune may not start from a file of out_dir, which it replaces."""
+        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'),
+        read by read(path), its path at 'path'; a fine-tune may not start from a file of out_dir,
+        which it replaces."""
         if init_from == 'scratch':
             return None
         path = self.ckpt if init_from == 'resume' else init_from
@@ -112,47 +144,53 @@ class RunFolder:
         if init_from == 'resume':
             missing = [k for k in RESUME_KEYS if k not in checkpoint]
             if missing:
-                sys.exit(f"{path} lacks {', '.join(missing)}, which going on with a run needs (a checkpoint of weights "
-                         f"alone?): fine-tune from it with --init_from={path} and a new out_dir")
+                sys.exit(f"{path} lacks {', '.join(missing)}, which going on with a run needs (a "
+                         f"checkpoint of weights alone?): fine-tune from it with "
+                         f"--init_from={path} and a new out_dir")
             self.saved_iter = checkpoint['iter_num']
         elif os.path.realpath(path) in map(os.path.realpath, self.files):
-            sys.exit(f"init_from={init_from} is a file of out_dir={self.out_dir}, which a new run there replaces: "
-                     "fine-tune into another --out_dir (or go on with that run: --init_from=resume)")
+            sys.exit(f"init_from={init_from} is a file of out_dir={self.out_dir}, which a new run "
+                     "there replaces: fine-tune into another --out_dir (or go on with that run: "
+                     "--init_from=resume)")
         return {**checkpoint, 'path': path}
 
-    def refuse_earlier_run(self, refuse):
-        """A run that would replace the checkpoints of an earlier one (refuse: neither resumed nor overwrite) stops."""
-        if refuse and (os.path.exists(self.ckpt) or os.path.exists(self.best)):
-            sys.exit(f"{self.out_dir} holds the checkpoint of an earlier run: continue it with --init_from=resume "
-                     f"(and a larger --max_iters if it has finished), choose another --out_dir, or replace it with "
-                     f"--overwrite=True")
-
-    def start(self, new):
-        """The run starts training: out_dir locked (made if new), and for a new run the files of an earlier one gone."""
+    def start(self, new, iter_num=0):
+        """The run starts training: out_dir locked (made if need be); a new run removes an earlier
+        one's files, a resumed one keeps its log's records before iter_num."""
         if self.lock is None:
             self.take_lock()
         for path in self.files if new else ():
             if os.path.exists(path):
                 os.remove(path)
+        self.records = [] if new else [json.loads(line) for line in self.log_before(iter_num)]
+
+    def log(self, record):
+        """An evaluation's record appended to eval_log.jsonl, the file rewritten whole,
+        atomically."""
+        self.records.append(record)
+        text = ''.join(json.dumps(r) + '\n' for r in self.records)
+        self.save(self.log_path, lambda tmp: pathlib.Path(tmp).write_text(text))
 
     def last_good(self):
         """Where the run's last good state is, and the command that goes on from it."""
         if self.saved_iter is None:
             return "no checkpoint of this run was saved"
-        again = shlex.join(self.launch + ['train.py', f'--out_dir={self.out_dir}', '--init_from=resume']
-                           + self.resume_flags)  # the rest comes from the checkpoint
+        again = shlex.join(self.launch + ['train.py', f'--out_dir={self.out_dir}',
+                                          '--init_from=resume'] + self.resume_flags)
         return f"{self.ckpt} (iter {self.saved_iter}) is intact; go on with: {again}"
 
     def save(self, path, write):
-        """write(path + '.tmp'), then rename it to path: a crash mid-save leaves the previous file whole. A write
-        that fails (a full disk, no permission) stops the run with one line and leaves no partial file."""
+        """write(path + '.tmp'), then rename it to path: a crash mid-save leaves the previous file
+        whole. A write that fails (a full disk, no permission) stops the run with one line and
+        leaves no partial file."""
         try:
             write(path + '.tmp')
             os.replace(path + '.tmp', path)
-        except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError ("unexpected pos")
+        except (OSError, RuntimeError) as err:  # (torch.save's full disk: a RuntimeError)
             with suppress(OSError):
                 os.remove(path + '.tmp')
-            why = err.strerror if isinstance(err, OSError) else ' '.join(str(err).split())[:100] + ': is the disk full?'
+            why = err.strerror if isinstance(err, OSError) else \
+                ' '.join(str(err).split())[:100] + ': is the disk full?'
             sys.exit(f"could not write {path} ({why}): stopping; {self.last_good()}")
 
     def save_checkpoint(self, ckpt, is_best):
@@ -166,22 +204,27 @@ class RunFolder:
             self.save(self.best, lambda tmp: shutil.copyfile(self.ckpt, tmp))
 
     def check_unchanged(self, tokens):
-        """Stops with one line if the file behind the memmap tokens was cut short, rewritten or replaced since it was
-        opened (reading past its new end would end the process with a bus error)."""
+        """Stops with one line if the file behind the memmap tokens was cut short, rewritten or
+        replaced since it was opened (reading past its new end would end the process with a bus
+        error)."""
         st = os.stat(tokens.filename)
         seen = self.files_seen.setdefault(tokens.filename, (st.st_ino, st.st_size, st.st_mtime_ns))
         if (st.st_ino, st.st_size, st.st_mtime_ns) != seen:
-            sys.exit(f"{tokens.filename} changed while the run read it (now {st.st_size} bytes, {seen[1]} when it "
-                     f"began): make the data again, and let it be while a run reads it; {self.last_good()}")
+            sys.exit(f"{tokens.filename} changed while the run read it (now {st.st_size} bytes, "
+                     f"{seen[1]} when it began): make the data again, and let it be while a run "
+                     f"reads it; {self.last_good()}")
 
     def stop(self, why):
-        """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep the last good one."""
-        sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data ({self.last_good()})")
+        """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep
+        the last good one."""
+        sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data "
+                 f"({self.last_good()})")
 
     def interrupted(self, signum, frame):
-        """Ctrl-C: one line that says what is kept, no traceback, no partial file. During ckpt.pt's save the first
-        Ctrl-C waits for it, so that the line names the file on disk (a second one stops at once). The exit status is
-        the shell's for the signal: 130 for Ctrl-C, 143 for SIGTERM."""
+        """Ctrl-C: one line that says what is kept, no traceback, no partial file. During ckpt.pt's
+        save the first Ctrl-C waits for it, so that the line names the file on disk (a second one
+        stops at once). The exit status is the shell's for the signal: 130 for Ctrl-C, 143 for
+        SIGTERM."""
         if self.saving and not self.ctrl_c_waiting:
             self.ctrl_c_waiting = True
             return
@@ -193,34 +236,44 @@ class RunFolder:
         sys.exit(128 + signum)
 
     def log_before(self, iter_num):
-        """eval_log.jsonl's lines before iter_num (a resumed run's log goes on); a cut-off last one dropped, noted."""
-        if not os.path.exists(self.log):
+        """eval_log.jsonl's lines before iter_num (a resumed run's log goes on); a cut-off last one
+        dropped, noted."""
+        if not os.path.exists(self.log_path):
             return []
-        kept, lines = [], [line for line in open(self.log).read().splitlines() if line.strip()]
+        lines = [line for line in open(self.log_path).read().splitlines() if line.strip()]
+        kept = []
         for i, line in enumerate(lines):
             try:
                 if json.loads(line)['iter'] < iter_num:
                     kept.append(line)
             except ValueError:
                 if i < len(lines) - 1:
-                    sys.exit(f"{self.log}: line {i + 1} is not JSON: repair or delete it, then resume again")
-                print(f"{self.log}: its last line is cut short, dropped: {line[:60]!r}")
+                    sys.exit(f"{self.log_path}: line {i + 1} is not JSON: repair or delete it, "
+                             "then resume again")
+                print(f"{self.log_path}: its last line is cut short, dropped: {line[:60]!r}")
         return kept
 
     def finish(self, final, examples, eval_iters, max_iters, ctx_lengths):
-        """final.json written, and the end of the run in words: which numbers are which, and where the files are."""
-        self.save(self.final, lambda tmp: pathlib.Path(tmp).write_text(json.dumps(final, indent=1)))
-        scores = [f"{k} {final[k]:.4f}" for k in ('val_loss', 'val_acc', 'test_loss', 'test_acc') if k in final]
+        """final.json written, and the end of the run in words: which numbers are which, and where
+        the files are."""
+        text = json.dumps(final, indent=1)
+        self.save(self.final, lambda tmp: pathlib.Path(tmp).write_text(text))
+        scores = [f"{k} {final[k]:.4f}" for k in ('val_loss', 'val_acc', 'test_loss', 'test_acc')
+                  if k in final]
         early_stop = final.get('early_stop', {}).get('reason')
         print(f"done: {final['iter']} iterations in {final['minutes']:.1f} minutes"
               + (f", stopped early ({early_stop}; max_iters={max_iters})" if early_stop else ""))
-        note = "" if examples else f" (the log lines' val_loss: an estimate on eval_iters={eval_iters} batches)"
-        print(f"final.json, the {final['weights']} weights (iter {final['weights_of_iter']}) on the whole splits: "
-              f"{', '.join(scores)}{note}")
+        note = "" if examples else \
+            f" (the log lines' val_loss: an estimate on eval_iters={eval_iters} batches)"
+        print(f"final.json, the {final['weights']} weights (iter {final['weights_of_iter']}) on "
+              f"the whole splits: {', '.join(scores)}{note}")
         if ctx_lengths:
-            block_size = final['block_size']
-            print('val loss at context | ' + ' | '.join(f"{f'{L // block_size}x = {L}':>10s}" for L in ctx_lengths)
-                  + '\n                    | ' + ' | '.join(f"{final[f'val_loss_ctx{L}']:10.4f}" for L in ctx_lengths))
-        files = {self.ckpt: f"the latest state, iter {self.saved_iter}", self.best: "the state of the lowest val_loss "
-                 "logged", self.log: "every evaluation", self.final: "the numbers above"}
-        print('files: ' + ', '.join(f"{path} ({what})" for path, what in files.items() if os.path.exists(path)))
+            bs = final['block_size']
+            head = ' | '.join(f"{f'{L // bs}x = {L}':>10s}" for L in ctx_lengths)
+            row = ' | '.join(f"{final[f'val_loss_ctx{L}']:10.4f}" for L in ctx_lengths)
+            print(f"val loss at context | {head}\n                    | {row}")
+        files = {self.ckpt: f"the latest state, iter {self.saved_iter}",
+                 self.best: "the state of the lowest val_loss logged",
+                 self.log_path: "every evaluation", self.final: "the numbers above"}
+        print('files: ' + ', '.join(f"{path} ({what})" for path, what in files.items()
+                                    if os.path.exists(path)))

@@ -1,20 +1,23 @@
 """
-One readable GPT with switchable position encodings (ENCODINGS: PoPE and the paper's baselines), PoPE first.
+One readable GPT with switchable position encodings (ENCODINGS: PoPE and the paper's baselines).
 
-PoPE (Polar Coordinate Positional Embeddings, Gopalakrishnan et al. 2025) turns each real query and key of head
-dimension d into d complex numbers whose magnitude carries content ("what") and whose phase carries position ("where"):
+PoPE (Polar Coordinate Positional Embeddings, Gopalakrishnan et al. 2025) turns each query and key
+of head dimension d into d complex numbers whose magnitude is content ("what") and whose phase is
+position ("where"):
 
-    mu_q = softplus(q_t),  phi_q = t * theta - delta          mu_k = softplus(k_s),  phi_k = s * theta
+    mu_q = softplus(q_t),  phi_q = t theta - delta      mu_k = softplus(k_s),  phi_k = s theta
     theta_c = base ** (-c / d),  c = 0..d-1
     a_ts = Re(sum_c conj(q~_tc) k~_sc) = sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c)
 
-delta is a learnable phase bias per (layer, head, frequency), kept in [-2pi, 0] (train.py projects it after each
-optimizer step). The paper puts it on the key, phi_k = s theta + delta; a score depends on phi_k - phi_q alone, so
-every path here puts it on the query instead (pope_phases), where a group of query heads, each with its own delta,
-can share one key (grouped-query attention, and a cache of mu(k)). Values are untouched, the logits keep the usual
-1/sqrt(d) scale. Ablations: pope_mu, pope_delta.
+delta is a learnable phase bias per (layer, head, frequency), kept in [-2pi, 0] (GPT.project_delta
+after each optimizer step). The paper puts it on the key; a score depends on phi_k - phi_q alone, so
+it sits on the query here, where a group of query heads can share one key (grouped-query attention,
+a cache of mu(k)). Values are untouched; the logits keep the usual 1/sqrt(d) scale. In real numbers
+PoPE is ordinary attention on 2d-wide q' = [mu cos phi, mu sin phi] (pope_polar): the reference
+below. On a GPU the same function runs fused (pope_kernel.py), chosen by pope_path.
 """
 
+import importlib.util
 import math
 from dataclasses import dataclass
 
@@ -22,34 +25,97 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-ATTN_IMPLS = ('auto', 'torch', 'sdpa', 'triton')
-# PoPE's magnitude mu(x): softplus (the paper), or its ablations relu and identity (mu = x: a negative mu is a
-# phase of pi); pope_kernel.py computes the same three
+if importlib.util.find_spec('triton'):  # the kernels: attention, the loss, a decoding step
+    import ce_kernel
+    import pope_decode
+    import pope_kernel
+else:  # no Triton here (some platforms): the plain PyTorch paths alone
+    ce_kernel = pope_decode = pope_kernel = None
+
+# PoPE's magnitude mu(x): softplus (the paper), or its ablations relu and identity (mu = x)
 POPE_MUS = {'softplus': F.softplus, 'relu': F.relu, 'identity': lambda x: x}
-POPE_DELTAS = ('uniform', 'zero', 'none')  # delta learned from init U(-2pi, 0) or 0, or no delta (the ablation)
-WEIGHT_DECAY_ON = ('matrices', 'all')  # AdamW's decay on the blocks' Linear weights, or on every parameter
+# each choice of the model's config (GPT refuses any other), its first the default
+CHOICES = {
+    'attn_impl': ('auto', 'torch', 'sdpa', 'fused', 'triton'),  # pope_path
+    'pope_mu': tuple(POPE_MUS),
+    'pope_delta': ('uniform', 'zero', 'none'),  # delta from U(-2pi, 0), from 0, or no delta
+    'norm': ('rmsnorm', 'layernorm'),
+    'init': ('gpt2', 'torch'),
+    'gelu_approximate': ('none', 'tanh'),
+    'mlp': ('gelu', 'swiglu'),
+}
+WEIGHT_DECAY_ON = ('matrices', 'all')  # AdamW's decay: the blocks' Linear weights, or every one
 
 # -----------------------------------------------------------------------------
-# Attention: of whole sequences (explicit scores, the reference, or SDPA), and over a KV cache
+# PoPE
+
+
+def pope_frequencies(d, base=10000.0, device=None):
+    """PoPE's d frequencies theta_c = base^(-c/d), c = 0..d-1 (twice RoPE's d/2), in float64."""
+    return base ** (-torch.arange(d, dtype=torch.float64, device=device) / d)
+
+
+def pope_phases(pos, theta, delta=None):
+    """Phases phi = pos theta (len(pos), d) of keys; of queries with delta (H, d): pos theta - delta
+    (H, len(pos), d). In float64: a float32 angle at position 1e5 is off by up to 0.008 rad."""
+    phi = pos.to(torch.float64)[:, None] * theta.to(pos.device)
+    return phi if delta is None else phi - delta.to(torch.float64)[:, None, :]
+
+
+def pope_polar(x, pos, theta, delta=None, mu='softplus'):
+    """x (..., T, d) at positions pos (T,) as mu(x) e^{i phi} in real form [mu cos phi, mu sin phi]
+    (..., T, 2d), in x's dtype (float32 for half inputs)."""
+    dt = torch.promote_types(x.dtype, torch.float32)
+    phi = pope_phases(pos, theta, delta)
+    magnitude = POPE_MUS[mu](x.to(dt))
+    return torch.cat([magnitude * phi.cos().to(dt), magnitude * phi.sin().to(dt)], -1)
+
+
+def pope_attention_reference(q, k, v, delta, theta, *, causal=True, sm_scale=None, q_offset=0,
+                             mu='softplus', explicit=True):
+    """PoPE attention from its definition, the ground truth of every faster path: attention on q',
+    k' (pope_polar) with explicit scores, or through SDPA (explicit=False). q (B, H, Tq, d) at
+    positions q_offset.., k, v (B, H_kv, Tk, d) at 0.., delta (H, d) or None, theta (d,) -> (B, H,
+    Tq, d)."""
+    t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
+    s = torch.arange(k.shape[-2], device=k.device)
+    qp, kp = pope_polar(q, t, theta, delta, mu), pope_polar(k, s, theta, mu=mu)
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
+    return attention(qp, kp, v, causal, q_offset, scale=sm_scale, explicit=explicit)
+
+
+def pope_path(attn_impl, q):
+    """The one place that decides which PoPE attention runs on q (B, H, T, d): 'torch' (explicit
+    scores, the reference), 'sdpa' (the reference's q', k' through SDPA), or pope_kernel's
+    'fused' (Triton prologue and epilogue around SDPA: cuDNN) and 'triton' (all Triton). 'auto'
+    takes the kernel on a GPU, its all-Triton attention at d 64 up to SHORT_T keys (small tiles
+    win there: results/kernel/README.md), else SDPA's reference."""
+    if attn_impl != 'auto':
+        return attn_impl
+    if pope_kernel is None or not q.is_cuda or q.dtype == torch.float64:
+        return 'sdpa'
+    return 'triton' if q.shape[-1] == 64 and q.shape[-2] <= pope_kernel.SHORT_T else 'fused'
+
+# -----------------------------------------------------------------------------
+# Attention of whole sequences, and over a KV cache
 
 
 def causal_mask(Tq, Tk, q_offset, device):
-    """True where key s is visible to query i, which sits at absolute position q_offset + i."""
+    """True where key s is visible to query i, which sits at position q_offset + i."""
     t, s = torch.arange(q_offset, q_offset + Tq, device=device), torch.arange(Tk, device=device)
     return s[None, :] <= t[:, None]
 
 
 def repeat_kv(x, n_head):
-    """Grouped-query attention: (B, n_kv_head, T, w) -> (B, n_head, T, w), query head h reading kv head h // group."""
+    """Grouped-query attention: (B, H_kv, T, w) -> (B, n_head, T, w), head h reading h // group."""
     if x.shape[1] == n_head:
         return x
     return x[:, :, None].expand(-1, -1, n_head // x.shape[1], -1, -1).flatten(1, 2)
 
 
 def sdpa_mask(Tq, Tk, q_offset, causal, device):
-    """F.scaled_dot_product_attention's mask arguments for queries at positions q_offset.. over keys at 0..Tk-1: its
-    is_causal where that is the mask (it is top-left aligned), none where every query sees every key (e.g. one
-    decoding step), else the boolean mask."""
+    """SDPA's mask arguments: is_causal where that is the mask (it is top-left aligned), none where
+    every query sees every key (a decoding step), else the boolean mask."""
     if not causal or q_offset >= Tk - 1:
         return {}
     if q_offset == 0 and Tq == Tk:
@@ -58,10 +124,10 @@ def sdpa_mask(Tq, Tk, q_offset, causal, device):
 
 
 def attention(q, k, v, causal=True, q_offset=0, bias=None, scale=None, explicit=False):
-    """softmax(scale q k^T + bias) v of q (B, H, Tq, w) over k (B, H_kv, Tk, w), v (B, H_kv, Tk, dv), H_kv dividing
-    H; query i sits at position q_offset + i, key s at s, and if causal sees the keys s <= q_offset + i; bias (H, Tq,
-    Tk) or None; scale 1/sqrt(w) by default -> (B, H, Tq, dv) in v's dtype. explicit: the scores as a tensor (the
-    reference: attn_impl='torch'); else F.scaled_dot_product_attention (sdpa_mask)."""
+    """softmax(scale q k^T + bias) v of q (B, H, Tq, w) over k (B, H_kv, Tk, w), v (B, H_kv, Tk,
+    dv); query i at position q_offset + i sees keys s <= q_offset + i if causal; bias (H, Tq, Tk) or
+    None; scale 1/sqrt(w) by default. explicit: the scores as a tensor (attn_impl='torch'), else
+    SDPA."""
     H, Tq, Tk = q.shape[1], q.shape[-2], k.shape[-2]
     k, v = repeat_kv(k, H), repeat_kv(v, H)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -71,10 +137,11 @@ def attention(q, k, v, causal=True, q_offset=0, bias=None, scale=None, explicit=
             att = att + bias
         if causal:
             att = att.masked_fill(~causal_mask(Tq, Tk, q_offset, q.device), float('-inf'))
-        return (F.softmax(att, dim=-1) @ v.to(att.dtype)).to(v.dtype)  # (autocast runs softmax in float32)
+        return (F.softmax(att, dim=-1) @ v.to(att.dtype)).to(v.dtype)
     q, k = q.to(v.dtype), k.to(v.dtype)  # (PoPE's q', k' are formed in float32 at least)
     if bias is None:
-        return F.scaled_dot_product_attention(q, k, v, **sdpa_mask(Tq, Tk, q_offset, causal, q.device), scale=scale)
+        mask = sdpa_mask(Tq, Tk, q_offset, causal, q.device)
+        return F.scaled_dot_product_attention(q, k, v, **mask, scale=scale)
     mask = bias.to(q.dtype)
     if causal:
         mask = mask.masked_fill(~causal_mask(Tq, Tk, q_offset, q.device), float('-inf'))
@@ -82,73 +149,28 @@ def attention(q, k, v, causal=True, q_offset=0, bias=None, scale=None, explicit=
 
 
 def cache_attention(q, k, v, visible, bias=None, scale=None):
-    """Attention of q (B, H, T, w) over a KVCache's k (B, H_kv, L, w), v (B, H_kv, L, dv) where visible (T, L), plus
-    bias (H, T, L) if any: SDPA for a prompt, for one query (a decoding step) matmuls that read each kv head once."""
+    """q (B, H, T, w) over a KVCache's k (B, H_kv, L, w), v where visible (T, L), plus bias (H, T,
+    L): SDPA for a prompt; for one query (a decoding step) matmuls that read each kv head once."""
     (B, H, T, w), Hkv = q.shape, k.shape[1]
     if T > 1:
         mask = visible if bias is None else bias.to(q.dtype).masked_fill(~visible, float('-inf'))
-        return F.scaled_dot_product_attention(q, repeat_kv(k, H), repeat_kv(v, H), attn_mask=mask, scale=scale)
-    q = q.reshape(B, Hkv, H // Hkv, w)  # query head h = j * (H // H_kv) + g reads kv head j, as in repeat_kv
-    att = (q @ k.transpose(-2, -1)).to(torch.promote_types(q.dtype, torch.float32)) * scale  # (B, H_kv, H // H_kv, L)
+        k, v = repeat_kv(k, H), repeat_kv(v, H)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    q = q.reshape(B, Hkv, H // Hkv, w)  # query head h = j * (H // H_kv) + g reads kv head j
+    att = (q @ k.transpose(-2, -1)).to(torch.promote_types(q.dtype, torch.float32)) * scale
     if bias is not None:
         att = att + bias.reshape(Hkv, H // Hkv, -1)
     att = att.masked_fill(~visible, float('-inf'))
     return (att.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, -1)
 
 # -----------------------------------------------------------------------------
-# PoPE's phases, defined once: every path takes them from here (the reference below; pope_kernel's tables, as
-# phase_table; pope_decode's tables; eval/)
-
-
-def pope_frequencies(d, base=10000.0, device=None):
-    """PoPE's d frequencies theta_c = base^(-c/d), c = 0..d-1 (twice RoPE's d/2), in float64."""
-    return base ** (-torch.arange(d, dtype=torch.float64, device=device) / d)
-
-
-def pope_phases(pos, theta, delta=None):
-    """The phases phi = pos theta (len(pos), d) of keys at positions pos; of queries with delta (H, d): pos theta -
-    delta (H, len(pos), d), the delta convention of the module docstring. In float64: a float32 angle at position
-    1e5 is off by up to 0.008 rad, a float64 one by 1e-11."""
-    phi = pos.to(torch.float64)[:, None] * theta
-    return phi if delta is None else phi - delta.to(torch.float64)[:, None, :]
-
-
-def phase_table(theta, n):
-    """cos and sin of the phases of positions 0..n-1, each (n, d) float32 (rounded from float64), on theta's device:
-    pope_kernel's tables, read for every position it forms q' or k' at."""
-    phi = pope_phases(torch.arange(n, device=theta.device), theta)
-    return phi.cos().float().contiguous(), phi.sin().float().contiguous()
-
-
-def pope_polar(x, pos, theta, delta=None, mu='softplus'):
-    """x (..., T, d) at positions pos (T,) as d complex numbers mu(x) e^{i phi} (pope_phases; delta: a query's) in
-    real form, [mu cos phi, mu sin phi] (..., T, 2d), in x's dtype or float32 for half inputs."""
-    dt = torch.promote_types(x.dtype, torch.float32)
-    phi = pope_phases(pos, theta, delta)
-    magnitude = POPE_MUS[mu](x.to(dt))
-    return torch.cat([magnitude * phi.cos().to(dt), magnitude * phi.sin().to(dt)], -1)
-
-
-def pope_attention_reference(q, k, v, delta, theta, *, causal=True, sm_scale=None, q_offset=0, mu='softplus',
-                             explicit=True):
-    """PoPE attention from its definition, the ground truth for every faster path: ordinary attention on q' and k',
-    the 2d-wide real forms of mu e^{i phi} (pope_polar), with explicit scores, or through SDPA (explicit=False).
-    q (B, H, Tq, d) at positions q_offset.., k and v (B, H_kv, Tk, d) at 0.. with H_kv dividing H, delta (H, d) or
-    None (no delta), theta (d,) on q's device (pope_frequencies) -> (B, H, Tq, d) in v's dtype."""
-    t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
-    s = torch.arange(k.shape[-2], device=k.device)
-    qp, kp = pope_polar(q, t, theta, delta, mu), pope_polar(k, s, theta, mu=mu)
-    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
-    return attention(qp, kp, v, causal, q_offset, scale=sm_scale, explicit=explicit)
-
-# -----------------------------------------------------------------------------
 # The other encodings' positions
 
 
 def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, beta=32.0):
-    """RoPE's n frequencies base^(-2i/2n), optionally stretched by YaRN (Peng et al. 2023):
-    a pair whose wavelength fits r = orig_ctx / wavelength times into the training context keeps
-    its frequency when r > beta, is divided by the scale s when r < alpha, and is ramped between."""
+    """RoPE's n frequencies base^(-2i/2n), optionally stretched by YaRN (Peng et al. 2023): a pair
+    whose wavelength fits r = orig_ctx / wavelength times into the training context keeps its
+    frequency when r > beta, is divided by the scale s when r < alpha, and is ramped between."""
     theta = base ** (-torch.arange(n, dtype=torch.float64) / n)
     if yarn_scale == 1.0:
         return theta
@@ -163,7 +185,7 @@ def rope_angles(pos, theta):
 
 
 def rope_rotate(x, cos, sin):
-    """The pairs (x[i], x[i + n]) of x's first 2n channels rotated by the angles of cos and sin (n wide)."""
+    """The pairs (x[i], x[i + n]) of x's first 2n channels rotated by the angles of cos, sin (n)."""
     n = cos.shape[-1]
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2, rest = x[..., :n], x[..., n:2 * n], x[..., 2 * n:]
@@ -189,37 +211,49 @@ def sinusoidal_table(T, n_embd):
 
 
 @dataclass
-class GPTConfig:
-    block_size: int = 1024  # training context (learned position embeddings stop here; others don't)
-    vocab_size: int = 50257  # the tokenizer's; the embedding is padded to a multiple of 64 (faster matmuls)
-    n_layer: int = 12
-    n_head: int = 12
-    n_kv_head: int = 0  # key/value heads (grouped-query attention; must divide n_head); 0 = n_head
-    n_embd: int = 768
-    dropout: float = 0.0  # on embeddings and residual branches (attention weights are never dropped)
-    bias: bool = False  # biases in Linear layers
+class GPTConfig:  # the defaults are train.py's
+    block_size: int = 48  # training context (learned position embeddings stop here; others don't)
+    vocab_size: int = 50257  # the tokenizer's; the embedding is padded to a multiple of 64
+    n_layer: int = 8
+    n_head: int = 8
+    n_kv_head: int = 0  # key/value heads (grouped-query attention; divides n_head); 0 = n_head
+    n_embd: int = 512
+    dropout: float = 0.0  # on embeddings and residual branches (never on attention weights)
+    bias: bool = False  # biases in Linear layers (and LayerNorm)
     pos_emb: str = 'pope'  # one of ENCODINGS
-    pos_base: float = 10000.0  # frequency base of pope / rope / rope_half
-    pope_mu: str = 'softplus'  # mu(x): 'softplus' (the paper), or the paper's ablations 'relu' and 'identity' (mu = x)
-    pope_delta: str = 'uniform'  # delta from U(-2pi, 0) or 'zero' (OpenWebText runs); 'none': no delta (the ablation)
-    attn_impl: str = 'auto'  # 'torch': explicit scores; PoPE: 'auto' (pope_kernel on CUDA, else sdpa), 'sdpa', 'triton'
-    yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = plain RoPE
+    pos_base: float = 10000.0  # frequency base of pope / rope
+    pope_mu: str = 'softplus'  # PoPE's magnitude mu(x), or the ablations 'relu', 'identity'
+    pope_delta: str = 'uniform'  # delta's init, U(-2pi, 0) or 'zero'; 'none': no delta (ablation)
+    attn_impl: str = 'auto'  # PoPE's attention path: auto, torch, sdpa, fused, triton (pope_path)
+    yarn_scale: float = 1.0  # YaRN context-extension factor s for rope / rope_half; 1.0 = off
     yarn_orig_ctx: int = 1024  # the context the RoPE model was pre-trained at (YaRN only)
-    # the model of the public indirect-indexing replication (results/indirect_indexing/README.md), with bias=True
-    norm: str = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm' (with a bias when bias=True)
-    tie_embeddings: bool = True  # the output layer shares the token embedding's weights (GPT-2)
-    init: str = 'gpt2'  # 'gpt2': N(0, 0.02), residual projections / sqrt(2 n_layer); 'torch': PyTorch's defaults
-    gelu_approximate: str = 'none'  # the MLP's F.gelu(approximate=): 'none' (exact, erf) or 'tanh' (GPT-2's weights)
-    # Llama's architecture (its GGUF files: pretrained.py) is this GPT with rope, pos_base, n_kv_head and these three
-    mlp: str = 'gelu'  # 'gelu' (GPT-2, the paper) or 'swiglu' (Llama: c_proj(silu(gate x) * up x), c_fc = [gate; up])
+    # the public indirect-indexing replication's model (results/indirect_indexing/README.md)
+    norm: str = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm'
+    tie_embeddings: bool = True  # the output layer shares the token embedding's weights
+    init: str = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch'
+    gelu_approximate: str = 'none'  # the MLP's GELU: 'none' (exact) or 'tanh' (GPT-2's weights)
+    # Llama (its GGUF files: pretrained.py) is this GPT with rope, n_kv_head and these three
+    mlp: str = 'gelu'  # 'gelu' or 'swiglu' (c_proj(silu(gate x) * up x), c_fc = [gate; up])
     mlp_hidden: int = 0  # the MLP's hidden width; 0 = 4 * n_embd
-    norm_eps: float = 0.0  # the norms' epsilon; 0: torch's (RMSNorm: the dtype's machine epsilon, LayerNorm: 1e-5)
+    norm_eps: float = 0.0  # the norms' epsilon; 0: torch's default
+
+    def check(self):
+        """A ValueError naming the first value the model cannot be built with."""
+        for key, choices in {'pos_emb': tuple(ENCODINGS), **CHOICES}.items():
+            if getattr(self, key) not in choices:
+                raise ValueError(f"{key}={getattr(self, key)!r}; choose one of {choices}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} is not a multiple of n_head={self.n_head} "
+                             "(each head gets n_embd // n_head channels)")
+        if self.n_kv_head < 0 or self.n_kv_head and self.n_head % self.n_kv_head:
+            raise ValueError(f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head} "
+                             "(0: as many key/value heads as query heads)")
 
 
 class CausalSelfAttention(nn.Module):
-    """Causal self-attention with no positions of its own: pos_emb 'none', and the absolute encodings (ABSOLUTE), whose
-    positions GPT adds to the token embeddings. Every other encoding is a subclass (ENCODINGS) that overrides forward
-    and attend_cached, its attention over a KVCache, or (RoPE) rotate."""
+    """Causal self-attention with no positions of its own (pos_emb 'none', and the ABSOLUTE ones,
+    whose positions GPT adds to the token embeddings). An encoding that works inside attention is
+    a subclass (ENCODINGS) overriding what it changes: rotate (RoPE), attend and attend_cached."""
 
     qk_width = 1  # q and k are hd wide (PoPE's q', k': 2 hd), for flops_per_token
     decodes = True  # a one-token step over a cache may run pope_decode's kernel (no score bias)
@@ -227,26 +261,24 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config, layer):
         super().__init__()
         self.n_head, self.n_kv_head = config.n_head, config.n_kv_head or config.n_head
-        if config.n_embd % config.n_head or config.n_head % self.n_kv_head:
-            raise ValueError(f"n_embd={config.n_embd} must be a multiple of n_head={config.n_head}, and n_head of "
-                             f"n_kv_head={self.n_kv_head}")
         self.layer, self.hd = layer, config.n_embd // config.n_head
-        self.c_attn = nn.Linear(config.n_embd, (self.n_head + 2 * self.n_kv_head) * self.hd, bias=config.bias)
+        qkv_width = (self.n_head + 2 * self.n_kv_head) * self.hd
+        self.c_attn = nn.Linear(config.n_embd, qkv_width, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.explicit = config.attn_impl == 'torch'  # explicit scores (the reference) instead of SDPA
+        self.explicit = config.attn_impl == 'torch'  # explicit scores (the reference), else SDPA
         self.scale = 1.0 / math.sqrt(self.hd)
 
     def forward(self, x, cache=None, input_pos=None):
-        """x (B, T, n_embd) at positions 0..T-1, attending causally; with a KVCache, at positions input_pos (T,),
+        """x (B, T, n_embd) at positions 0..T-1; with a KVCache, at positions input_pos (T,),
         attending to what the cache holds once x's keys and values are written into it."""
         q, k, v = self.qkv(x, input_pos)
-        if cache is not None:
-            return self.project(self.attend_cached(q, k, v, cache, input_pos))
-        return self.project(attention(q, k, v, explicit=self.explicit))
+        y = self.attend(q, k, v) if cache is None else self.attend_cached(q, k, v, cache, input_pos)
+        B, H, T, hd = y.shape
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, H * hd)))
 
     def qkv(self, x, input_pos):
-        """q (B, H, T, hd), k and v (B, H_kv, T, hd): views of one projection of x, q and k as rotate leaves them."""
+        """q (B, H, T, hd), k and v (B, H_kv, T, hd): views of one projection of x, after rotate."""
         B, T, _ = x.size()
         H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
         q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
@@ -258,31 +290,29 @@ class CausalSelfAttention(nn.Module):
         """q and k (B, T, heads, hd) as attention reads them: as they are (RoPE rotates them)."""
         return q, k
 
-    def project(self, y):
-        """The heads' outputs y (B, H, T, hd), side by side (B, T, n_embd), through the output projection."""
-        B, H, T, hd = y.shape
-        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, H * hd)))
+    def attend(self, q, k, v):
+        """Causal attention of a whole sequence at positions 0..T-1."""
+        return attention(q, k, v, explicit=self.explicit)
 
     def attend_cached(self, q, k, v, cache, input_pos):
-        """Attention of the tokens at positions input_pos over a KVCache, after writing their keys and values into it; a
-        query sees the keys up to its own position. A one-token step on a GPU runs pope_decode's kernel."""
+        """The tokens at positions input_pos over a KVCache, after writing their keys and values
+        into it. A one-token step on a GPU runs pope_decode's kernel."""
         k, v = cache.update(self.layer, input_pos, k, v)
         if q.shape[2] == 1 and cache.decode_kernel:
-            import pope_decode  # (KVCache imported it)
-            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, None, None, self.scale)[:, :, None]
+            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, None, None,
+                                      self.scale)[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
-        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None], scale=self.scale)
+        visible = s[None, :] <= input_pos[:, None]
+        return cache_attention(q.to(v.dtype), k, v, visible, scale=self.scale)
 
-    @classmethod
-    def decode_tables(cls, config, max_len, device):
-        """The tables pope_decode's kernel reads for this encoding's keys: none for keys cached as attention reads
-        them."""
+    def decode_tables(self, max_len):
+        """The tables pope_decode's kernel reads for this encoding's keys: none for plain keys."""
         return None
 
 
 class RoPEAttention(CausalSelfAttention):
-    """RoPE (Su et al. 2021): the pairs (i, i + n) of q's and k's first 2n channels rotated by t theta_i at position t,
-    then plain attention (the cache holds the rotated keys). YaRN (Peng et al. 2023; yarn_scale > 1) stretches the
+    """RoPE (Su et al. 2021): the pairs (i, i + n) of q's and k's first 2n channels rotated by
+    t theta_i at position t (the cache holds the rotated keys). YaRN (yarn_scale > 1) stretches the
     frequencies and scales q and k by its attention temperature."""
 
     rotated = 1.0  # the share of each head's channels that rotate: n = rotated * hd / 2 pairs
@@ -290,34 +320,36 @@ class RoPEAttention(CausalSelfAttention):
     def __init__(self, config, layer):
         super().__init__(config, layer)
         n = int(self.hd * self.rotated) // 2
-        self.register_buffer('theta', rope_frequencies(n, config.pos_base, config.yarn_scale, config.yarn_orig_ctx),
-                             persistent=False)
-        # cos/sin of the training context's angles, computed once (exact; longer contexts compute their own)
-        for name, table in zip(('rope_cos', 'rope_sin'), rope_angles(torch.arange(config.block_size), self.theta)):
-            self.register_buffer(name, table, persistent=False)
+        theta = rope_frequencies(n, config.pos_base, config.yarn_scale, config.yarn_orig_ctx)
+        self.register_buffer('theta', theta, persistent=False)
+        # cos, sin of the training context's angles, once (longer contexts compute their own)
+        cos, sin = rope_angles(torch.arange(config.block_size), self.theta)
+        self.register_buffer('rope_cos', cos, persistent=False)
+        self.register_buffer('rope_sin', sin, persistent=False)
         # YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 multiplies q and k alike
         self.yarn_mscale = 0.1 * math.log(config.yarn_scale) + 1.0 if config.yarn_scale > 1 else 1.0
 
     def rotate(self, q, k, input_pos):
-        """q and k (B, T, heads, hd) at positions input_pos (or 0..T-1), rotated, times YaRN's temperature."""
         T = q.shape[1]
         if input_pos is None and T <= self.rope_cos.shape[0]:
             cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         else:
-            cos, sin = rope_angles(torch.arange(T, device=q.device) if input_pos is None else input_pos, self.theta)
+            pos = torch.arange(T, device=q.device) if input_pos is None else input_pos
+            cos, sin = rope_angles(pos, self.theta)
         cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
-        return rope_rotate(q, cos, sin) * self.yarn_mscale, rope_rotate(k, cos, sin) * self.yarn_mscale
+        m = self.yarn_mscale
+        return rope_rotate(q, cos, sin) * m, rope_rotate(k, cos, sin) * m
 
 
 class RoPEHalfAttention(RoPEAttention):
-    """RoPE on the first half of each head's channels (a RoPE of dimension hd / 2); the rest carry content alone."""
+    """RoPE on the first half of each head's channels; the rest carry content alone."""
 
     rotated = 0.5
 
 
 class ALiBiHalfAttention(CausalSelfAttention):
-    """ALiBi (Press et al. 2022) on the first half of the heads: the bias -m_h (t - s) on the score of query t and key
-    s (alibi_slopes); the other heads have no positions."""
+    """ALiBi (Press et al. 2022) on the first half of the heads: the bias -m_h (t - s) on the score
+    of query t and key s (alibi_slopes); the other heads have no positions."""
 
     decodes = False  # pope_decode's kernel has no score bias
 
@@ -329,100 +361,85 @@ class ALiBiHalfAttention(CausalSelfAttention):
         """ALiBi's bias (H, len(t), len(s)) of queries at positions t and keys at positions s."""
         return -self.slopes[:, None, None] * (t[:, None] - s[None, :])
 
-    def forward(self, x, cache=None, input_pos=None):
-        q, k, v = self.qkv(x, input_pos)
-        if cache is not None:
-            return self.project(self.attend_cached(q, k, v, cache, input_pos))
+    def attend(self, q, k, v):
         pos = torch.arange(q.shape[2], device=q.device)
-        return self.project(attention(q, k, v, bias=self.alibi(pos, pos), explicit=self.explicit))
+        return attention(q, k, v, bias=self.alibi(pos, pos), explicit=self.explicit)
 
     def attend_cached(self, q, k, v, cache, input_pos):
         k, v = cache.update(self.layer, input_pos, k, v)
         s = torch.arange(cache.max_len, device=q.device)
-        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None], self.alibi(input_pos, s),
-                               self.scale)
+        visible = s[None, :] <= input_pos[:, None]
+        return cache_attention(q.to(v.dtype), k, v, visible, self.alibi(input_pos, s), self.scale)
 
 
 class PoPEAttention(CausalSelfAttention):
-    """PoPE (the module docstring): q and k become mu e^{i phi} inside the attention. On a GPU the attention is
-    pope_kernel.pope_attention_fast (attn_impl 'auto' for CUDA tensors, or 'triton'), else pope_attention_reference,
-    with explicit scores ('torch') or through SDPA ('sdpa', and 'auto' off the GPU)."""
+    """PoPE (the module docstring): q and k become mu e^{i phi} inside the attention, on the path
+    pope_path picks. Every path reads the module's own theta when it runs, so a subclass whose
+    theta is an nn.Parameter trains it on each (docs/encodings.md)."""
 
     qk_width = 2  # q' and k' are 2 hd wide
 
     def __init__(self, config, layer):
         super().__init__(config, layer)
-        self.mu, self.impl = config.pope_mu, config.attn_impl
-        if config.pope_delta == 'none':
-            self.delta = None  # the ablation: phases from positions alone
-        else:  # used as is: train.py keeps it in [-2pi, 0] by projecting it after each optimizer step
+        self.mu, self.attn_impl = config.pope_mu, config.attn_impl
+        self.delta = None  # the ablation 'none': phases from positions alone
+        if config.pope_delta != 'none':  # used as is: GPT.project_delta keeps it in [-2pi, 0]
             self.delta = nn.Parameter(torch.zeros(self.n_head, self.hd))
             if config.pope_delta == 'uniform':
                 nn.init.uniform_(self.delta, -2 * math.pi, 0.0)
         self.register_buffer('theta', self.frequencies(config), persistent=False)
-        self.kernel = None  # pope_kernel's attention, where it may run
-        if config.attn_impl == 'triton' or (config.attn_impl == 'auto' and torch.cuda.is_available()):
-            import pope_kernel  # Triton: imported only where the kernel is used
-            self.kernel = pope_kernel.pope_attention_fast
-            # its phase tables for the training context, built once (a longer context builds its own)
-            for name, table in zip(('phase_cos', 'phase_sin'), phase_table(self.theta, config.block_size)):
-                self.register_buffer(name, table, persistent=False)
 
     @classmethod
-    def frequencies(cls, config, device=None):
-        """theta (hd,) in float64: PoPE's frequencies (pope_frequencies) at config's head dim and pos_base."""
-        return pope_frequencies(config.n_embd // config.n_head, config.pos_base, device)
+    def frequencies(cls, config):
+        """theta (hd,) in float64: PoPE's frequencies at config's head dim and pos_base."""
+        return pope_frequencies(config.n_embd // config.n_head, config.pos_base)
 
-    def forward(self, x, cache=None, input_pos=None):
-        q, k, v = self.qkv(x, input_pos)
-        if cache is not None:
-            return self.project(self.attend_cached(q, k, v, cache, input_pos))
-        if self.kernel is not None and (self.impl == 'triton' or (q.is_cuda and q.dtype != torch.float64)):
-            y = self.kernel(q, k, v, self.delta, *self.phase_tables(q.shape[2]), impl=self.impl, mu=self.mu)
-        else:
-            y = pope_attention_reference(q, k, v, self.delta, self.theta, mu=self.mu, explicit=self.explicit)
-        return self.project(y)
-
-    def phase_tables(self, T):
-        """The kernel's tables for positions 0..T-1: the training context's, or (a longer context) its own."""
-        return (self.phase_cos, self.phase_sin) if T <= len(self.phase_cos) else phase_table(self.theta, T)
+    def attend(self, q, k, v):
+        path = pope_path(self.attn_impl, q)
+        if path in ('torch', 'sdpa'):
+            return pope_attention_reference(q, k, v, self.delta, self.theta, mu=self.mu,
+                                            explicit=path == 'torch')
+        impl = 'sdpa' if path == 'fused' else 'triton'
+        return pope_kernel.pope_attention_fast(q, k, v, self.delta, self.theta, impl=impl,
+                                               mu=self.mu)
 
     def attend_cached(self, q, k, v, cache, input_pos):
-        """As CausalSelfAttention's, on q' and mu(k): k' = mu(k) e^{i s theta} depends on mu(k) and s alone (delta is
-        on the query), so the cache holds mu(k), RoPE's bytes, shared by a group of query heads; a one-token step on a
-        GPU reads it and v in pope_decode's kernel, with the phases from the cache's tables (decode_tables), the
-        plain path forms k' from the whole cache."""
+        """k' = mu(k) e^{i s theta} depends on mu(k) and s alone (delta is on the query), so the
+        cache holds mu(k), RoPE's bytes, shared by a group of query heads. A one-token step on a GPU
+        reads it in pope_decode's kernel with the phases of the cache's tables for this layer (made
+        from theta with the cache); the plain path forms k' from the whole cache."""
         q = pope_polar(q, input_pos, self.theta, self.delta, self.mu)
         k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))
         k, v = cache.update(self.layer, input_pos, k, v)
         if q.shape[2] == 1 and cache.decode_kernel:
-            import pope_decode  # (KVCache imported it)
-            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, *cache.decode_tables, self.scale)[:, :, None]
+            t1, t2 = cache.decode_tables[self.layer]
+            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, t1, t2,
+                                      self.scale)[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
         k = pope_polar(k, s, self.theta, mu='identity').to(v.dtype)
-        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None], scale=self.scale)
+        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None],
+                               scale=self.scale)
 
-    @classmethod
-    def decode_tables(cls, config, max_len, device):
-        """pope_decode's phase tables at this encoding's frequencies, for a cache of max_len positions (2 tiles' rows
-        at least: compiled, a size of 1 is specialised, and the next would compile again)."""
-        import pope_decode  # Triton: imported only where the kernel runs
-        return pope_decode.decode_tables(cls.frequencies(config, device), max(max_len, 2 * pope_decode.DECODE_BLOCK))
+    def decode_tables(self, max_len):
+        """pope_decode's phase tables at this module's frequencies, for max_len positions (two
+        tiles' rows at least: compiled, a size of 1 is specialised)."""
+        theta = self.theta.detach()
+        return pope_decode.decode_tables(theta, max(max_len, 2 * pope_decode.DECODE_BLOCK))
 
 
 class PoPEHalfAttention(PoPEAttention):
-    """PoPE with positions on the first d/2 frequencies (the fastest) alone: the other d/2 have theta = 0, so their
-    phase is delta's and they carry content and delta."""
+    """PoPE with positions on the first d/2 frequencies (the fastest) alone: the other d/2 have
+    theta = 0, so their phase is delta's and they carry content and delta."""
 
     @classmethod
-    def frequencies(cls, config, device=None):
-        theta = super().frequencies(config, device)
+    def frequencies(cls, config):
+        theta = super().frequencies(config)
         theta[len(theta) // 2:] = 0.0
         return theta
 
 
-# Every position encoding, by its pos_emb name: the attention of its blocks (docs/encodings.md). The absolute ones
-# have no positions in attention: GPT adds theirs to the token embeddings (wpe, sin_table), and they stop at block_size.
+# Every position encoding, by its pos_emb name: the attention of its blocks (docs/encodings.md).
+# The absolute ones have no positions in attention: GPT adds theirs to the token embeddings.
 ENCODINGS = {
     'pope': PoPEAttention,
     'pope_half': PoPEHalfAttention,
@@ -442,8 +459,7 @@ class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         hidden = config.mlp_hidden or 4 * config.n_embd
-        self.swiglu = config.mlp == 'swiglu'
-        # SwiGLU's gate and up projections are one matrix, as q, k and v are one c_attn
+        self.swiglu = config.mlp == 'swiglu'  # its gate and up projections are one matrix
         self.c_fc = nn.Linear(config.n_embd, (2 if self.swiglu else 1) * hidden, bias=config.bias)
         self.c_proj = nn.Linear(hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
@@ -469,11 +485,11 @@ class Block(nn.Module):
     def __init__(self, config, layer):
         super().__init__()
         self.ln_1 = make_norm(config)
-        self.attn = ENCODINGS[config.pos_emb](config, layer)  # the attention of the block's position encoding
+        self.attn = ENCODINGS[config.pos_emb](config, layer)  # its position encoding's attention
         self.ln_2 = make_norm(config)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache=None, input_pos=None):  # input_pos: the positions of x's tokens (with a cache)
+    def forward(self, x, cache=None, input_pos=None):
         x = x + self.attn(self.ln_1(x), cache, input_pos)
         return x + self.mlp(self.ln_2(x))
 
@@ -482,17 +498,14 @@ class GPT(nn.Module):
 
     def __init__(self, config):
         super().__init__()
-        for key, choices in (('pos_emb', POS_EMBS), ('attn_impl', ATTN_IMPLS), ('pope_mu', tuple(POPE_MUS)),
-                             ('pope_delta', POPE_DELTAS), ('norm', ('rmsnorm', 'layernorm')),
-                             ('init', ('gpt2', 'torch')), ('gelu_approximate', ('none', 'tanh')),
-                             ('mlp', ('gelu', 'swiglu'))):
-            if getattr(config, key) not in choices:
-                raise ValueError(f"{key}={getattr(config, key)!r}; choose one of {choices}")
+        config.check()
         self.config = config
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' else None
+        self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.pos_emb == 'learned' \
+            else None
         if config.pos_emb == 'sinusoidal':
-            self.register_buffer('sin_table', sinusoidal_table(config.block_size, config.n_embd), persistent=False)
+            table = sinusoidal_table(config.block_size, config.n_embd)
+            self.register_buffer('sin_table', table, persistent=False)
         self.drop = nn.Dropout(config.dropout)
         self.h = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
         self.ln_f = make_norm(config)
@@ -500,24 +513,20 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias and not tied)
         if config.init == 'gpt2':  # else every module keeps PyTorch's own init
             self.apply(self._init_weights)
-            for pn, p in self.named_parameters():  # scaled init of the residual projections (GPT-2)
+            for pn, p in self.named_parameters():  # scaled init of the residual projections
                 if pn.endswith('c_proj.weight'):
                     torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-        # the vocabulary matrix padded with zero rows to a multiple of 64 (faster matmuls: 50257 -> 50304), after
-        # the init so that the random numbers drawn are those of the unpadded model; the extra rows are never looked
-        # up, their logits are -inf in the loss (probability 0, no gradient) and cut from forward()'s logits
+        # the vocabulary padded with zero rows to a multiple of 64 (faster matmuls), after the init
+        # so that the random numbers drawn are the unpadded model's; the extra rows are never looked
+        # up, their logits are -inf in the loss and cut from forward()'s logits
         n_pad = -config.vocab_size % 64
         self.lm_head.weight = nn.Parameter(F.pad(self.lm_head.weight.detach(), (0, 0, 0, n_pad)))
         if self.lm_head.bias is not None:
             self.lm_head.bias = nn.Parameter(F.pad(self.lm_head.bias.detach(), (0, n_pad)))
-        if tied:  # weight tying; wte's own init above is discarded (drawn all the same: the random stream is unchanged)
+        if tied:  # wte's own init above is discarded (drawn all the same: the same random stream)
             self.wte.weight = self.lm_head.weight
-        self.register_buffer('vocab_padding', torch.arange(config.vocab_size + n_pad) >= config.vocab_size,
-                             persistent=False)
-        self.loss_kernel = None  # the loss of CUDA tensors: two Triton kernels, one pass over the logits each way
-        if torch.cuda.is_available():
-            import ce_kernel  # Triton: imported only where the kernel can run
-            self.loss_kernel = ce_kernel.cross_entropy
+        padding = torch.arange(config.vocab_size + n_pad) >= config.vocab_size
+        self.register_buffer('vocab_padding', padding, persistent=False)
 
     def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
@@ -525,23 +534,31 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             torch.nn.init.zeros_(module.bias)
 
-    @torch.no_grad()
-    def project_delta(self):
-        """PoPE's delta onto [-2pi, 0], in place: after every optimizer step (the forward pass uses delta as it is, so
-        no value loses its gradient), and on loading weights, which need not have been trained so."""
+    def forward(self, idx, targets=None, cache=None, input_pos=None):
+        """Logits at every position and the loss when targets are given (targets -1 ignored; the
+        logits come back detached), else the logits of the last position. With a KVCache, tokens
+        idx at positions input_pos (T,), whose keys and values go into the cache."""
+        x = self.embed(idx, cache, input_pos)
         for block in self.h:
-            if getattr(block.attn, 'delta', None) is not None:
-                block.attn.delta.clamp_(-2 * math.pi, 0.0)
-
-    def get_num_params(self, non_embedding=True):
-        """Parameters, the tied token embedding counted once; learned positions left out by default."""
-        n = sum(p.numel() for p in self.parameters())
-        return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
+            x = block(x, cache, input_pos)
+        x = self.ln_f(x)
+        V = self.config.vocab_size
+        if targets is None:
+            return self.lm_head(x[:, [-1], :])[..., :V], None
+        logits = self.lm_head(x)
+        if ce_kernel is not None and logits.is_cuda and logits.dtype != torch.float64:
+            loss = ce_kernel.cross_entropy(logits.flatten(0, 1), targets.flatten(), V)
+        else:  # the same loss in plain PyTorch: the padding's logits -inf (probability 0)
+            masked = logits.masked_fill(self.vocab_padding, float('-inf'))
+            loss = F.cross_entropy(masked.flatten(0, 1), targets.flatten(), ignore_index=-1)
+        # detached: a (B*T, 50304) gradient of the logits would be filled and read in every backward
+        return logits[..., :V].detach(), loss
 
     def embed(self, idx, cache=None, input_pos=None):
-        """The token embeddings of idx (B, T), plus an absolute encoding's positions (0..T-1, or input_pos)."""
+        """The token embeddings of idx (B, T), plus an absolute encoding's positions."""
         if (cache is None) != (input_pos is None):
-            raise ValueError("a KVCache and input_pos (the positions of idx's tokens) go together: give both or none")
+            raise ValueError("a KVCache and input_pos (the positions of idx's tokens) go together: "
+                             "give both or none")
         x = self.wte(idx)
         if self.config.pos_emb in ABSOLUTE:
             T = idx.size(1)
@@ -553,73 +570,68 @@ class GPT(nn.Module):
             x = x + (table[:T] if input_pos is None else table[input_pos])
         return self.drop(x)
 
-    def hidden_states(self, idx):
-        """forward's final normed hidden states (B, T, n_embd) of idx, before the output layer (for log_probs)."""
-        x = self.embed(idx)
+    @torch.no_grad()
+    def project_delta(self):
+        """PoPE's delta onto [-2pi, 0], in place: after every optimizer step (the forward pass uses
+        delta as it is, so no value loses its gradient), and on loading weights."""
         for block in self.h:
-            x = block(x)
-        return self.ln_f(x)
+            if getattr(block.attn, 'delta', None) is not None:
+                block.attn.delta.clamp_(-2 * math.pi, 0.0)
 
-    def forward(self, idx, targets=None, cache=None, input_pos=None):
-        """Logits at every position when targets are given (loss ignores targets == -1; the logits come back
-        detached, the loss is what trains), else at the last position only. With a KVCache, of tokens idx at
-        positions input_pos (T,), whose keys and values are written into the cache and which attend to what it
-        holds."""
-        x = self.embed(idx, cache, input_pos)
-        for block in self.h:
-            x = block(x, cache, input_pos)
-        x = self.ln_f(x)
-        if targets is None:
-            return self.lm_head(x[:, [-1], :])[..., :self.config.vocab_size], None
-        logits = self.lm_head(x)
-        if self.loss_kernel and logits.is_cuda and logits.dtype != torch.float64:  # ce_kernel.py
-            loss = self.loss_kernel(logits.flatten(0, 1), targets.flatten(), self.config.vocab_size)
-        else:  # the same loss in plain PyTorch: the padding's logits -inf (probability 0)
-            masked = logits.masked_fill(self.vocab_padding, float('-inf'))
-            loss = F.cross_entropy(masked.flatten(0, 1), targets.flatten(), ignore_index=-1)
-        # detached: an output with a gradient gets a zero (B*T, 50304) gradient filled and read in every backward
-        return logits[..., :self.config.vocab_size].detach(), loss
+    def get_num_params(self, non_embedding=True):
+        """Parameters, the tied token embedding counted once; learned positions left out."""
+        n = sum(p.numel() for p in self.parameters())
+        return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type, capturable=False,
-                             weight_decay_on='matrices'):
-        """AdamW with weight decay on the weight matrices of the Linear layers inside the blocks; with
-        weight_decay_on='all' on the rest too (norms, biases, embeddings, the output layer, PoPE's delta), as
-        torch.optim.AdamW(model.parameters()) does (the public indirect-indexing replication)."""
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type,
+                             capturable=False, weight_decay_on='matrices'):
+        """AdamW with weight decay on the Linear weights inside the blocks; with
+        weight_decay_on='all' on every parameter, as torch.optim.AdamW(model.parameters()) (the
+        replication) does."""
         if weight_decay_on not in WEIGHT_DECAY_ON:
-            raise ValueError(f"weight_decay_on={weight_decay_on!r}; choose one of {WEIGHT_DECAY_ON}")
-        matrices = [p for n, p in self.named_parameters()
-                    if p.dim() >= 2 and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
-        ids = {id(p) for p in matrices}
-        rest = [p for p in self.parameters() if id(p) not in ids]
+            raise ValueError(f"weight_decay_on={weight_decay_on!r}; choose one of "
+                             f"{WEIGHT_DECAY_ON}")
+        matrices = [p for n, p in self.named_parameters() if p.dim() >= 2
+                    and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
+        rest = [p for p in self.parameters() if all(p is not m for m in matrices)]
+        rest_decay = weight_decay if weight_decay_on == 'all' else 0.0
         groups = [{'params': matrices, 'weight_decay': weight_decay},
-                  {'params': rest, 'weight_decay': weight_decay if weight_decay_on == 'all' else 0.0}]
+                  {'params': rest, 'weight_decay': rest_decay}]
         if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU
             learning_rate = torch.tensor(learning_rate, device=self.lm_head.weight.device)
-        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=device_type == 'cuda',
-                                 capturable=capturable)
+        return torch.optim.AdamW(groups, lr=learning_rate, betas=betas,
+                                 fused=device_type == 'cuda', capturable=capturable)
 
     def flops_per_token(self, T):
-        """6N for the matrices plus attention: 12 * L * d_model * T for fwd+bwd of q k^T and att v;
-        PoPE's q k^T is twice as wide (2d real numbers), so its attention costs 1.5x (18 instead of 12)."""
+        """6N for the matrices plus attention: 12 L d_model T for q k^T and att v, forward and
+        backward; PoPE's q k^T is twice as wide, so its attention costs 1.5x (18 instead of 12)."""
         qk_width = ENCODINGS[self.config.pos_emb].qk_width
         attn = 6 * (qk_width + 1) * self.config.n_layer * self.config.n_embd * T
         return 6 * self.get_num_params() + attn
 
     def estimate_mfu(self, tokens_per_iter, dt, peak_flops=989e12):
-        """Model FLOPs utilisation against bf16 peak (H100/H200 dense bf16: 989 TFLOP/s)."""
+        """Model FLOPs utilisation against the bf16 peak of an H100 / H200 (989 TFLOP/s)."""
         return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
 
+    def hidden_states(self, idx):
+        """forward's final normed hidden states (B, T, n_embd) of idx, before the output layer."""
+        x = self.embed(idx)
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
     def log_probs(self, h):
-        """log-softmax over the tokenizer's vocabulary (not the padding rows) of final hidden states h, in float32
-        whether autocast is on or not (bf16 logits would cost ~1e-2 nats)."""
+        """log-softmax over the tokenizer's vocabulary of final hidden states h, in float32 whether
+        autocast is on or not (bf16 logits would cost ~1e-2 nats)."""
         V, b = self.config.vocab_size, self.lm_head.bias
         with torch.autocast(h.device.type, enabled=False):
-            logits = F.linear(h.float(), self.lm_head.weight[:V].float(), None if b is None else b[:V].float())
-            return F.log_softmax(logits, dim=-1)
+            b = None if b is None else b[:V].float()
+            return F.log_softmax(F.linear(h.float(), self.lm_head.weight[:V].float(), b), dim=-1)
 
     @torch.no_grad()
     def sequence_nll(self, idx, targets, chunk=1024):
-        """Summed NLL (float64) per sequence of targets (B, T) given idx, the logits chunk positions at a time."""
+        """Summed NLL (float64) per sequence of targets (B, T), the logits chunk positions at a
+        time."""
         h = self.hidden_states(idx)
         nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
         for t0 in range(0, h.size(1), chunk):

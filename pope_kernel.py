@@ -49,7 +49,8 @@ def pope_attention_fast(q, k, v, delta, theta, *, causal=True, sm_scale=None, q_
     Differentiable in q, k, v, delta and theta; q', k' (twice q and k) are kept for the backward."""
     if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
         q_offset = int(q_offset)
-    _check_inputs(q, k, v, delta, theta, q_offset, impl, mu)
+    if not torch.compiler.is_compiling():  # (eager calls; a compiled graph keeps no checks)
+        _check_inputs(q, k, v, delta, theta, q_offset, impl, mu)
     (H, Tq, d), Tk = q.shape[1:], k.shape[2]
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from checkpoint import load_checkpoint, read_checkpoint
 from model import ENCODINGS, GPT, GPTConfig, PoPEAttention
-from prepare.common import GPT2_VOCAB, PACKAGED_GGUF, encoding, gguf_field, gguf_path, gguf_reader
+from prepare.bpe import GPT2_VOCAB, PACKAGED_GGUF, encoding, gguf_field, gguf_path, gguf_reader
 
 # a fine-tune keeps these of its model, takes these of its own config, and converts with these
 ARCHITECTURE = ('n_layer', 'n_head', 'n_kv_head', 'n_embd', 'bias', 'norm', 'tie_embeddings')

@@ -1,27 +1,22 @@
 """
-Train a GPT with PoPE (or another position encoding). nanoGPT conventions:
+Train a GPT with PoPE (or another position encoding), nanoGPT's way:
 
     python train.py config/indirect_pope.py                  # one GPU (or the CPU)
-    python train.py config/indirect_pope.py --batch_size=32   # a config file, then --key=value overrides
-    python train.py --out_dir=out-indirect-pope --init_from=resume  # go on from its ckpt.pt, configured as it was
-    torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py    # 8 GPUs (two nodes: README, Training)
+    python train.py config/indirect_pope.py --batch_size=32   # config files, then --key=value
+    python train.py --out_dir=out-indirect-pope --init_from=resume  # go on from its ckpt.pt
+    torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py    # 8 GPUs
+    python train.py --help                                    # every key: default and meaning
 
-Data comes from data/<dataset>/ as written by `python -m prepare.<dataset>`: token streams
-(kind 'stream', random windows of block_size + 1) or fixed examples (kind 'examples', the
-indirect-indexing task, accuracy on the target token, the loss too unless loss_on='all').
-
-configurator.py reads and checks the config, checkpoint.py keeps the run folder (out_dir), pretrained.py starts
-from GPT-2 or converts a model; bad values, damaged data, a failed save and Ctrl-C stop with one line.
+Data comes from data/<dataset>/ (`python -m prepare.<dataset>`): a token stream (random windows
+of block_size + 1) or fixed examples (the indirect-indexing task: accuracy on the target token).
+configurator.py reads and checks the config, checkpoint.py keeps the run folder (lock, atomic
+saves, Ctrl-C), pretrained.py starts from GPT-2 or converts a model.
 """
 
-import json
 import math
 import os
-import pathlib
-import signal
 import sys
 import time
-from dataclasses import fields
 
 import numpy as np
 import torch
@@ -33,53 +28,53 @@ import pretrained
 from checkpoint import RunFolder, read_checkpoint
 from eval import autocast
 from model import GPT, GPTConfig
-from prepare.common import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
+from prepare.data import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
 
 # -----------------------------------------------------------------------------
-# default config: the paper's indirect-indexing run with PoPE (a config file, then --key=value, override it)
+# default config: the paper's indirect-indexing run with PoPE
 # I/O
-out_dir = 'out'  # checkpoint, eval log and final results go here
+out_dir = 'out'  # checkpoints, eval log and final results go here
 eval_interval = 2000  # iterations between evaluations (and checkpoints)
 log_interval = 100  # iterations between log lines
-eval_iters = 100  # batches per train/val loss estimate (indirect indexing's val/test use the whole split)
+eval_iters = 100  # batches per train/val loss estimate (examples: val/test are scored whole)
 eval_only = False  # evaluate the checkpoint of init_from once and exit, writing nothing
-final_weights = 'last'  # final.json scores the 'last' weights (indirect indexing) or the 'best' (best.pt, lowest val)
-divergence_margin = 3.0  # stop (saving nothing) when val loss exceeds the best so far by this many nats (0 = never)
-eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size (extrapolation); '' = off
-eval_context_tokens = 65536  # val tokens scored at each of those lengths (the same tokens, non-overlapping windows)
-early_stop_acc = 0.0  # examples: end the run once val accuracy has been >= this at early_stop_evals evaluations in
-early_stop_evals = 2  # a row (checkpoint saved, the stop in final.json); 0.0 = never. Test accuracy never decides
-init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), a ckpt.pt to fine-tune from, or GPT-2 (pretrained.py)
+final_weights = 'last'  # final.json scores the 'last' weights or the 'best' (best.pt, lowest val)
+divergence_margin = 3.0  # stop when val loss exceeds the best so far by this many nats (0 = never)
+eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size ('' = off)
+eval_context_tokens = 65536  # val tokens scored at each of those lengths
+early_stop_acc = 0.0  # examples: end once val accuracy is >= this at early_stop_evals evaluations
+early_stop_evals = 2  # in a row (checkpoint saved, the stop in final.json); 0.0 = never
+init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), a ckpt.pt to fine-tune, or GPT-2
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
 dataset = 'indirect_indexing'  # folder under data/
 gradient_accumulation_steps = 1  # micro-steps per optimizer step, summed over all GPUs
 batch_size = 64  # sequences per micro-step and GPU
 block_size = 48  # context length in tokens
-loss_on = 'target'  # examples: train on the 'target' token alone (the paper) or on 'all' next tokens (val/test: target)
-example_order = 'random'  # examples: 'random' rows (with replacement) or 'epochs' (each pass over the split reordered)
-# model
+loss_on = 'target'  # examples: train on the 'target' token alone (the paper) or on 'all' tokens
+example_order = 'random'  # examples: 'random' rows (with replacement) or 'epochs' (each reordered)
+# model (model.GPTConfig: the same defaults)
 n_layer = 8
 n_head = 8
-n_kv_head = 0  # key/value heads (grouped-query attention; must divide n_head); 0 = n_head
+n_kv_head = 0  # key/value heads (grouped-query attention; divides n_head); 0 = n_head
 n_embd = 512
 dropout = 0.0  # on embeddings and residual branches
 bias = False  # biases in Linear layers (and LayerNorm)
 norm = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm'
 tie_embeddings = True  # the output layer shares the token embedding's weights
-init = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch' (PyTorch's defaults)
-pos_emb = 'pope'  # pope, pope_half, rope, rope_half, alibi_half, learned, sinusoidal, none (model.ENCODINGS)
+init = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch'
+pos_emb = 'pope'  # pope, pope_half, rope, rope_half, alibi_half, learned, sinusoidal, none
 pos_base = 10000.0  # frequency base of pope / rope
-pope_mu = 'softplus'  # PoPE's magnitude mu(x): 'softplus' (the paper), or its ablations 'relu' and 'identity' (mu = x)
-pope_delta = 'uniform'  # PoPE's delta, learned from init 'uniform' in [-2pi, 0] or 'zero'; 'none': no delta (ablation)
-attn_impl = 'auto'  # PoPE: auto (pope_kernel's fastest path on CUDA, else sdpa), torch, sdpa, triton
+pope_mu = 'softplus'  # PoPE's magnitude mu(x): 'softplus', or the ablations 'relu' and 'identity'
+pope_delta = 'uniform'  # PoPE's delta, from 'uniform' in [-2pi, 0] or 'zero'; 'none': no delta
+attn_impl = 'auto'  # PoPE's attention: auto, torch, sdpa, fused, triton (model.pope_path)
 yarn_scale = 1.0  # YaRN scale s for RoPE models (1.0 = off)
 yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
 # AdamW
 learning_rate = 2e-4  # peak learning rate
 max_iters = 100000  # optimizer steps in all
 weight_decay = 0.01
-weight_decay_on = 'matrices'  # the blocks' Linear weights, or 'all': every parameter (norms, biases, embeddings, delta)
+weight_decay_on = 'matrices'  # the blocks' Linear weights, or 'all': every parameter
 beta1 = 0.9
 beta2 = 0.99
 grad_clip = 1.0  # clip the gradient norm at this value (0 = off)
@@ -89,100 +84,108 @@ warmup_iters = 4000
 lr_decay_iters = 100000  # ~ max_iters, per Chinchilla
 min_lr = 2e-5  # ~ learning_rate / 10, per Chinchilla
 # system
-backend = 'nccl'  # DDP backend ('gloo' with --device=cpu: DDP on the CPU, as the tests do)
+backend = 'nccl'  # DDP backend ('gloo' on the CPU)
 device = 'cuda' if torch.cuda.is_available() else 'cpu'  # 'cpu', 'cuda', 'cuda:1'
-dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'  # autocast dtype
+dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
 compile = False  # torch.compile the model
-cuda_graph = False  # replay the whole training step as one CUDA graph (one GPU, data on the GPU: indirect_indexing)
+cuda_graph = False  # the training step as one CUDA graph (one GPU, data on the GPU: examples)
 seed = 1337  # model init and batch order
 # -----------------------------------------------------------------------------
-config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))]
-config = {k: globals()[k] for k in config_keys}  # for logging and the checkpoint
-given = configurator.configure(config, sys.argv[1:])  # train.py is a script: it reads its arguments and trains
-run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in configurator.MACHINE if k in given])
-# read first, before anything in out_dir changes: a ckpt.pt, or GPT-2 by name or in a Hugging Face folder
+defaults = {k: v for k, v in globals().items()
+            if not k.startswith('_') and isinstance(v, (int, float, bool, str))}
+config = dict(defaults)  # for logging and the checkpoint
+given = configurator.configure(config, sys.argv[1:])  # config files and --key=value overrides
+run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in configurator.MACHINE
+                                    if k in given])  # (the flags that going on needs)
+# read first, before anything in out_dir changes: a ckpt.pt, or GPT-2 by name or in a HF folder
 checkpoint = run.start_from(config['init_from'], read=pretrained.read_source)
-if config['init_from'] == 'resume':  # the run goes on as it was: its config, where the command line does not change it
+if config['init_from'] == 'resume':  # the run goes on as it was, with its own config
     configurator.resume(config, given, checkpoint, run.ckpt)
 configurator.check(config, given)  # values that cannot work stop here, one line each
-globals().update(config)
-device_type = torch.device(device).type
-# -----------------------------------------------------------------------------
-# distributed setup, as nanoGPT
-ddp = int(os.environ.get('RANK', -1)) != -1
+ddp = int(os.environ.get('RANK', -1)) != -1  # torchrun: one process per GPU, as nanoGPT
 if ddp:
-    init_process_group(backend=backend)
-    ddp_rank, ddp_local_rank, ddp_world_size = (int(os.environ[k]) for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
-    if device != 'cpu':  # one GPU per process
-        device = f'cuda:{ddp_local_rank}'
-        torch.cuda.set_device(device)
-    if gradient_accumulation_steps % ddp_world_size:
-        sys.exit(f"gradient_accumulation_steps={gradient_accumulation_steps} counts micro-steps over all "
-                 f"{ddp_world_size} processes: make it a multiple of {ddp_world_size}")
-    gradient_accumulation_steps //= ddp_world_size
+    init_process_group(backend=config['backend'])
+    ddp_rank, ddp_local_rank, ddp_world_size = (int(os.environ[k]) for k in
+                                                ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
+    if config['device'] != 'cpu':
+        config['device'] = f'cuda:{ddp_local_rank}'
+        torch.cuda.set_device(config['device'])
+    if config['gradient_accumulation_steps'] % ddp_world_size:
+        sys.exit(f"gradient_accumulation_steps={config['gradient_accumulation_steps']} counts "
+                 f"micro-steps over all {ddp_world_size} processes: make it a multiple of "
+                 f"{ddp_world_size}")
+    config['gradient_accumulation_steps'] //= ddp_world_size
     run.launch = ['torchrun', f'--nproc_per_node={ddp_world_size}']
 else:
     ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
 master_process = run.master = ddp_rank == 0
-torch.manual_seed(seed)
-# dtype='float32' is float32 throughout: no autocast, and matmuls in full float32 (PyTorch's default); under bf16 or
-# fp16 autocast, the matmuls it leaves in float32 run on TF32 tensor cores (10 mantissa bits, faster)
-torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = dtype != 'float32'
-ctx = autocast(device, dtype)  # bf16/fp16 autocast on a GPU; none with float32, nor on the CPU
-if master_process and os.path.isdir(out_dir):  # a busy out_dir stops a run at once; a new one is made only when
-    run.take_lock()  # the run starts training (a run that stops before leaves nothing behind)
-run.refuse_earlier_run(init_from != 'resume' and not overwrite and not eval_only)
-signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line that says what is kept (checkpoint.py)
-signal.signal(signal.SIGTERM, run.interrupted)  # kill, timeout, a scheduler: the same, and no partial file left
+run.open(refuse_earlier_run=config['init_from'] != 'resume' and not config['overwrite']
+         and not config['eval_only'])  # out_dir locked, Ctrl-C and SIGTERM one line each
 
 # -----------------------------------------------------------------------------
-# data
-if master_process:  # two data sets are made here on first use, in seconds
-    make_on_first_use(dataset)
+# data, and the model's config (a resumed run's, or a fine-tune's source's architecture)
+if master_process:  # two small data sets are made here on first use, in seconds
+    make_on_first_use(config['dataset'])
 if ddp:
     torch.distributed.barrier()
-meta, data = open_data(dataset)  # split -> its tokens (a memmap), checked against meta.json, or None where missing
+meta, data = open_data(config['dataset'])  # split -> its tokens (memmap) or None, checked
+model_args = {k: config[k] for k in configurator.MODEL_KEYS if k in config}
+model_args['vocab_size'] = meta['vocab_size']  # the one field that the data set gives
+if checkpoint is not None and config['init_from'] == 'resume':
+    model_args.update({k: v for k, v in checkpoint['model_args'].items() if k != 'attn_impl'})
+elif checkpoint is not None:  # its architecture; a new encoding converts it (pretrained.py)
+    model_args = pretrained.fine_tune_args(checkpoint, model_args, given, config['init_from'],
+                                           meta, f"data/{config['dataset']}")
+config.update({k: model_args[k] for k in config.keys() & model_args.keys()})  # what trains
+configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data
+globals().update(config)
+device_type = torch.device(device).type
+torch.manual_seed(seed)
+# under bf16/fp16 autocast, the matmuls it leaves in float32 run on TF32 tensor cores
+torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = dtype != 'float32'
+ctx = autocast(device, dtype)  # bf16/fp16 autocast on a GPU; none with float32, nor on the CPU
 examples = meta['kind'] == 'examples'  # fixed examples, one a row (else a token stream)
-pad_id = meta.get('pad_id')  # examples: the padding of the rows
-if examples:  # one example a row, padded, its target the last real token; on the device in the file's dtype (uint8
-    # here: 12.8M rows are 0.6 GB), made int64 a batch at a time
-    data = {split: d if d is None else torch.from_numpy(np.array(d).reshape(-1, meta['row_len'])).to(device)
+if examples:  # on the device in the file's dtype (uint8 here), made int64 a batch at a time
+    data = {split: d if d is None else
+            torch.from_numpy(np.array(d).reshape(-1, meta['row_len'])).to(device)
             for split, d in data.items()}
 
 
 def batch_from(split, ix, all_tokens=False):
-    """Inputs and targets at ix, targets -1 ignored (examples: all but the target, or with all_tokens the padding)."""
+    """Inputs and targets at ix, targets -1 ignored (examples: all but the target, or with
+    all_tokens the padding)."""
     if examples:
-        return example_batch(data[split][ix], pad_id, all_tokens)
+        return example_batch(data[split][ix], meta.get('pad_id'), all_tokens)
     d = data[split]
-    run.check_unchanged(d)  # a file cut short under the run would end it with a bus error, not a line
+    run.check_unchanged(d)  # a file cut short under the run would end it with a bus error
     x = torch.stack([torch.from_numpy(d[i:i + block_size].astype(np.int64)) for i in ix])
     y = torch.stack([torch.from_numpy(d[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
     if device_type == 'cuda':
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-    return x.to(device), y.to(device)
+        x, y = x.pin_memory(), y.pin_memory()
+    return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
 def sample_ix(split, step, purpose=0):
-    """Batch positions that depend only on (seed, rank, split, purpose, step): resuming replays them. Random, or
-    (training on examples with example_order='epochs') the next batch_size rows of a pass over the split."""
+    """Batch positions that depend only on (seed, rank, split, purpose, step): resuming replays
+    them. Random, or (examples, example_order='epochs') the next rows of a pass over the split."""
     n = len(data[split]) if examples else len(data[split]) - block_size
     if examples and example_order == 'epochs' and purpose == 0:
-        draws = (step * ddp_world_size + ddp_rank) * batch_size + np.arange(batch_size)  # numbered over all ranks
+        draws = (step * ddp_world_size + ddp_rank) * batch_size + np.arange(batch_size)
         ix = pass_rows(n, (seed, SPLITS.index(split)), draws)
     else:
         rng = np.random.default_rng((seed, ddp_rank, SPLITS.index(split), purpose, step))
         ix = rng.integers(0, n, batch_size)
-    return torch.from_numpy(ix).to(device, non_blocking=True) if examples else ix  # (a pageable copy: no sync)
+    return torch.from_numpy(ix).to(device, non_blocking=True) if examples else ix
 
 
 @torch.no_grad()
 def evaluate(split, whole=False, rows=None):
-    """{split}_loss per target token (and {split}_acc for examples), on eval_iters fixed batches or the whole split
-    (examples: or its first `rows` rows)."""
+    """{split}_loss per target token (and {split}_acc for examples), on eval_iters fixed batches or
+    the whole split (examples: or its first `rows` rows)."""
     eval_model.eval()
     if whole:
-        n = min(rows or len(data[split]), len(data[split])) if examples else (len(data[split]) - 1) // block_size
+        n = min(rows or len(data[split]), len(data[split])) if examples \
+            else (len(data[split]) - 1) // block_size
         starts = np.arange(n) if examples else np.arange(n) * block_size
         bs = 16 * batch_size if examples else batch_size  # examples are short: big batches
         chunks = np.array_split(starts, max(1, math.ceil(n / bs)))
@@ -204,6 +207,30 @@ def evaluate(split, whole=False, rows=None):
     return out
 
 
+@torch.no_grad()
+def context_losses():
+    """{'val_loss_ctx<L>': mean loss per token} for L in ctx_lengths, in windows of L of the first
+    n val tokens (n a multiple of the longest), on the plain module (no compile: lengths vary)."""
+    if not ctx_lengths:
+        return {}
+    n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
+    run.check_unchanged(data['val'])
+    tokens = torch.from_numpy(data['val'][:n + 1].astype(np.int64))
+    out = {}
+    raw_model.eval()
+    for L in ctx_lengths:
+        x, y = tokens[:-1].view(-1, L), tokens[1:].view(-1, L)
+        per_pass = max(1, batch_size * block_size // L)  # windows per pass: a batch's tokens
+        nll = 0.0
+        for i in range(0, len(x), per_pass):
+            with ctx:
+                xs, ys = x[i:i + per_pass].to(device), y[i:i + per_pass].to(device)
+                nll += raw_model.sequence_nll(xs, ys).sum().item()
+        out[f'val_loss_ctx{L}'] = nll / n
+    raw_model.train()
+    return out
+
+
 def get_lr(it):
     if it < warmup_iters:  # linear warmup
         return learning_rate * (it + 1) / (warmup_iters + 1)
@@ -217,90 +244,52 @@ def get_lr(it):
 
 # -----------------------------------------------------------------------------
 # model, optimizer, resume
-model_args = {f.name: config[f.name] for f in fields(GPTConfig) if f.name in config}  # the model's config keys
-model_args['vocab_size'] = meta['vocab_size']  # the one field of GPTConfig that the data set gives
 iter_num, best_val_loss, minutes_before = 0, 1e9, 0.0
-log_lines = []  # eval_log.jsonl, rewritten whole (and atomically) at every evaluation
-if checkpoint is not None:
-    if init_from == 'resume':  # the run goes on with the checkpoint's model
-        model_args.update({k: v for k, v in checkpoint['model_args'].items() if k != 'attn_impl'})
-    else:  # its architecture; this run's context, dropout...; a new encoding converts it (pretrained.py)
-        model_args = pretrained.fine_tune_args(checkpoint, model_args, given, init_from, meta, f'data/{dataset}')
-for k in config.keys() & model_args.keys():  # the model actually trained, in the log, the checkpoint and final.json
-    config[k] = globals()[k] = model_args[k]
-configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data, one line each
 try:
     model = GPT(GPTConfig(**model_args))
     if checkpoint is not None:
-        state = checkpoint['model'] if init_from == 'resume' else pretrained.convert(
-            checkpoint, model, init_from, print if master_process else lambda line: None)
-        model.load_state_dict(state)
-except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit the model
+        say = print if master_process else lambda line: None
+        model.load_state_dict(checkpoint['model'] if init_from == 'resume' else
+                              pretrained.convert(checkpoint, model, init_from, say))
+except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit
     sys.exit(' '.join(str(err).split())[:500])
 model.to(device)
-model.project_delta()  # PoPE's delta in [-2pi, 0], as the steps keep it (converted or edited weights need not be)
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type, capturable=cuda_graph,
-                                       weight_decay_on=weight_decay_on)
+model.project_delta()  # PoPE's delta in [-2pi, 0], as the steps keep it (loaded weights need not)
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
+                                       capturable=cuda_graph, weight_decay_on=weight_decay_on)
 if init_from == 'resume':
     optimizer.load_state_dict(checkpoint['optimizer'])
     iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-    minutes_before = checkpoint.get('minutes', 0.0)  # (a checkpoint without them counts none)
-    torch.set_rng_state(checkpoint['rng']['torch'].cpu())  # RNG states are CPU tensors, wherever the checkpoint is
+    minutes_before = checkpoint.get('minutes', 0.0)
+    torch.set_rng_state(checkpoint['rng']['torch'].cpu())
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
         torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
-    if master_process:  # the log goes on from the checkpoint: what came after it is dropped
-        log_lines = run.log_before(iter_num)
 checkpoint = None  # free memory
 if master_process and not eval_only:
-    run.start(new=init_from != 'resume')  # locked (if it was not yet); a new run: nothing of an earlier one stays
+    run.start(new=init_from != 'resume', iter_num=iter_num)  # (a resumed log goes on from iter_num)
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
 raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it below)
 if compile:
     print("compiling the model... (takes a minute)")
     model = torch.compile(model)
 if ddp:
-    # gradients as views of DDP's all-reduce buckets: no copy into the buckets and back; with compile, one graph
-    # and the all-reduce after the backward, in 200 MB buckets (the fastest setting measured: results/speed/README.md);
-    # the model's buffers (frequencies, phase tables, masks) are constants every process computes alike: none is
-    # broadcast before each forward pass
+    # gradients as views of DDP's buckets (no copy); with compile one graph and the all-reduce after
+    # the backward (the fastest setting measured: results/speed/README.md); the buffers are
+    # constants every process computes alike: none is broadcast
     torch._dynamo.config.optimize_ddp = False
-    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None, gradient_as_bucket_view=True,
-                bucket_cap_mb=200, broadcast_buffers=False)
-# evaluation runs on the master alone, past the DDP wrapper (under compile, DDP's graph split of the
-# eval-mode forward failed for PoPE's kernel: results/speed/README.md)
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None,
+                gradient_as_bucket_view=True, bucket_cap_mb=200, broadcast_buffers=False)
+# evaluation runs on the master alone, past the DDP wrapper (results/speed/README.md)
 eval_model = model.module if ddp else model
-# length extrapolation (stream data): the val loss at multiples of block_size, all on the first n_ctx val tokens
-n_ctx, ctx_lengths, ctx_note = configurator.context_lengths(config, 0 if examples else len(data['val']) - 1)
+n_ctx, ctx_lengths, ctx_note = configurator.context_lengths(
+    config, 0 if examples else len(data['val']) - 1)
 if ctx_note and master_process:
     print(ctx_note)
 
 
-@torch.no_grad()
-def context_losses():
-    """{'val_loss_ctx<L>': mean loss per token} for L in ctx_lengths, in windows of L (each scored from its own start)
-    of the first n val tokens, n a multiple of the longest; on the plain module (no compile: lengths vary)."""
-    if not ctx_lengths:
-        return {}
-    n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
-    run.check_unchanged(data['val'])
-    tokens = torch.from_numpy(data['val'][:n + 1].astype(np.int64))
-    out = {}
-    raw_model.eval()
-    for L in ctx_lengths:
-        x, y = tokens[:-1].view(-1, L), tokens[1:].view(-1, L)
-        per_pass = max(1, batch_size * block_size // L)  # windows per forward pass: a training batch's tokens
-        nll = 0.0
-        for i in range(0, len(x), per_pass):
-            with ctx:
-                nll += raw_model.sequence_nll(x[i:i + per_pass].to(device), y[i:i + per_pass].to(device)).sum().item()
-        out[f'val_loss_ctx{L}'] = nll / n
-    raw_model.train()
-    return out
-
-
 def train_step(ixs, zero_grad=True):
-    """One optimizer step over the micro-batches at ixs. Nothing in it waits for the GPU, so it can be captured
-    once as a CUDA graph and replayed (zero_grad=False: the graph's gradients stay in the buffers it owns)."""
+    """One optimizer step over the micro-batches at ixs. Nothing in it waits for the GPU, so it can
+    be captured as a CUDA graph (zero_grad=False: the graph's gradients stay in its buffers)."""
     for micro_step, ix in enumerate(ixs):
         x, y = batch_from('train', ix, all_tokens=loss_on == 'all')
         if ddp:  # sync gradients on the last micro-step only
@@ -313,14 +302,14 @@ def train_step(ixs, zero_grad=True):
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     scaler.step(optimizer)
     scaler.update()
-    raw_model.project_delta()  # PoPE's delta back onto [-2pi, 0] (model.py)
+    raw_model.project_delta()  # PoPE's delta back onto [-2pi, 0]
     if zero_grad:
         optimizer.zero_grad(set_to_none=True)
-    return loss.detach()  # not its graph: a live graph keeps its AccumulateGrad nodes (and their stream) into a capture
+    return loss.detach()  # not its graph: a live graph would reach into a capture
 
 
 def cuda_graph_step():
-    """train_step as one CUDA graph: 3 eager warm-up steps on a side stream, one capture, then replays."""
+    """train_step as one CUDA graph: 3 eager warm-up steps on a side stream, a capture, replays."""
     static_ix, side = sample_ix('train', 0).clone(), torch.cuda.Stream()
     graph, static_loss, warm_up = None, None, 3
 
@@ -346,47 +335,53 @@ def cuda_graph_step():
 # -----------------------------------------------------------------------------
 # training loop
 step = cuda_graph_step() if cuda_graph else train_step
-seq_len = meta['row_len'] if examples else block_size  # tokens per sequence: a whole example, or a window
+seq_len = meta['row_len'] if examples else block_size  # tokens per sequence
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * seq_len
 if master_process:
-    print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, {tokens_per_iter:,} tokens per iteration, "
-          f"device {device}"
-          + (f"; an evaluation scores {2 * len(data['val']) + len(data['test']):,} examples" if examples else ''))
+    changed = [f'{k}={v!r}' for k, v in config.items() if v != defaults[k]]
+    print(f"config (train.py's defaults but): {', '.join(changed)}")
+    scored = f"; an evaluation scores {2 * len(data['val']) + len(data['test']):,} examples" \
+        if examples else ''
+    print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, "
+          f"{tokens_per_iter:,} tokens per iteration, device {device}{scored}")
 t_start, t_last, it_last, it_first = time.time(), time.time(), iter_num, iter_num
 early_stop = None  # why the run ended before max_iters, once it has
 while True:
     if (iter_num % eval_interval == 0 or iter_num == max_iters) and master_process:
         record = {'iter': iter_num}
-        for split in ('train', 'val', 'test') if examples else ('train', 'val'):  # the paper reports test accuracy
-            # examples: the whole val and test splits, and as many rows of train (its first: the same every time)
-            record.update(evaluate(split, whole=examples, rows=len(data['val']) if split == 'train' else None))
+        for split in ('train', 'val', 'test') if examples else ('train', 'val'):
+            # examples: the whole val and test splits, and as many rows of train (its first)
+            rows = len(data['val']) if split == 'train' else None
+            record.update(evaluate(split, whole=examples, rows=rows))
         record.update(context_losses())
-        print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()))
-        log_lines.append(json.dumps(record))
-        if not eval_only:  # an evaluation alone writes nothing (nor a checkpoint: iter_num is it_first)
-            run.save(run.log, lambda tmp: pathlib.Path(tmp).write_text(''.join(line + '\n' for line in log_lines)))
+        print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                       for k, v in record.items()))
+        if not eval_only:  # an evaluation alone writes nothing
+            run.log(record)
         val_loss = record['val_loss']
         if not math.isfinite(val_loss):
             run.stop(f"val loss is {val_loss} at iter {iter_num}")
         if divergence_margin and val_loss > best_val_loss + divergence_margin:
-            run.stop(f"val loss {val_loss:.4g} at iter {iter_num} exceeds the best so far ({best_val_loss:.4g}) by "
-                     f"more than divergence_margin={divergence_margin}")
+            run.stop(f"val loss {val_loss:.4g} at iter {iter_num} exceeds the best so far "
+                     f"({best_val_loss:.4g}) by more than divergence_margin={divergence_margin}")
         if iter_num > it_first:  # (a resumed run's first evaluation is of its checkpoint)
             is_best, best_val_loss = val_loss < best_val_loss, min(best_val_loss, val_loss)
-            ckpt = {'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(), 'model_args': model_args,
-                    'iter_num': iter_num, 'best_val_loss': best_val_loss, 'config': config, 'meta': meta,
-                    'minutes': minutes_before + (time.time() - t_start) / 60,  # of training, every process of it
-                    'rng': {'torch': torch.get_rng_state(),
-                            'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}}
-            run.save_checkpoint(ckpt, is_best)  # each file written atomically: a crash mid-save leaves the last one
-            recent = [json.loads(line).get('val_acc', 0.0) for line in log_lines[-early_stop_evals:]]
+            rng = {'torch': torch.get_rng_state(),
+                   'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}
+            run.save_checkpoint({
+                'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(),
+                'model_args': model_args, 'iter_num': iter_num, 'best_val_loss': best_val_loss,
+                'config': config, 'meta': meta, 'rng': rng,
+                'minutes': minutes_before + (time.time() - t_start) / 60}, is_best)
+            recent = [r.get('val_acc', 0.0) for r in run.records[-early_stop_evals:]]
             if early_stop_acc and len(recent) == early_stop_evals and min(recent) >= early_stop_acc:
-                early_stop = f"val_acc >= {early_stop_acc} at {early_stop_evals} evaluations in a row"
+                early_stop = f"val_acc >= {early_stop_acc} at {early_stop_evals} evaluations " \
+                             "in a row"
         t_last, it_last = time.time(), iter_num  # keep evaluation out of the step timing
     if iter_num >= max_iters or eval_only or early_stop:
         break
     lr = get_lr(iter_num)
-    for group in optimizer.param_groups:  # (a capturable optimizer reads lr from a tensor on the GPU)
+    for group in optimizer.param_groups:  # (a capturable optimizer reads lr from a GPU tensor)
         group['lr'] = group['lr'].fill_(lr) if torch.is_tensor(group['lr']) else lr
     loss = step([sample_ix('train', iter_num * gradient_accumulation_steps + m)
                  for m in range(gradient_accumulation_steps)])
@@ -398,15 +393,18 @@ while True:
         now = time.time()
         dt = (now - t_last) / (iter_num - it_last)
         t_last, it_last = now, iter_num
-        mfu = raw_model.estimate_mfu(tokens_per_iter / ddp_world_size, dt)  # per GPU, of an H100/H200's bf16 peak
+        mfu = raw_model.estimate_mfu(tokens_per_iter / ddp_world_size, dt)  # of an H100's peak
         eta = dt * (max_iters - iter_num)
-        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms/it, {tokens_per_iter / dt:,.0f} tok/s, "
-              + (f"mfu {mfu * 100:.1f}%, " if device_type == 'cuda' else '') + f"eta {eta // 60:.0f}m{eta % 60:02.0f}s")
+        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms/it, "
+              f"{tokens_per_iter / dt:,.0f} tok/s, "
+              + (f"mfu {mfu * 100:.1f}%, " if device_type == 'cuda' else '')
+              + f"eta {eta // 60:.0f}m{eta % 60:02.0f}s")
 
 if master_process and not eval_only:
-    # the paper's numbers: the last weights' test accuracy (indirect indexing), else the best checkpoint's test NLL
-    final = {'iter': iter_num, 'pos_emb': pos_emb, 'minutes': minutes_before + (time.time() - t_start) / 60,
-             'weights': 'last', 'weights_of_iter': iter_num}
+    # the paper's numbers: the last weights' test accuracy (indirect indexing), else the best
+    # checkpoint's test loss; and the whole config, so that the numbers name their run
+    final = {'iter': iter_num, 'pos_emb': pos_emb, 'weights': 'last', 'weights_of_iter': iter_num,
+             'minutes': minutes_before + (time.time() - t_start) / 60}
     if early_stop:
         final['early_stop'] = {'iter': iter_num, 'reason': early_stop}
     if final_weights == 'best' and os.path.exists(run.best):
@@ -419,6 +417,7 @@ if master_process and not eval_only:
     final.update(block_size=block_size, **context_losses())
     if ctx_note:
         final['eval_contexts_note'] = ctx_note
-    run.finish(final, examples, eval_iters, max_iters, ctx_lengths)  # final.json, and the run's end in words
+    final['config'] = config
+    run.finish(final, examples, eval_iters, max_iters, ctx_lengths)  # final.json, and in words
 if ddp:
     destroy_process_group()

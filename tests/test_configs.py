@@ -22,16 +22,16 @@ INCLUDE = re.compile(r"exec\(open\('config/(\w+)\.py'\)\.read\(\)\)")  # a confi
 
 @functools.cache
 def defaults():
-    """train.py's defaults: its source from its top to `config_keys` (imports and the assignments a reader sees),
+    """train.py's defaults: its source from its top to `defaults` (imports and the assignments a reader sees),
     run here (importing train.py would train)."""
     tree = ast.parse(open(os.path.join(ROOT, 'train.py')).read())
     head = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'config_keys':
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'defaults':
             break
         head.append(node)
     else:
-        raise AssertionError('train.py has no config_keys')
+        raise AssertionError('train.py has no defaults')
     ns = {}
     exec(compile(ast.Module(head, type_ignores=[]), 'train.py', 'exec'), ns)
     return {k: v for k, v in ns.items() if not k.startswith('_') and isinstance(v, (int, float, bool, str))}
@@ -218,3 +218,13 @@ def test_reproduce_scripts_use_existing_configs_and_known_keys():
     assert keys <= set(merged()), sorted(keys - set(merged()))
     assert len(configs) >= 10, configs  # quick start, indirect, shakespeare, fine-tunes, music and genome
     assert all(os.path.exists(os.path.join(ROOT, c)) for c in configs), configs
+
+
+def test_the_models_defaults_are_train_pys():
+    """One set of defaults: GPTConfig's fields default to train.py's values of the same keys."""
+    from model import GPTConfig
+    from dataclasses import fields
+    model_defaults = {f.name: f.default for f in fields(GPTConfig)}
+    shared = model_defaults.keys() & defaults().keys()
+    assert len(shared) >= 17
+    assert {k: model_defaults[k] for k in shared} == {k: defaults()[k] for k in shared}

@@ -14,7 +14,7 @@ from torch.nn import functional as F
 import generate as gen
 from eval import code_commit
 from generate import KVCache, decode_step, generate, sample
-from model import GPT, POPE_MUS, POS_EMBS, GPTConfig, pope_frequencies
+from model import ENCODINGS, GPT, POPE_MUS, POS_EMBS, GPTConfig, pope_frequencies
 
 F64 = torch.float64
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,7 +54,7 @@ def test_cached_logits_equal_the_full_forward_at_every_step(cfg):
     T = m.config.block_size if cfg['pos_emb'] in ABSOLUTE else 45
     idx = torch.randint(0, 17, (2, T))
     full, _ = m(idx, torch.zeros_like(idx))  # logits at every position
-    cache = KVCache(m.config, 2, T, 'cpu', F64)
+    cache = KVCache(m, 2, T, 'cpu', F64)
     torch.testing.assert_close(prefill_then_decode(m, idx, cache, 7), full, rtol=1e-9, atol=1e-9)
 
 
@@ -64,14 +64,14 @@ def test_pope_caches_mu_of_its_keys():
     the prompt to the last step, and positions not yet reached still zero. On the CPU it holds no kernel tables."""
     m = small('pope', n_kv_head=2, pope_mu='relu').double().eval()
     idx = torch.randint(0, 17, (2, 12))
-    cache = KVCache(m.config, 2, 16, 'cpu', F64)
+    cache = KVCache(m, 2, 16, 'cpu', F64)
     tensors = [*cache.k, *cache.v]
     pointers = [t.data_ptr() for t in tensors]
     prefill_then_decode(m, idx, cache, 4, chunk=3)
     assert all(a is b for a, b in zip([*cache.k, *cache.v], tensors))
     assert [t.data_ptr() for t in tensors] == pointers
     assert cache.k[0].shape == cache.v[0].shape == (2, 2, 16, 8)
-    assert not cache.decode_kernel and cache.decode_tables is None
+    assert not cache.decode_kernel and cache.decode_tables == [None, None]
     for t in tensors:
         assert t[:, :, :12].abs().sum() > 0 and not t[:, :, 12:].any()
     attn = m.h[0].attn
@@ -86,7 +86,7 @@ def kernel_cache(m, B, L):
     pytest.importorskip('pope_decode')
     if os.environ.get('TRITON_INTERPRET', '0') != '1':  # compiled Triton needs CUDA tensors (a GPU runs the gpu tests)
         pytest.skip('the decode kernel on CPU tensors needs TRITON_INTERPRET=1')
-    return KVCache(m.config, B, L, 'cpu', torch.float32, decode_kernel=True)
+    return KVCache(m, B, L, 'cpu', torch.float32, decode_kernel=True)
 
 
 def test_the_decode_kernel_runs_on_a_gpu_for_every_encoding_but_alibi():
@@ -98,14 +98,14 @@ def test_the_decode_kernel_runs_on_a_gpu_for_every_encoding_but_alibi():
         cfg = GPTConfig(n_embd=64, n_head=4, pos_emb=pos_emb)  # head dim 16
         for dtype in (torch.float16, torch.bfloat16, torch.float32):
             for device in ('cuda', torch.device('cuda', 1)):
-                assert decode_kernel_for(cfg, device, dtype) == (pos_emb != 'alibi_half'), (pos_emb, dtype, device)
+                assert decode_kernel_for(cfg, device, dtype) == ENCODINGS[pos_emb].decodes, (pos_emb, dtype, device)
             assert not decode_kernel_for(cfg, 'cpu', dtype)
         assert not decode_kernel_for(cfg, 'cuda', torch.float64)
         for hd in (8, 16, 128, 256):
             assert decode_kernel_for(GPTConfig(n_embd=2 * hd, n_head=2, pos_emb=pos_emb), 'cuda', torch.float32) == (
-                hd in pope_decode.DECODE_HEAD_DIMS and pos_emb != 'alibi_half')
+                hd in pope_decode.DECODE_HEAD_DIMS and ENCODINGS[pos_emb].decodes)
     m = small('pope', n_embd=64)
-    assert not KVCache(m.config, 1, 8, 'cpu', torch.float32).decode_kernel  # the CPU default: the plain path
+    assert not KVCache(m, 1, 8, 'cpu', torch.float32).decode_kernel  # the CPU default: the plain path
 
 
 def test_the_kernel_cache_tables_are_at_the_model_pos_base():
@@ -116,9 +116,12 @@ def test_the_kernel_cache_tables_are_at_the_model_pos_base():
     m = small('pope', n_embd=64, pos_base=500.0)
     cache = kernel_cache(m, 1, 20)
     want = pope_decode.decode_tables(pope_frequencies(16, 500.0), 2 * pope_decode.DECODE_BLOCK)
-    assert cache.decode_kernel and all(torch.equal(a, b) for a, b in zip(cache.decode_tables, want, strict=True))
-    assert not torch.allclose(cache.decode_tables[0], pope_decode.decode_tables(pope_frequencies(16), 32)[0], atol=0.1)
-    assert kernel_cache(small('rope', n_embd=64), 1, 20).decode_tables is None
+    assert cache.decode_kernel and len(cache.decode_tables) == m.config.n_layer
+    for tables in cache.decode_tables:
+        assert all(torch.equal(a, b) for a, b in zip(tables, want, strict=True))
+    default = pope_decode.decode_tables(pope_frequencies(16), 32)[0]
+    assert not torch.allclose(cache.decode_tables[0][0], default, atol=0.1)
+    assert not any(kernel_cache(small('rope', n_embd=64), 1, 20).decode_tables)
     with pytest.raises(ValueError, match=r"^decode_kernel=True with pos_emb='alibi_half': the decode kernel has no "
                                          r"score bias; leave decode_kernel None \(or False\)$"):
         kernel_cache(small('alibi_half', n_embd=64), 1, 20)
@@ -157,7 +160,7 @@ def test_decode_kernel_step_equals_the_plain_path(pos_emb, monkeypatch):
     assert 64 % pope_decode.DECODE_BLOCK == 0 and 70 % pope_decode.DECODE_BLOCK
     m = small(pos_emb, n_embd=64, block_size=128, n_kv_head=2, pos_base=500.0).eval()
     idx = torch.randint(0, 17, (2, 70))
-    caches = [KVCache(m.config, 2, 70, 'cpu', torch.float32), kernel_cache(m, 2, 70)]
+    caches = [KVCache(m, 2, 70, 'cpu', torch.float32), kernel_cache(m, 2, 70)]
     assert not caches[0].decode_kernel
     calls, decode = [], pope_decode.decode
     monkeypatch.setattr(pope_decode, 'decode', lambda *a: calls.append(a[4] is None) or decode(*a))
@@ -197,7 +200,7 @@ def test_positions_past_the_current_length_are_masked(pos_emb):
     position after its own."""
     m = small(pos_emb, n_kv_head=2).double().eval()
     idx = torch.randint(0, 17, (2, 14))
-    caches = [KVCache(m.config, 2, 20, 'cpu', F64) for _ in range(2)]
+    caches = [KVCache(m, 2, 20, 'cpu', F64) for _ in range(2)]
     for t in caches[1].k + caches[1].v:
         t.normal_(0, 1e3)
     a, b = (prefill_then_decode(m, idx, cache, 6) for cache in caches)
@@ -237,9 +240,9 @@ def test_batched_generation_equals_one_sequence_at_a_time(pos_emb):
 def test_bad_cache_use_raises():
     m = small('learned')
     with pytest.raises(ValueError, match='input_pos'):
-        m(torch.zeros(1, 3, dtype=torch.long), cache=KVCache(m.config, 1, 8, 'cpu', torch.float32))
+        m(torch.zeros(1, 3, dtype=torch.long), cache=KVCache(m, 1, 8, 'cpu', torch.float32))
     with pytest.raises(ValueError, match='block_size=32, got 40 positions'):
-        m(torch.zeros(1, 3, dtype=torch.long), cache=KVCache(m.config, 1, 40, 'cpu', torch.float32),
+        m(torch.zeros(1, 3, dtype=torch.long), cache=KVCache(m, 1, 40, 'cpu', torch.float32),
           input_pos=torch.arange(3))
     assert torch.equal(generate(m, torch.ones(1, 3, dtype=torch.long), 0), torch.ones(1, 3, dtype=torch.long))
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import model
 from generate import KVCache, generate
 from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, alibi_slopes, pope_attention_reference, pope_frequencies,
                    pope_polar, rope_angles, rope_frequencies, rope_rotate)
@@ -179,7 +180,7 @@ def test_grouped_query_attention_equals_repeated_kv_heads(pos_emb, impl):
     full.load_state_dict(state)
     idx = torch.randint(0, 17, (2, 20))
     torch.testing.assert_close(gqa(idx, idx)[0], full(idx, idx)[0], rtol=1e-9, atol=1e-9)
-    cache = KVCache(gqa.config, 2, 20, 'cpu', F64)
+    cache = KVCache(gqa, 2, 20, 'cpu', F64)
     gqa(idx[:, :19], cache=cache, input_pos=torch.arange(19))
     assert cache.k[0].shape[1] == cache.v[0].shape[1] == 2  # the cache holds the 2 kv heads only
     logits = gqa(idx[:, 19:], cache=cache, input_pos=torch.tensor([19]))[0]
@@ -243,7 +244,7 @@ def test_the_models_loss_on_cuda_is_its_loss_on_the_cpu():
         loss = m(idx.to(device), targets.to(device))[1]
         loss.backward()
         out[device] = loss.item(), m.lm_head.weight.grad.to('cpu', copy=True)  # (m.to moves .grad)
-    assert m.loss_kernel is not None
+    assert model.ce_kernel is not None
     assert abs(out['cuda'][0] - out['cpu'][0]) < 1e-4
     torch.testing.assert_close(out['cuda'][1], out['cpu'][1], rtol=1e-3, atol=1e-5)
 
@@ -416,7 +417,9 @@ def test_bad_config_raises():
     with pytest.raises(ValueError, match="attn_impl"):
         GPT(GPTConfig(attn_impl='flash'))
     with pytest.raises(ValueError, match="n_kv_head"):
-        GPT(GPTConfig(n_head=12, n_kv_head=5))
+        GPT(GPTConfig(n_head=8, n_kv_head=3))
+    with pytest.raises(ValueError, match="n_embd=512 is not a multiple of n_head=12"):
+        GPT(GPTConfig(n_head=12))
     with pytest.raises(ValueError, match="block_size"):
         tiny('learned')(torch.zeros(1, 40, dtype=torch.long))
 
@@ -477,10 +480,10 @@ def test_every_path_runs_on_the_device_of_the_model(pos_emb, impl):
         logits, loss = m(idx, idx)
         loss.backward()
         assert logits.device.type == 'meta' and all(p.grad.device.type == 'meta' for p in m.parameters())
-    for decode_kernel in (False, True) if pos_emb != 'alibi_half' else (False,):
+    for decode_kernel in (False, True) if model.ENCODINGS[pos_emb].decodes else (False,):
         if decode_kernel and os.environ.get('TRITON_INTERPRET') != '1':
             continue
-        cache = KVCache(m.config, 2, T, 'meta', torch.float32, decode_kernel=decode_kernel)
+        cache = KVCache(m, 2, T, 'meta', torch.float32, decode_kernel=decode_kernel)
         m(idx[:, :T - 2], cache=cache, input_pos=torch.arange(T - 2).to('meta'))
         assert m(idx[:, :1], cache=cache, input_pos=torch.tensor([T - 2]).to('meta'))[0].device.type == 'meta'
     assert generate(m.eval(), idx[:, :5], 4).device.type == 'meta'
@@ -732,7 +735,70 @@ def test_pope_half_is_pope_with_positions_on_half_the_frequencies(impl):
         got = m(idx, idx)[0]
         torch.testing.assert_close(got, forward_by_definition(m, idx, scores), rtol=tol, atol=tol)
         for decode_kernel in (False, True) if dtype == torch.float32 else (False,):
-            cache = KVCache(m.config, 2, T, 'cpu', dtype, decode_kernel=decode_kernel)
+            cache = KVCache(m, 2, T, 'cpu', dtype, decode_kernel=decode_kernel)
             m(idx[:, :T - 1], cache=cache, input_pos=torch.arange(T - 1))
             step = m(idx[:, T - 1:], cache=cache, input_pos=torch.tensor([T - 1]))[0]
             torch.testing.assert_close(step[:, -1], got[:, -1], rtol=tol, atol=tol)
+
+# -----------------------------------------------------------------------------
+# a fork: PoPE with learnable frequencies (docs/encodings.md's second worked example)
+
+
+class LearnedThetaAttention(model.PoPEAttention):
+    """PoPE whose frequencies are a parameter, initialised at PoPE's."""
+
+    def __init__(self, config, layer):
+        super().__init__(config, layer)
+        self.theta = torch.nn.Parameter(self.theta)
+
+
+@pytest.fixture
+def learned_theta(monkeypatch):
+    monkeypatch.setitem(model.ENCODINGS, 'pope_learned', LearnedThetaAttention)
+
+
+@pytest.mark.parametrize('impl', ['torch', 'sdpa', 'triton'])
+def test_learnable_frequencies_train_through_every_path(learned_theta, impl):
+    """A subclass whose theta is an nn.Parameter gets theta's gradient on every attention path (the
+    kernel's under the Triton interpreter, in float32), equal to the explicit reference's, and an
+    optimizer step moves it."""
+    if impl == 'triton' and os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('the kernel on CPU tensors needs TRITON_INTERPRET=1')
+    dtype, tol = (torch.float32, 2e-4) if impl == 'triton' else (F64, 1e-9)
+    idx = torch.randint(0, 17, (2, 12), generator=torch.Generator().manual_seed(3))
+    grads = {}
+    for path in ('torch', impl):
+        m = tiny('pope_learned', path, n_embd=64, n_kv_head=1).to(dtype)  # head dim 32, 2 heads
+        m(idx, idx)[1].backward()
+        grads[path] = [b.attn.theta.grad for b in m.h]
+    for ref, got in zip(grads['torch'], grads[impl]):
+        assert got is not None and ref.abs().max() > 0
+        torch.testing.assert_close(got.to(F64), ref.to(F64), rtol=tol, atol=tol * ref.abs().max())
+    theta = m.h[0].attn.theta.detach().clone()
+    torch.optim.SGD(m.parameters(), lr=1e-3).step()
+    assert not torch.equal(m.h[0].attn.theta.detach(), theta)
+
+
+@pytest.mark.parametrize('decode_kernel', [False, True])
+def test_cached_decoding_follows_changed_frequencies(learned_theta, decode_kernel):
+    """After the frequencies change (as training would change them), decoding through a KV cache
+    (the plain path, and the decode kernel's tables under the Triton interpreter) gives the logits
+    of the uncached forward pass with the new frequencies."""
+    if decode_kernel and os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('the decode kernel on CPU tensors needs TRITON_INTERPRET=1')
+    dtype, tol = (torch.float32, 1e-4) if decode_kernel else (F64, 1e-9)
+    m = tiny('pope_learned', 'sdpa', n_embd=64).to(dtype).eval()  # head dim 32
+    with torch.no_grad():
+        for b in m.h:
+            b.attn.theta.mul_(1.7)
+    idx = torch.randint(0, 17, (2, 14), generator=torch.Generator().manual_seed(5))
+    T = idx.shape[1]
+    with torch.no_grad():
+        want = m(idx, idx)[0][:, -1]
+        cache = KVCache(m, 2, T, 'cpu', dtype, decode_kernel=decode_kernel)
+        m(idx[:, :T - 1], cache=cache, input_pos=torch.arange(T - 1))
+        got = m(idx[:, T - 1:], cache=cache, input_pos=torch.tensor([T - 1]))[0][:, -1]
+        plain = tiny('pope', 'sdpa', n_embd=64).to(dtype).eval()
+        plain.load_state_dict(m.state_dict(), strict=False)  # the same weights, PoPE's frequencies
+        assert not torch.allclose(plain(idx, idx)[0][:, -1], want, atol=1e-3)
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)

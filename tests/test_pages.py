@@ -125,15 +125,15 @@ def script_path(script):
 
 @functools.cache
 def config_keys():
-    """train.py's config keys: the assignments from its top to `config_keys`."""
+    """train.py's config keys: the assignments from its top to `defaults`."""
     tree = ast.parse(open(os.path.join(ROOT, 'train.py')).read())
     keys = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'config_keys':
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'defaults':
             return keys
         if isinstance(node, ast.Assign):
             keys += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    raise AssertionError('train.py has no config_keys')
+    raise AssertionError('train.py has no defaults')
 
 
 @functools.cache

@@ -130,6 +130,26 @@ def test_sample_refuses_a_prompt_beyond_an_absolute_context(data, tmp_path, monk
                    "block_size): give a shorter prompt"
 
 
+@pytest.mark.parametrize('content', [b'\xff\xfe\x00binary\x80', b'caf\xe9 latin-1'])
+def test_sample_on_a_prompt_file_that_is_not_utf8_text_is_one_line(data, tmp_path, monkeypatch, capsys,
+                                                                  content):
+    save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)
+    (tmp_path / 'prompt.bin').write_bytes(content)
+    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu',
+                       f'--start=FILE:{tmp_path / "prompt.bin"}')
+    assert code == f"--start=FILE:{tmp_path / 'prompt.bin'} is not UTF-8 text: give a text file"
+
+
+@pytest.mark.parametrize('drop', ['itos', 'tokenizer'])
+def test_sample_on_a_data_set_without_a_vocabulary_is_one_line(data, tmp_path, monkeypatch, capsys, drop):
+    meta = json.loads((data / 'chars' / 'meta.json').read_text())
+    del meta[drop]
+    save_ckpt(str(tmp_path / 'run'), meta, block_size=16)
+    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu', '--start=abc')
+    assert code == (f"the model's meta (its data set's meta.json) has no '{drop}': this model cannot turn "
+                    "text into tokens; prepare its data set with `python -m prepare.<name>` and train again")
+
+
 def broken_ckpt(tmp_path, data):
     """A checkpoint with the right keys and the wrong contents: weights of another width than its model_args."""
     path = save_ckpt(str(tmp_path / 'broken'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)

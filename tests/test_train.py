@@ -261,6 +261,10 @@ def test_the_end_of_a_run_says_which_numbers_are_which_and_where_the_files_are(s
     assert lines[-1] == ("files: stream_run/ckpt.pt (the latest state, iter 4), stream_run/best.pt (the state of the "
                          "lowest val_loss logged), stream_run/eval_log.jsonl (every evaluation), stream_run/final.json "
                          "(the numbers above)")
+    # the run's files name its settings: final.json the whole config, the log what differs from the defaults
+    assert final['config']['n_embd'] == 32 and final['config']['dataset'] == 'stream'
+    said = next(line for line in lines if line.startswith("config (train.py's defaults but): "))
+    assert "n_embd=32" in said and "dataset='stream'" in said and 'pope_mu' not in said
 
 
 def test_a_busy_out_dir_stops_a_second_run(workdir):
@@ -520,8 +524,9 @@ def torchrun(cwd, *args):
 
 
 def test_ddp_on_the_cpu_trains_evaluates_and_saves(workdir):
-    # two processes with gloo: each takes one of the 2 micro-steps, the master evaluates and saves
-    common = [POPE, *TINY, '--backend=gloo', '--max_iters=4', '--eval_interval=2', '--out_dir=ddp']
+    # two processes with gloo (the CPU's backend, whatever --backend says: NCCL is CUDA's): each
+    # takes one of the 2 micro-steps, the master evaluates and saves
+    common = [POPE, *TINY, '--max_iters=4', '--eval_interval=2', '--out_dir=ddp']
     p = torchrun(workdir, *common, '--gradient_accumulation_steps=2')
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert '768 tokens per iteration' in p.stdout  # 2 processes x 8 sequences x 48
@@ -530,6 +535,14 @@ def test_ddp_on_the_cpu_trains_evaluates_and_saves(workdir):
     assert json.load(open(workdir / 'ddp' / 'final.json'))['iter'] == 4
     p = torchrun(workdir, *common, '--gradient_accumulation_steps=3')
     assert p.returncode != 0 and 'make it a multiple of 2' in p.stderr
+
+
+def test_help_lists_every_key_with_its_default_and_meaning(workdir):
+    p = run(workdir, 'train.py', '--help')
+    assert p.stdout.startswith('usage: python train.py [CONFIG_FILE ...] [--key=value ...]')
+    assert "--pope_mu='softplus'" in p.stdout and "the ablations 'relu' and 'identity'" in p.stdout
+    assert "--block_size=48" in p.stdout and 'context length in tokens' in p.stdout
+    assert not (workdir / 'out').exists()
 
 
 def test_sample_answers_an_indirect_indexing_prompt(workdir):
