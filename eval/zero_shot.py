@@ -199,7 +199,7 @@ class PopeLM(TemplateLM):
             if self.max_length is not None:  # leave room for the answer
                 ids = ids[-max(1, self.max_length - n_new):]
                 n_new = min(n_new, self.max_length - len(ids))
-            cache = KVCache(self.model.config, 1, len(ids) + n_new, device, torch.float32)
+            cache = KVCache(self.model, 1, len(ids) + n_new, device, torch.float32)
             fed, pos = torch.tensor([ids], device=device), torch.arange(len(ids), device=device)
             gen = []
             for _ in range(n_new):
