@@ -248,7 +248,7 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
                              .format(*bad, folder))
         chance = None
         if os.path.exists(ckpt_path):
-            dataset = torch.load(ckpt_path, map_location='cpu', weights_only=False,
+            dataset = torch.load(ckpt_path, map_location='cpu', weights_only=True,
                                  mmap=True)['config']['dataset']
             chance = chance_levels(**task_options(dataset)[0])['window'] if dataset in VARIANTS \
                 else None
