@@ -1,7 +1,8 @@
-# Quick start: indirect indexing with PoPE, small enough for a laptop CPU (minutes; results/quick_start/ has the times),
-# printing test accuracy as it learns. Not the paper's run (that is config/indirect_pope.py:
-# 8 layers, 512 wide, 100k steps, strings of 20-40 letters, shifts up to 15): here strings of
-# 6-10 letters and shifts up to 3 (prepare/indirect_indexing.py --variant=indirect_indexing_short).
+# Quick start: indirect indexing with PoPE, small enough for a laptop CPU (minutes;
+# results/quick_start/ has the times), printing test accuracy as it learns. Not the paper's run
+# (that is config/indirect_pope.py: 8 layers, 512 wide, 100k steps, strings of 20-40 letters, shifts
+# up to 15): here strings of 6-10 letters and shifts up to 3 (prepare/indirect_indexing.py
+# --variant=indirect_indexing_short).
 out_dir = 'out-indirect-quick'
 dataset = 'indirect_indexing_short'  # generated in seconds on first use
 n_layer = 2

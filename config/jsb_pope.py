@@ -1,8 +1,8 @@
-# JSB chorales (paper: section 4, Table 2) with PoPE, at the paper's full scale and
-# settings; train.py's defaults give the rest (8 heads, beta2 0.99, weight decay 0.01, clip 1.0, delta ~ U(-2pi, 0)).
-# Paper's best test NLL per token: 0.4889 (RoPE -> PoPE: 0.5081 -> 0.4889).
-# Data: python -m prepare.jsb_chorales [--source Jsb16thSeparated.json]
-# Run:  python train.py config/jsb_pope.py
+# JSB chorales (paper: section 4, Table 2) with PoPE, at the paper's full scale and settings;
+# train.py's defaults give the rest (8 heads, beta2 0.99, weight decay 0.01, clip 1.0, delta ~
+# U(-2pi, 0)). Paper's best test NLL per token: 0.4889 (RoPE -> PoPE: 0.5081 -> 0.4889). Data:
+# python -m prepare.jsb_chorales [--source Jsb16thSeparated.json] Run:  python train.py
+# config/jsb_pope.py
 out_dir = 'out-jsb-pope'
 dataset = 'jsb_chorales'
 n_layer = 6
@@ -17,5 +17,6 @@ max_iters = 3000
 lr_decay_iters = 3000  # cosine decay over the whole run
 eval_interval = 100
 eval_iters = 20
-final_weights = 'best'  # final.json scores best.pt (the lowest val loss): the paper reports the best
+# final.json scores best.pt (the lowest val loss): the paper reports the best
+final_weights = 'best'
 log_interval = 10

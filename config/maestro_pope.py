@@ -17,5 +17,6 @@ max_iters = 60000
 lr_decay_iters = 60000  # cosine decay over the whole run
 eval_interval = 1000
 eval_iters = 50
-final_weights = 'best'  # final.json scores best.pt (the lowest val loss): the paper reports the best
+# final.json scores best.pt (the lowest val loss): the paper reports the best
+final_weights = 'best'
 log_interval = 50

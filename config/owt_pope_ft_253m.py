@@ -1,5 +1,6 @@
 # Length extrapolation (paper: section 4, Figure 2): config/owt_pope_ft.py for the 253M model of
 # config/owt_pope_253m.py.
-exec(open('config/owt_pope_ft.py').read())  # its settings, then the changes below (paths from the repository root)
+# its settings, then the changes below (paths from the repository root)
+exec(open('config/owt_pope_ft.py').read())
 out_dir = 'out-owt-pope-ft-253m'
 init_from = 'out-owt-pope-253m/ckpt.pt'  # the pre-trained model

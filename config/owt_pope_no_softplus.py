@@ -1,6 +1,8 @@
-# The paper's ablation of PoPE's magnitude at 124M on OpenWebText: mu = x instead of softplus(x) (mu may be
-# negative, a phase of pi), otherwise config/owt_pope.py. Paper's validation perplexity: 21.57 (full PoPE: 21.33).
-# Run:  torchrun --standalone --nproc_per_node=8 train.py config/owt_pope_no_softplus.py
-exec(open('config/owt_pope.py').read())  # its settings, then the changes below (paths from the repository root)
+# The paper's ablation of PoPE's magnitude at 124M on OpenWebText: mu = x instead of softplus(x) (mu
+# may be negative, a phase of pi), otherwise config/owt_pope.py. Paper's validation perplexity:
+# 21.57 (full PoPE: 21.33). Run:  torchrun --standalone --nproc_per_node=8 train.py
+# config/owt_pope_no_softplus.py
+# its settings, then the changes below (paths from the repository root)
+exec(open('config/owt_pope.py').read())
 out_dir = 'out-owt-pope-no-softplus'
 pope_mu = 'identity'

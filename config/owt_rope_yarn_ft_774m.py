@@ -1,5 +1,6 @@
-# Length extrapolation (paper: section 4, Figure 2): config/owt_rope_yarn_ft.py for the 774M model of
-# config/owt_rope_774m.py.
-exec(open('config/owt_rope_yarn_ft.py').read())  # its settings, then the changes below (paths from the repository root)
+# Length extrapolation (paper: section 4, Figure 2): config/owt_rope_yarn_ft.py for the 774M model
+# of config/owt_rope_774m.py.
+# its settings, then the changes below (paths from the repository root)
+exec(open('config/owt_rope_yarn_ft.py').read())
 out_dir = 'out-owt-rope-yarn-ft-774m'
 init_from = 'out-owt-rope-774m/ckpt.pt'  # the pre-trained model

@@ -9,7 +9,6 @@ import glob
 import io
 import os
 import re
-import subprocess
 
 import pytest
 

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 
 from eval import load_checkpoint
 from eval.extrapolation import main as extrapolation_main
-from model import GPT, GPTConfig
 from prepare import shakespeare_char
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

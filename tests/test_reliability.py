@@ -210,7 +210,7 @@ def test_eval_on_data_of_another_vocabulary_or_layout_is_one_line(data, tmp_path
     code = tool('indirect_probe', 'probe', probe_ckpt, '--data_dir', data / 'indirect_indexing_bos', '--n', 5,
                 '--out', tmp_path / 'o')
     assert 'holds tokens of a vocabulary of 67' in code and 'data/indirect_indexing' in code
-    flat = stream(str(tmp_path / 'flat'), meta['vocab_size'], n=48 * 6)  # the same vocabulary, as a stream
+    stream(str(tmp_path / "flat"), meta["vocab_size"], n=48 * 6)  # the same vocabulary, as a stream
     os.replace(os.path.join(tmp_path / 'flat', 'val.bin'), os.path.join(tmp_path / 'flat', 'test.bin'))
     code = tool('indirect_probe', 'probe', probe_ckpt, '--data_dir', tmp_path / 'flat', '--n', 5, '--out',
                 tmp_path / 'o')
