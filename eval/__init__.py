@@ -16,7 +16,8 @@ import torch
 
 from checkpoint import load_checkpoint  # noqa: F401 (sample.py and the tests import it from here)
 from model import ABSOLUTE  # noqa: F401 (sample.py imports it from here)
-from prepare.common import check_writable, encoding, read_tokens
+from prepare.common import check_writable, encoding
+from prepare.data import read_tokens
 from prepare.common import parser  # noqa: F401 (sample.py imports it from here)
 
 DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'  # the default --device

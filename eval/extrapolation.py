@@ -28,7 +28,8 @@ from tqdm import tqdm
 import pretrained
 from eval import (ABSOLUTE, DEVICE, autocast, check_data, check_out, default_dtype, device_arg,
                   labels_for, load_tokens, read_json, save_figure, subplots)
-from prepare.common import parser, positive_float, positive_int, read_tokens, write_json
+from prepare.common import parser, positive_float, positive_int, write_json
+from prepare.data import read_tokens
 
 CTX = 'val_loss_ctx'  # val_loss_ctx<L>: the val loss at context L in train.py's final.json
 

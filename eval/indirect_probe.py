@@ -34,7 +34,8 @@ from torch.nn import functional as F
 from eval import (check_data, check_out, device_arg, labels_for, load_checkpoint, load_tokens,
                   markdown_table, read_json, save_figure, subplots)
 from model import POPE_MUS, PoPEAttention
-from prepare.common import example_batch, parser, positive_int, write_json
+from prepare.common import parser, positive_int, write_json
+from prepare.data import example_batch
 from prepare.indirect_indexing import VARIANTS, shift_choices, source_choices, task_options
 
 

@@ -33,12 +33,11 @@ from multiprocessing import Pool
 import numpy as np
 
 from prepare.bpe import PACKAGED_GGUF, TOKENIZER_HELP, tokenizer_name
-from prepare.data import SPLITS
-# also given here, for train.py, configurator.py, sample.py, eval/ and pretrained.py
+# also given here, for the scripts and eval/
 from prepare.bpe import (GPT2_EOT, GPT2_VOCAB, GGUFEncoding, encoding, gguf_field,  # noqa: F401
                          gguf_path, gguf_reader, gpt2_encode_docs, gpt2_encoding)
-from prepare.data import (dataset_script, example_batch, make_on_first_use, open_data,  # noqa: F401
-                          pass_rows, read_meta, read_tokens, remake_command)
+
+SPLITS = ('train', 'val', 'test')
 
 RUN_FILES = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')  # a train.py run's folder
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)  # a disk that takes no more

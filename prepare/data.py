@@ -18,8 +18,8 @@ import os
 import numpy as np
 
 from prepare.bpe import PACKAGED_GGUF
+from prepare.common import SPLITS
 
-SPLITS = ('train', 'val', 'test')
 
 
 def open_data(dataset):

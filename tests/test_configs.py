@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from prepare.common import dataset_script
+from prepare.data import dataset_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, 'config', '*.py')))

@@ -14,6 +14,7 @@ import torch
 import pretrained
 from model import GPT, GPTConfig
 from prepare import common, shakespeare
+from prepare.data import remake_command
 from test_train import run, train_here
 
 gguf = pytest.importorskip('gguf')
@@ -212,7 +213,7 @@ def test_sample_and_a_data_set_in_its_tokens_and_the_conversion_to_pope(files, t
     assert (meta['tokenizer'], meta['vocab_size'], meta['eot']) == (path, V, ID['<|endoftext|>'])
     assert common.data_dir('shakespeare', path) == 'data/shakespeare_tied'
     assert common.data_dir('shakespeare', 'smollm2-135m') == 'data/shakespeare_smollm2'
-    assert common.remake_command('shakespeare_smollm2') == (
+    assert remake_command('shakespeare_smollm2') == (
         'python -m prepare.shakespeare --tokenizer=smollm2-135m')
     # its RoPE's frequency usage, read from the file as eval.extrapolation reads it (it was refused
     # as a ckpt.pt)

@@ -11,7 +11,7 @@ import torch
 
 from eval import load_checkpoint
 from eval.indirect_probe import attention_to, forward_recorded, main, parse_rows, probe, table, read_test_rows
-from prepare.common import example_batch
+from prepare.data import example_batch
 from prepare.indirect_indexing import prepare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

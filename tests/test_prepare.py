@@ -21,9 +21,10 @@ os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
 import numpy as np
 import pytest
 
-from prepare import bpe, common
-from prepare.common import (TokenWriter, deterministic_split, dtype_for_vocab, read_meta,
-                            read_tokens, split_counts, start_dataset, write_meta, write_tokens)
+from prepare import bpe, common, data
+from prepare.common import (TokenWriter, deterministic_split, dtype_for_vocab, split_counts,
+                            start_dataset, write_meta, write_tokens)
+from prepare.data import read_meta, read_tokens
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPLITS = ('train', 'val', 'test')
@@ -169,10 +170,10 @@ def test_open_data_checks_the_ids_up_to_the_end_of_a_large_split(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit, match=r'data/big/train\.bin holds token id 25 where the '
                        'vocabulary has 20'):
-        common.open_data('big')
+        data.open_data('big')
     ids[-10] = 19
     ids.tofile(d / 'train.bin')
-    assert len(common.open_data('big')[1]['train']) == n
+    assert len(data.open_data('big')[1]['train']) == n
 
 
 def test_the_quick_data_set_is_made_on_first_use_and_every_data_set_names_its_command(tmp_path,
@@ -180,25 +181,28 @@ def test_the_quick_data_set_is_made_on_first_use_and_every_data_set_names_its_co
     """prepare.data calls the scripts by their module names (no import of one in prepare.common):
     shakespeare_char is made on first use, and each data set names the command that makes it."""
     monkeypatch.chdir(tmp_path)
-    common.make_on_first_use('shakespeare_char')
-    meta, splits = common.open_data('shakespeare_char')
+    data.make_on_first_use('shakespeare_char')
+    meta, splits = data.open_data('shakespeare_char')
     assert meta['vocab_size'] == 65 and all(len(splits[s]) for s in SPLITS)
-    assert [common.remake_command(d) for d in ('indirect_indexing_short', 'genome', 'linux_c',
+    assert [data.remake_command(d) for d in ('indirect_indexing_short', 'genome', 'linux_c',
                                                'linux_c_smollm2')] == [
         'python -m prepare.indirect_indexing --variant=indirect_indexing_short',
         'python -m prepare.genome --source=hg38.fa.gz', 'python -m prepare.linux_c',
         'python -m prepare.linux_c --tokenizer=smollm2-135m']
     with pytest.raises(SystemExit, match=r'no data in data/genome: run `python -m prepare.genome '
                        '--source=hg38.fa.gz` first'):
-        common.open_data('genome')
+        data.open_data('genome')
 
 
 def test_the_shared_modules_import_no_script():
-    """prepare.common, prepare.data and prepare.bpe import no data script: no import circle."""
-    code = 'import sys, prepare.common; print(sorted(m for m in sys.modules if "prepare." in m))'
-    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "['prepare.bpe', 'prepare.common', 'prepare.data']"
+    """prepare.common and prepare.bpe import no data script nor prepare.data, and prepare.data
+    imports no script either (it runs one by its module name): no import circle."""
+    for module, loaded in (('common', "['prepare.bpe', 'prepare.common']"),
+                           ('data', "['prepare.bpe', 'prepare.common', 'prepare.data']")):
+        code = f'import sys, prepare.{module}; print(sorted(m for m in sys.modules if "prepare." in m))'
+        out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+        assert out.strip() == loaded
 
 
 def test_splits():

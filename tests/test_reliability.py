@@ -15,7 +15,7 @@ import torch
 
 from model import GPT, GPTConfig
 from prepare import indirect_indexing as ii
-from prepare.common import read_meta
+from prepare.data import read_meta
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -20,7 +20,7 @@ import torch
 
 import checkpoint
 from model import GPT, GPTConfig
-from prepare.common import example_batch
+from prepare.data import example_batch
 from prepare.indirect_indexing import (ITOS, LETTERS, PAD, ROW_LEN, VARIANTS, decode, make_example, make_split,
                                        prepare, row_length)
 
