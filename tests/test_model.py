@@ -802,3 +802,30 @@ def test_cached_decoding_follows_changed_frequencies(learned_theta, decode_kerne
         plain.load_state_dict(m.state_dict(), strict=False)  # the same weights, PoPE's frequencies
         assert not torch.allclose(plain(idx, idx)[0][:, -1], want, atol=1e-3)
     torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize('impl', ['torch', 'sdpa', 'triton'])
+def test_pope_follows_pos_base_on_every_path(impl):
+    """PoPE at pos_base 100: the model's forward (every attn_impl; the kernel's under the Triton
+    interpreter, in float32) is the formula's with theta_c = 100^(-c/d), not the default base's."""
+    if impl == 'triton' and os.environ.get('TRITON_INTERPRET') != '1':
+        pytest.skip('the kernel on CPU tensors needs TRITON_INTERPRET=1')
+    d, H, T = 32, 2, 20
+    dtype, tol = (torch.float32, 1e-5) if impl == 'triton' else (F64, 1e-9)
+    m = tiny('pope', impl, n_layer=1, n_embd=H * d, n_head=H, pos_base=100.0).to(dtype).eval()
+    delta = m.h[0].attn.delta.detach().double()
+
+    def scores_at(base):
+        theta = base ** (-torch.arange(d, dtype=F64) / d)
+
+        def scores(q, k, pos, H):
+            mu_q, mu_k = F.softplus(q.double()), F.softplus(k.double())
+            phase = (pos[None, :] - pos[:, None]).double()[None, :, :, None] * theta + delta[:, None, None, :]
+            return (torch.einsum('bhtc,bhsc,htsc->bhts', mu_q, mu_k, phase.cos()) / math.sqrt(d)).to(q.dtype)
+        return scores
+
+    idx = torch.randint(0, 17, (2, T), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        got = m(idx, idx)[0]
+        torch.testing.assert_close(got, forward_by_definition(m, idx, scores_at(100.0)), rtol=tol, atol=tol)
+        assert not torch.allclose(got, forward_by_definition(m, idx, scores_at(10000.0)), atol=1e-3)
