@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import pathlib
+import re
 import shlex
 import shutil
 import signal
@@ -33,13 +34,23 @@ def read_checkpoint(path, device='cpu'):
                          f"--init_from={path}")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)  # (runs no code)
-    except Exception as err:  # empty, truncated, or not a torch file at all
+    except Exception as err:  # code, empty, truncated, or not a torch file at all
+        code = re.search(r'GLOBAL ([\w.]+)', str(err))  # what the weights-only reader won't run
+        if code:
+            raise SystemExit(f"{path} holds code (it would run {code[1]}), not a checkpoint alone: "
+                             "nothing was loaded; use a checkpoint you trust") from None
         raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): it may be "
                          "cut short; train again, or use another one (best.pt, ckpt.pt)")
     if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
         raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args "
                          "and meta)")
-    unknown = sorted(set(ckpt['model_args']) - {f.name for f in fields(GPTConfig)})
+    types = {f.name: f.type for f in fields(GPTConfig)}
+    wrong = [f"{k}={v!r}" for k, v in ckpt['model_args'].items() if k in types
+             and type(v) is not types[k] and not (types[k] is float and type(v) is int)]
+    if wrong:
+        raise SystemExit(f"{path}: its model_args give {', '.join(wrong)}, values of another type "
+                         "than the model's (a damaged checkpoint): use another one, or train again")
+    unknown = sorted(set(ckpt['model_args']) - set(types))
     if unknown:
         raise SystemExit(f"{path}: its model_args name {', '.join(unknown)}, which this model.py "
                          "does not have (a checkpoint of another version): use that version's "
@@ -91,15 +102,15 @@ class RunFolder:
         # a Ctrl-C during ckpt.pt's save and saved_iter's update waits for them
         self.saving = self.ctrl_c_waiting = False
 
-    def open(self, refuse_earlier_run):
+    def open(self, refuse_earlier_run, lock=True):
         """Before anything runs: an out_dir that exists is locked for this run (a new one is made
         only when training starts: a run that stops before leaves nothing behind); a run that would
         replace an earlier one's checkpoints (refuse_earlier_run) stops; Ctrl-C and SIGTERM end the
         run with one line that says what is kept."""
-        if self.master and os.path.isdir(self.out_dir):
+        if self.master and lock and os.path.isdir(self.out_dir):  # (eval_only writes nothing)
             self.take_lock()
-        if refuse_earlier_run and (os.path.exists(self.ckpt) or os.path.exists(self.best)):
-            sys.exit(f"{self.out_dir} holds the checkpoint of an earlier run: continue it with "
+        if refuse_earlier_run and any(os.path.exists(f) for f in self.files):
+            sys.exit(f"{self.out_dir} holds the files of an earlier run: continue it with "
                      "--init_from=resume (and a larger --max_iters if it has finished), choose "
                      "another --out_dir, or replace it with --overwrite=True")
         signal.signal(signal.SIGINT, self.interrupted)
@@ -126,12 +137,16 @@ class RunFolder:
             other = self.lock.read().strip() or 'starting'
             sys.exit(f"{self.out_dir} is in use by another run ({other}): let it finish, or choose "
                      "another --out_dir")
-        self.lock.seek(0)
-        self.lock.truncate()
         since = time.strftime('%Y-%m-%d %H:%M')
-        self.lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {since}: "
-                        f"{shlex.join(sys.argv)}\n")
-        self.lock.flush()
+        try:  # who holds it, for a second run's line
+            self.lock.seek(0)
+            self.lock.truncate()
+            self.lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {since}: "
+                            f"{shlex.join(sys.argv)}\n")
+            self.lock.flush()
+        except OSError as err:  # a full disk
+            sys.exit(f"out_dir={self.out_dir!r}: cannot write there ({err.strerror}): free some "
+                     "space or choose another --out_dir")
 
     def start_from(self, init_from, read=read_checkpoint):
         """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'),

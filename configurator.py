@@ -5,6 +5,7 @@ config where the command line does not change it. Every value is checked once ag
 below; a bad one stops the run with one line. `python train.py --help` lists the keys.
 """
 
+import math
 import os
 import re
 import sys
@@ -33,6 +34,8 @@ CHOICES = {'loss_on': ('target', 'all'), 'final_weights': ('last', 'best'),
            'weight_decay_on': WEIGHT_DECAY_ON, 'backend': ('nccl', 'gloo')}
 RULES = [
     (lambda c: 0 <= c.dropout < 1, "dropout={dropout}: a probability in [0, 1) (0 = off)"),
+    (lambda c: 1 < c.pos_base < math.inf,
+     "pos_base={pos_base}: the frequency base is a number above 1, e.g. 10000.0"),
     (lambda c: c.yarn_scale > 0 and c.yarn_orig_ctx >= 1,
      "yarn_scale={yarn_scale}, yarn_orig_ctx={yarn_orig_ctx}: YaRN's scale is above 0 (1.0 = off) "
      "and its pre-training context 1 token or more"),
@@ -42,7 +45,8 @@ RULES = [
     (lambda c: 0 <= c.early_stop_acc <= 1,
      "early_stop_acc={early_stop_acc}: an accuracy in [0, 1] (0 = never stop early)"),
     (lambda c: c.seed < 2 ** 64, "seed={seed}: give a whole number below 2**64"),
-    (lambda c: c.learning_rate > 0, "learning_rate={learning_rate}: must be above 0"),
+    (lambda c: 0 < c.learning_rate < math.inf, "learning_rate={learning_rate}: must be a number "
+     "above 0"),
     (lambda c: not c.decay_lr or c.min_lr <= c.learning_rate,
      "min_lr={min_lr} is above learning_rate={learning_rate}: the cosine decay would raise the "
      "rate"),
@@ -109,7 +113,7 @@ def read_file(path):
     if not os.path.isfile(path):
         why = "is a folder" if os.path.isdir(path) else "not found"
         sys.exit(f"config file {path} {why}" + (
-            f" (an override is written --{path})" if '=' in path
+            f" (an override is written --{path.lstrip('-')})" if '=' in path
             else " (arguments are config files and --key=value overrides)"))
     assignments = "a config file holds Python assignments, e.g. n_layer = 8"
     try:
@@ -121,6 +125,8 @@ def read_file(path):
     scope = {}
     try:
         exec(code, scope)
+    except SystemExit:  # (exit() in a config file would end the run silently)
+        sys.exit(f"config file {path} called exit(): {assignments}")
     except Exception as err:  # the file's own code failed: its line, not ours
         frames = reversed(traceback.extract_tb(err.__traceback__))
         line = next((f.lineno for f in frames if f.filename == path), '?')
@@ -131,8 +137,10 @@ def read_file(path):
 
 def help_text(config, source=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')):
     """Every key with its default and the comment beside it in train.py's config block."""
-    comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", open(source).read(), re.M))
-    lines = [f"  --{k}={v!r:<24} {comments.get(k, '')}" for k, v in config.items()]
+    text = open(source).read()
+    comments = {k: c for c, k in re.findall(r"^# (.*)\n(\w+) = ", text, re.M)}  # above the key
+    comments.update(re.findall(r"^(\w+) = .*?  # (.*)$", text, re.M))  # or beside it
+    lines = [f"  {f'--{k}={v!r}':<34} {comments.get(k, '')}" for k, v in config.items()]
     return ("usage: python train.py [CONFIG_FILE ...] [--key=value ...]\n"
             "Config files (plain Python assignments) and --key=value overrides apply in the order\n"
             "given, over these defaults; with --init_from=resume the run's own config fills the\n"
@@ -170,8 +178,8 @@ def check(config, given):
         if config[key] < 1:
             sys.exit(f"{key}={config[key]}: must be 1 or more")
     for key in NON_NEGATIVE:
-        if config[key] < 0:
-            sys.exit(f"{key}={config[key]}: must be 0 or more")
+        if not 0 <= config[key] < math.inf:  # (NaN too)
+            sys.exit(f"{key}={config[key]}: must be a number, 0 or more")
     for key, choices in CHOICES.items():
         if config[key] not in choices:
             sys.exit(f"{key}={config[key]!r}: choose one of {', '.join(choices)}")
@@ -209,6 +217,9 @@ def check_data(config, meta, data, ddp, checkpoint):
             sys.exit(f"{checkpoint['path']} was trained on a token list other than "
                      f"data/{c.dataset}'s (as many tokens, other ones or in another order): "
                      f"{same_data}")
+    if c.yarn_scale != 1 and c.pos_emb not in ('rope', 'rope_half'):  # (the model's pos_emb)
+        sys.exit(f"yarn_scale={c.yarn_scale} applies to RoPE alone (pos_emb={c.pos_emb!r}): leave "
+                 "it at 1.0")
     if c.early_stop_acc and not examples:
         sys.exit(f"early_stop_acc={c.early_stop_acc} stops on val accuracy, which only data of "
                  f"examples has ({c.dataset} is a token stream): leave it at 0")

@@ -186,6 +186,8 @@ def read_gpt2(folder):
 
 def gpt2_model_args(cfg, where):
     """The model_args of the GPT-2 that a config.json (a dict) describes, or one line why not."""
+    if not isinstance(cfg, dict):
+        sys.exit(f"{where}/config.json is not a JSON object of the model's settings")
     if cfg.get('model_type') != 'gpt2':
         sys.exit(f"{where}/config.json is of model_type={cfg.get('model_type')!r}: only GPT-2 "
                  "('gpt2') is read here")
@@ -203,15 +205,22 @@ def gpt2_model_args(cfg, where):
         sys.exit(f"{where}/config.json has {', '.join(differ)}: this repository builds GPT-2 as "
                  "OpenAI made it (its 50257 tokens, LayerNorm eps 1e-5, a 4x MLP with GELU, tied "
                  "embeddings)")
-    return dict(READ, block_size=T, vocab_size=cfg.get('vocab_size', GPT2_VOCAB), n_layer=L,
+    args = dict(READ, block_size=T, vocab_size=cfg.get('vocab_size', GPT2_VOCAB), n_layer=L,
                 n_head=H, n_kv_head=0, n_embd=C, bias=True, pos_emb='learned', norm='layernorm',
                 tie_embeddings=True, gelu_approximate=GELU[act])
+    try:
+        GPTConfig(**args).check()
+    except ValueError as err:
+        sys.exit(f"{where}/config.json: {err}")
+    return args
 
 
 def read_weights(folder):
     """The tensors of folder's model.safetensors (or pytorch_model.bin), or one line why not."""
     paths = [f'{folder}/{name}' for name in ('model.safetensors', 'pytorch_model.bin')]
     path = next(filter(os.path.exists, paths), None)
+    if path is not None and not os.path.isfile(path):
+        sys.exit(f"{path} is not a file: copy the model's weights file there")
     if path is None:
         sys.exit(f"{folder} holds no model.safetensors or pytorch_model.bin: copy the model's "
                  "weights there")

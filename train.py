@@ -42,8 +42,8 @@ final_weights = 'last'  # final.json scores the 'last' weights or the 'best' (be
 divergence_margin = 3.0  # stop when val loss exceeds the best so far by this many nats (0 = never)
 eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size ('' = off)
 eval_context_tokens = 65536  # val tokens scored at each of those lengths
-early_stop_acc = 0.0  # examples: end once val accuracy is >= this at early_stop_evals evaluations
-early_stop_evals = 2  # in a row (checkpoint saved, the stop in final.json); 0.0 = never
+early_stop_acc = 0.0  # examples: end once val accuracy is >= this (0.0 = never) at
+early_stop_evals = 2  # this many evaluations in a row (checkpoint saved, the stop in final.json)
 init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), a ckpt.pt to fine-tune, or GPT-2
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
@@ -54,10 +54,10 @@ block_size = 48  # context length in tokens
 loss_on = 'target'  # examples: train on the 'target' token alone (the paper) or on 'all' tokens
 example_order = 'random'  # examples: 'random' rows (with replacement) or 'epochs' (each reordered)
 # model (model.GPTConfig: the same defaults)
-n_layer = 8
-n_head = 8
+n_layer = 8  # transformer blocks
+n_head = 8  # query heads (head dim: n_embd // n_head)
 n_kv_head = 0  # key/value heads (grouped-query attention; divides n_head); 0 = n_head
-n_embd = 512
+n_embd = 512  # model width
 dropout = 0.0  # on embeddings and residual branches
 bias = False  # biases in Linear layers (and LayerNorm)
 norm = 'rmsnorm'  # 'rmsnorm' (the paper) or 'layernorm'
@@ -73,19 +73,20 @@ yarn_orig_ctx = 1024  # pre-training context of a YaRN-extended RoPE model
 # AdamW
 learning_rate = 2e-4  # peak learning rate
 max_iters = 100000  # optimizer steps in all
-weight_decay = 0.01
+weight_decay = 0.01  # AdamW's decoupled weight decay
 weight_decay_on = 'matrices'  # the blocks' Linear weights, or 'all': every parameter
-beta1 = 0.9
-beta2 = 0.99
+beta1 = 0.9  # AdamW's first-moment decay
+beta2 = 0.99  # AdamW's second-moment decay
 grad_clip = 1.0  # clip the gradient norm at this value (0 = off)
 # learning-rate schedule: linear warmup, then cosine to min_lr
 decay_lr = True  # False: constant learning_rate after warmup
-warmup_iters = 4000
+warmup_iters = 4000  # steps of linear warmup
 lr_decay_iters = 100000  # ~ max_iters, per Chinchilla
 min_lr = 2e-5  # ~ learning_rate / 10, per Chinchilla
 # system
 backend = 'nccl'  # DDP backend ('gloo' on the CPU)
 device = 'cuda' if torch.cuda.is_available() else 'cpu'  # 'cpu', 'cuda', 'cuda:1'
+# autocast dtype on a GPU: 'bfloat16', 'float16' or 'float32' (the CPU: float32)
 dtype = 'bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float32'
 compile = False  # torch.compile the model
 cuda_graph = False  # the training step as one CUDA graph (one GPU, data on the GPU: examples)
@@ -120,7 +121,7 @@ else:
     ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
 master_process = run.master = ddp_rank == 0
 run.open(refuse_earlier_run=config['init_from'] != 'resume' and not config['overwrite']
-         and not config['eval_only'])  # out_dir locked, Ctrl-C and SIGTERM one line each
+         and not config['eval_only'], lock=not config['eval_only'])  # Ctrl-C: one line
 
 # -----------------------------------------------------------------------------
 # data, and the model's config (a resumed run's, or a fine-tune's source's architecture)
@@ -245,25 +246,28 @@ def get_lr(it):
 # -----------------------------------------------------------------------------
 # model, optimizer, resume
 iter_num, best_val_loss, minutes_before = 0, 1e9, 0.0
-try:
+try:  # a bad model flag, or a checkpoint whose parts do not fit: one line
     model = GPT(GPTConfig(**model_args))
     if checkpoint is not None:
         say = print if master_process else lambda line: None
         model.load_state_dict(checkpoint['model'] if init_from == 'resume' else
                               pretrained.convert(checkpoint, model, init_from, say))
-except (ValueError, RuntimeError) as err:  # a bad model flag, or weights that do not fit
-    sys.exit(' '.join(str(err).split())[:500])
-model.to(device)
-model.project_delta()  # PoPE's delta in [-2pi, 0], as the steps keep it (loaded weights need not)
-optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type,
-                                       capturable=cuda_graph, weight_decay_on=weight_decay_on)
-if init_from == 'resume':
-    optimizer.load_state_dict(checkpoint['optimizer'])
-    iter_num, best_val_loss = checkpoint['iter_num'], checkpoint['best_val_loss']
-    minutes_before = checkpoint.get('minutes', 0.0)
-    torch.set_rng_state(checkpoint['rng']['torch'].cpu())
-    if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
-        torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
+    model.to(device)
+    model.project_delta()  # PoPE's delta in [-2pi, 0], as the steps keep it
+    optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2),
+                                           device_type, capturable=cuda_graph,
+                                           weight_decay_on=weight_decay_on)
+    if init_from == 'resume':
+        optimizer.load_state_dict(checkpoint['optimizer'])
+        iter_num, best_val_loss = int(checkpoint['iter_num']), float(checkpoint['best_val_loss'])
+        minutes_before = float(checkpoint.get('minutes', 0.0))
+        torch.set_rng_state(checkpoint['rng']['torch'].cpu())
+        if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
+            torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
+except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:
+    why = ' '.join(str(err).split())[:500]
+    sys.exit(why if checkpoint is None else f"{checkpoint['path']} does not fit this run ({why}): "
+             "it is damaged or of another version; use another checkpoint, or train again")
 checkpoint = None  # free memory
 if master_process and not eval_only:
     run.start(new=init_from != 'resume', iter_num=iter_num)  # (a resumed log goes on from iter_num)

@@ -135,9 +135,9 @@ def read_json(path, lines=False):
     or damaged."""
     if not os.path.isfile(path):
         raise SystemExit(f"{path}: no such file")
-    with open(path) as f:
-        text = f.read()
-    try:
+    try:  # (a binary file: a UnicodeDecodeError, a ValueError)
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
         return [json.loads(s) for s in text.splitlines() if s.strip()] if lines \
             else json.loads(text)
     except ValueError as err:

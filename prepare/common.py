@@ -107,12 +107,26 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
         if sum(tokens.values()) == 0:
             raise SourceMissing(f'the source holds no usable data (0 tokens): {final} not written; '
                                 'check the input')
+        theirs = read_json_or_none(os.path.join(final, 'meta.json')) if final != out_dir else None
+        other = [f"{k} {theirs.get(k)!r}" for k in ('kind', 'tokenizer', 'vocab_size')
+                 if isinstance(theirs, dict) and theirs.get(k) != meta[k]]
+        if other:  # a data set replaces only its own kind (what trained on it still reads it)
+            raise SourceMissing(f"{final} holds another data set ({', '.join(other)}): choose a "
+                                "folder of its own for this one, or delete that one first")
         write_json(os.path.join(out_dir, 'meta.json'), meta)  # last: a meta.json means complete
         if final != out_dir:
             _swap_in(out_dir, final)
     counts = ', '.join(f'{k} {v:,}' for k, v in tokens.items())
     print(f'wrote {final}: vocab {vocab_size} ({meta["dtype"]}), tokens: {counts}')
     return meta
+
+
+def read_json_or_none(path):
+    try:
+        with open(path, encoding='utf-8') as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def run(main):

@@ -116,6 +116,9 @@ def read_tokens(path, dtype=None):
     made = "make the data with `python -m prepare.<name>`"
     if not os.path.isfile(path):
         raise SystemExit(f"{path}: no such file; {made}")
+    if not path.endswith('.bin'):
+        raise SystemExit(f"{path} is no token file (train.bin, val.bin, test.bin): give one of a "
+                         "data set's .bin files")
     if dtype is None:
         data_dir = os.path.dirname(os.path.abspath(path))
         if not os.path.exists(os.path.join(data_dir, 'meta.json')):

@@ -1172,3 +1172,17 @@ def test_a_ctrl_c_while_the_source_is_tokenized_or_the_sonnets_written_is_one_li
     assert exit_status(lambda: common.run(shakespeare.main)) == 130
     assert capsys.readouterr().err.splitlines() == [line.format(out=out)]
     assert files_under(tmp_path) == before  # no staging folder left
+
+
+def test_a_data_set_is_not_replaced_by_one_of_another_kind(tmp_path):
+    """shakespeare_char (a character stream) written over the indirect-indexing task's folder is
+    refused in one line, the task's data set as it was and no staging folder left behind."""
+    from prepare import indirect_indexing, shakespeare_char
+    folder = tmp_path / 'ii'
+    indirect_indexing.prepare(str(folder), sizes={'train': 20, 'val': 10, 'test': 10})
+    before = {f: (folder / f).read_bytes() for f in os.listdir(folder)}
+    with pytest.raises(SystemExit, match=r"ii holds another data set \(kind 'examples', vocab_size 66\): "
+                       r"choose a folder of its own for this one, or delete that one first"):
+        shakespeare_char.main(['--out_dir', str(folder)])
+    assert {f: (folder / f).read_bytes() for f in os.listdir(folder)} == before
+    assert os.listdir(tmp_path) == ['ii']

@@ -574,14 +574,19 @@ def test_sample_answers_an_indirect_indexing_prompt(workdir):
     (['--final_weights=middle'], "final_weights='middle'"),
     (['--weight_decay_on=norms'], "weight_decay_on='norms': choose one of matrices, all"),
     # the optimizer and its schedule
-    (['--grad_clip=-1'], 'grad_clip=-1.0: must be 0 or more'),
+    (['--grad_clip=-1'], 'grad_clip=-1.0: must be a number, 0 or more'),
     (['--min_lr=0.01'], 'min_lr=0.01 is above learning_rate=0.003'),
-    (['--weight_decay=-1'], 'weight_decay=-1.0: must be 0 or more'),
-    (['--learning_rate=0'], 'learning_rate=0.0: must be above 0'),
-    (['--learning_rate=-1e-3'], 'learning_rate=-0.001: must be above 0'),
+    (['--weight_decay=-1'], 'weight_decay=-1.0: must be a number, 0 or more'),
+    (['--learning_rate=0'], 'learning_rate=0.0: must be a number above 0'),
+    (['--learning_rate=-1e-3'], 'learning_rate=-0.001: must be a number above 0'),
     (['--beta2=1.5'], "beta1=0.9, beta2=1.5: AdamW's betas lie in [0, 1)"),
     (['--warmup_iters=10', '--lr_decay_iters=10'], 'warmup_iters=10 must be below lr_decay_iters=10'),
-    (['--seed=-1'], 'seed=-1: must be 0 or more'),
+    (['--seed=-1'], 'seed=-1: must be a number, 0 or more'),
+    (['--pos_base=1e999'], 'pos_base=inf: the frequency base is a number above 1, e.g. 10000.0'),
+    (['--pos_base=0'], 'pos_base=0.0: the frequency base is a number above 1'),
+    (['--grad_clip=1e999'], 'grad_clip=inf: must be a number, 0 or more'),
+    (['--learning_rate=1e999'], 'learning_rate=inf: must be a number above 0'),
+    (['--yarn_scale=2.0'], "yarn_scale=2.0 applies to RoPE alone (pos_emb='pope'): leave it at 1.0"),
     (['--seed=99999999999999999999'], 'seed=99999999999999999999: give a whole number below 2**64'),
     (['--eval_contexts=1,x2'], "eval_contexts='1,x2': give multiples of block_size"),
     # the machine and the paths
@@ -728,3 +733,50 @@ def test_a_data_file_changed_under_the_run_is_one_line(tmp_path):
 def test_the_log_lines_of_a_cpu_run_give_no_mfu(stream_run):
     lines = [line for line in stream_run[1].stdout.splitlines() if line.startswith('iter ') and 'ms/it' in line]
     assert lines and not any('mfu' in line for line in lines), lines[:2]
+
+
+@pytest.mark.parametrize('damage', [
+    lambda c: c['model_args'].update(n_layer='1'),  # a value of the wrong type
+    lambda c: c.update(iter_num='four'),
+    lambda c: c['optimizer']['param_groups'].pop(),  # another optimizer's state
+    lambda c: c['rng'].update(torch=torch.zeros(3)),
+    lambda c: c['model'].pop('lm_head.weight'),
+], ids=['model_args', 'iter_num', 'optimizer', 'rng', 'weights'])
+def test_resuming_a_checkpoint_whose_parts_do_not_fit_is_one_line(workdir, stream_run, damage):
+    folder, _ = copy_run(stream_run, f'damaged_{len(list(workdir.iterdir()))}')
+    ckpt = torch.load(folder / 'ckpt.pt', weights_only=False)
+    damage(ckpt)
+    torch.save(ckpt, folder / 'ckpt.pt')
+    p = run(workdir, 'train.py', *TINY, *STREAM, '--max_iters=6', f'--out_dir={folder.name}',
+            '--init_from=resume', check=False)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
+    assert f'{folder.name}/ckpt.pt does not fit this run (' in p.stderr or \
+        "its model_args give n_layer='1', values of another type" in p.stderr
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (os.mkdir, ('never_made',))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line_and_runs_nothing(tmp_path, monkeypatch):
+    import checkpoint
+    monkeypatch.chdir(tmp_path)
+    torch.save({'model': _RunsCode(), 'model_args': {}, 'meta': {}}, tmp_path / 'ckpt.pt')
+    with pytest.raises(SystemExit) as e:
+        checkpoint.read_checkpoint(str(tmp_path / 'ckpt.pt'))
+    assert str(e.value).startswith(f"{tmp_path / 'ckpt.pt'} holds code (it would run ") and 'mkdir' in str(e.value)
+    assert not (tmp_path / 'never_made').exists()
+
+
+def test_a_folder_of_an_earlier_runs_log_alone_and_a_config_that_exits_are_refused(workdir):
+    folder = workdir / 'published'
+    folder.mkdir(exist_ok=True)
+    (folder / 'final.json').write_text('{"val_loss": 1.0}')
+    p = run(workdir, 'train.py', POPE, *TINY, '--max_iters=1', '--out_dir=published', check=False)
+    assert p.returncode == 1 and 'published holds the files of an earlier run' in p.stderr, p.stderr
+    assert (folder / 'final.json').read_text() == '{"val_loss": 1.0}'
+    (workdir / 'exits.py').write_text('import sys\nsys.exit(0)\n')
+    p = run(workdir, 'train.py', 'exits.py', *TINY, check=False)
+    assert p.returncode == 1 and p.stderr.strip() == ('config file exits.py called exit(): a config file '
+                                                       'holds Python assignments, e.g. n_layer = 8')
