@@ -213,8 +213,8 @@ class RunFolder:
         self.saving = True
         self.save(self.ckpt, lambda tmp: torch.save(ckpt, tmp))
         self.saved_iter, self.saving = ckpt['iter_num'], False
-        if self.ctrl_c_waiting:
-            self.interrupted(signal.SIGINT, None)
+        if self.ctrl_c_waiting:  # (the signal that came during the save)
+            self.interrupted(self.ctrl_c_waiting, None)
         if is_best:
             self.save(self.best, lambda tmp: shutil.copyfile(self.ckpt, tmp))
 
@@ -241,7 +241,7 @@ class RunFolder:
         stops at once). The exit status is the shell's for the signal: 130 for Ctrl-C, 143 for
         SIGTERM."""
         if self.saving and not self.ctrl_c_waiting:
-            self.ctrl_c_waiting = True
+            self.ctrl_c_waiting = signum
             return
         if self.master:
             for path in self.files:
