@@ -35,7 +35,7 @@ def read_checkpoint(path, device='cpu'):
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)  # (runs no code)
     except Exception as err:  # code, empty, truncated, or not a torch file at all
-        code = re.search(r'GLOBAL ([\w.]+)', str(err))  # what the weights-only reader won't run
+        code = re.search(r'GLOBAL (\w+(?:\.\w+)+) ', str(err))  # a module.name it won't run
         if code:
             raise SystemExit(f"{path} holds code (it would run {code[1]}), not a checkpoint alone: "
                              "nothing was loaded; use a checkpoint you trust") from None

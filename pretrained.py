@@ -242,7 +242,8 @@ def read_weights(folder):
 
 def damage(path, err):
     """Why the weights file at path, which its reader refused with err, cannot be read: one line."""
-    code = re.search(r'GLOBAL ([\w.]+)', str(err))  # what torch's weights_only reader won't run
+    # what torch's weights_only reader won't run
+    code = re.search(r'GLOBAL (\w+(?:\.\w+)+) ', str(err))
     if code:
         return (f"{path} holds code (it would run {code[1]}), not weights alone: nothing was "
                 "loaded; delete it and download the model from a source you trust")

@@ -111,10 +111,10 @@ if ddp:
     if config['device'] != 'cpu':
         config['device'] = f'cuda:{ddp_local_rank}'
         torch.cuda.set_device(config['device'])
-    if config['gradient_accumulation_steps'] % ddp_world_size:
-        sys.exit(f"gradient_accumulation_steps={config['gradient_accumulation_steps']} counts "
-                 f"micro-steps over all {ddp_world_size} processes: make it a multiple of "
-                 f"{ddp_world_size}")
+    steps = config['gradient_accumulation_steps']
+    if steps % ddp_world_size:  # (said once, by rank 0)
+        sys.exit(1 if ddp_rank else f"gradient_accumulation_steps={steps} counts micro-steps over "
+                 f"all {ddp_world_size} processes: make it a multiple of {ddp_world_size}")
     config['gradient_accumulation_steps'] //= ddp_world_size
     run.launch = ['torchrun', f'--nproc_per_node={ddp_world_size}']
 else:

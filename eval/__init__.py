@@ -53,6 +53,8 @@ def device_arg(text):
 
 def check_out(path, folder=True):
     """One line and an exit unless the folder path (folder=False: the file's) can be written."""
+    if not folder and (os.path.isdir(path) or path.endswith(os.sep)):
+        raise SystemExit(f"--out {path} is a folder: name a file in it to write")
     check_writable(path if folder else os.path.dirname(os.path.abspath(path)), f'--out {path}')
 
 

@@ -7,6 +7,8 @@ colour.
         out-indirect-rope/eval_log.jsonl --label RoPE --metric test_acc,train_acc --out curves.png
 """
 
+import os
+
 from eval import check_out, labels_for, read_json, save_figure, subplots
 from prepare.common import parser
 
@@ -21,6 +23,10 @@ def main(argv=None):
     p.add_argument('--title', default=None)
     args = p.parse_intermixed_args(argv)  # logs and --label may alternate
     check_out(args.out, folder=False)  # before the work
+    ext = os.path.splitext(args.out)[1]
+    if ext not in ('', '.png', '.pdf', '.svg'):
+        raise SystemExit(f"--out {args.out}: name a .png, .pdf or .svg file")
+    args.out += '' if ext else '.png'  # (the file matplotlib writes, named as it is)
     metrics = args.metric.split(',')
     many = len(args.logs) > 6  # then the legend goes beside the last panel
     fig, axes = subplots(1, len(metrics), figsize=(6.4 * len(metrics) + (2.6 if many else 0), 4.2),

@@ -108,8 +108,8 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
             raise SourceMissing(f'the source holds no usable data (0 tokens): {final} not written; '
                                 'check the input')
         theirs = read_json_or_none(os.path.join(final, 'meta.json')) if final != out_dir else None
-        other = [f"{k} {theirs.get(k)!r}" for k in ('kind', 'tokenizer', 'vocab_size')
-                 if isinstance(theirs, dict) and theirs.get(k) != meta[k]]
+        other = [f"{k} {theirs[k]!r}" for k in ('kind', 'tokenizer', 'vocab_size')
+                 if isinstance(theirs, dict) and k in theirs and theirs[k] != meta[k]]
         if other:  # a data set replaces only its own kind (what trained on it still reads it)
             raise SourceMissing(f"{final} holds another data set ({', '.join(other)}): choose a "
                                 "folder of its own for this one, or delete that one first")

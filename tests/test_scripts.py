@@ -353,3 +353,15 @@ def test_no_script_ends_processes_by_name():
     hits = [f for f in tracked if f.endswith(('.sh', '.py')) and f != 'tests/test_scripts.py'
             and any(w in open(os.path.join(ROOT, f), errors='replace').read() for w in words)]
     assert hits == []
+
+
+def test_indirect_study_bad_verbs_say_what_is_wrong(sandbox):
+    root, env, log = sandbox
+    script = 'results/indirect_indexing/reproduce.sh'
+    for args, line in ((['bogus'], "unknown verb 'bogus': give start RUN..., wait SECONDS or finish (see above)"),
+                       ([], 'give start RUN..., wait SECONDS or finish (see above)'),
+                       (['start'], 'start: name the runs to start, e.g. start leftpad_pope_s1337'),
+                       (['wait', 'abc'], 'wait abc: give a whole number of seconds, e.g. wait 540')):
+        p = run(root, env, script, *args, STUDY='st')
+        assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith(line), p.stderr
+    assert not log.exists()

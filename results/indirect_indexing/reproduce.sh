@@ -99,7 +99,8 @@ queue() {  # the runner of $STUDY/queue: whenever fewer than JOBS runs run, the 
 }
 
 start() {
-  [ $# -gt 0 ] || { usage; exit 2; }
+  [ $# -gt 0 ] || {
+    echo "start: name the runs to start, e.g. start leftpad_pope_s1337" >&2; exit 2; }
   [[ $JOBS =~ ^[0-9]+$ ]] \
     || { echo "JOBS=$JOBS: a whole number of runs at a time (0: all at once)" >&2; exit 2; }
   [ -e "$STUDY/queue.pid" ] && { echo "$STUDY has runs queued (runner pid" \
@@ -146,7 +147,8 @@ show() {
 running() { compgen -G "$STUDY/*/pid" > /dev/null || [ -s "$STUDY/queue" ]; }
 
 wait_for() {
-  [[ ${1:-540} =~ ^[0-9]+$ ]] || { usage; exit 2; }
+  [[ ${1:-540} =~ ^[0-9]+$ ]] || {
+    echo "wait $1: give a whole number of seconds, e.g. wait 540" >&2; exit 2; }
   local t0=$SECONDS
   while running && (( SECONDS - t0 < ${1:-540} )); do sleep 10; done
   show; pack
@@ -174,5 +176,6 @@ case ${1:-} in
   finish) finish ;;
   _queue) queue ;;  # start's runner of the queue
   -h|--help) usage ;;
-  *) usage; exit 2 ;;
+  *) usage >&2; echo "$0: ${1:+unknown verb '$1': }give start RUN..., wait SECONDS or finish" \
+       "(see above)" >&2; exit 2 ;;
 esac
