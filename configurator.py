@@ -10,12 +10,12 @@ import os
 import re
 import sys
 import traceback
+from argparse import ArgumentTypeError
 from ast import literal_eval
 from dataclasses import fields
 from types import SimpleNamespace
 
-import torch
-
+from eval import device_arg
 from model import ABSOLUTE, WEIGHT_DECAY_ON, GPTConfig
 from prepare.data import SPLITS, remake_command
 
@@ -57,13 +57,7 @@ RULES = [
      "beta1={beta1}, beta2={beta2}: AdamW's betas lie in [0, 1)"),
     (lambda c: re.fullmatch(r'( *[1-9]\d* *(, *[1-9]\d* *)*)?,?', c.eval_contexts),
      "eval_contexts={eval_contexts!r}: give multiples of block_size, e.g. '1,2,4,8' ('' = off)"),
-    (lambda c: re.fullmatch(r'cpu|cuda(:\d+)?', c.device),
-     "device={device!r}: use cpu, cuda or cuda:<n> (MPS has no float64, in which the model forms "
-     "its phases)"),
-    (lambda c: c.device == 'cpu' or (torch.device(c.device).index or 0) < torch.cuda.device_count(),
-     "device={device!r}, but torch finds no CUDA GPU of that index here: use --device=cpu (or "
-     "cuda:<n> of a GPU it finds)"),
-    (lambda c: c.device != 'cpu' or c.attn_impl not in ('fused', 'triton'),
+    (lambda c: not c.device.startswith('cpu') or c.attn_impl not in ('fused', 'triton'),
      "attn_impl={attn_impl!r} is PoPE's CUDA kernel: on the CPU use attn_impl='sdpa' (or 'auto', "
      "which picks it)"),
 ]
@@ -183,6 +177,11 @@ def check(config, given):
     for key, choices in CHOICES.items():
         if config[key] not in choices:
             sys.exit(f"{key}={config[key]!r}: choose one of {', '.join(choices)}")
+    try:  # the device as sample.py and the eval tools check it
+        device_arg(config['device'])
+    except ArgumentTypeError as err:
+        sys.exit(f"device={err}" + (" (MPS has no float64, in which the model forms its phases)"
+                                    if config['device'].startswith('mps') else ""))
     c = SimpleNamespace(**config)
     for holds, line in RULES:
         if not holds(c):
@@ -191,12 +190,13 @@ def check(config, given):
         GPTConfig(**{k: config[k] for k in MODEL_KEYS if k in config}).check()
     except ValueError as err:
         sys.exit(str(err))
-    if c.device == 'cpu' and c.dtype != 'float32':  # the CPU trains in float32 (no autocast)
+    on_cpu = c.device.startswith('cpu')
+    if on_cpu and c.dtype != 'float32':  # the CPU trains in float32 (no autocast)
         if 'dtype' in given:
             sys.exit(f"dtype={c.dtype!r} on the CPU: it trains in float32 there; use "
                      "--dtype=float32")
         config['dtype'] = 'float32'  # the GPU default, on a GPU machine run with --device=cpu
-    if c.device == 'cpu' and c.backend == 'nccl':  # DDP on the CPU (torchrun): NCCL is CUDA's
+    if on_cpu and c.backend == 'nccl':  # DDP on the CPU (torchrun): NCCL is CUDA's
         config['backend'] = 'gloo'
 
 
