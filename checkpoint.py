@@ -35,9 +35,9 @@ def read_checkpoint(path, device='cpu'):
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)  # (runs no code)
     except Exception as err:  # code, empty, truncated, or not a torch file at all
-        code = re.search(r'GLOBAL (\w+(?:\.\w+)+) ', str(err))  # a module.name it won't run
+        code = code_refused(err)
         if code:
-            raise SystemExit(f"{path} holds code (it would run {code[1]}), not a checkpoint alone: "
+            raise SystemExit(f"{path} holds code (it would run {code}), not a checkpoint alone: "
                              "nothing was loaded; use a checkpoint you trust") from None
         raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): it may be "
                          "cut short; train again, or use another one (best.pt, ckpt.pt)")
@@ -56,6 +56,12 @@ def read_checkpoint(path, device='cpu'):
                          "does not have (a checkpoint of another version): use that version's "
                          "code, or train again")
     return ckpt
+
+
+def code_refused(err):
+    """The module.name a weights_only torch.load refused to run (err: its error), or None."""
+    code = re.search(r'GLOBAL (\w+(?:\.\w+)+) ', str(err))
+    return code and code[1]
 
 
 def load_checkpoint(path, device='cpu', **overrides):

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from checkpoint import load_checkpoint, read_checkpoint
+from checkpoint import code_refused, load_checkpoint, read_checkpoint
 from model import ENCODINGS, GPT, GPTConfig, PoPEAttention
 from prepare.bpe import GPT2_VOCAB, PACKAGED_GGUF, encoding, gguf_field, gguf_path, gguf_reader
 
@@ -242,10 +242,9 @@ def read_weights(folder):
 
 def damage(path, err):
     """Why the weights file at path, which its reader refused with err, cannot be read: one line."""
-    # what torch's weights_only reader won't run
-    code = re.search(r'GLOBAL (\w+(?:\.\w+)+) ', str(err))
+    code = code_refused(err)
     if code:
-        return (f"{path} holds code (it would run {code[1]}), not weights alone: nothing was "
+        return (f"{path} holds code (it would run {code}), not weights alone: nothing was "
                 "loaded; delete it and download the model from a source you trust")
     with open(path, 'rb') as f:
         head = f.read(9)
