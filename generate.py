@@ -163,9 +163,10 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=Fa
     torch._dynamo.maybe_mark_dynamic(out, 1)  # its length a symbol, as the cache's
     step = compiled_step if compile else decode_step
     for n in range(T, T + max_new_tokens):  # out[:, n]: the token drawn now
-        # the prompt, or (learned/sinusoidal past block_size) the last max_len tokens,
+        # the prompt, or (learned/sinusoidal past block_size) the last max_len tokens, from cache
+        # position 0
         if n == T or n > max_len:
-            fed = out[:, max(0, n - max_len):n]  # from cache position 0
+            fed = out[:, max(0, n - max_len):n]
             logits, _ = model(fed, cache=cache, input_pos=torch.arange(fed.size(1), device=device))
             out[:, n] = sample(logits[:, -1], temperature, top_k)
         else:  # the token at n - 1 through the cache

@@ -343,7 +343,7 @@ seq_len = meta['row_len'] if examples else block_size  # tokens per sequence
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * seq_len
 if master_process:
     changed = [f'{k}={v!r}' for k, v in config.items() if v != defaults[k]]
-    print(f"config (train.py's defaults but): {', '.join(changed)}")
+    print(f"config, where it is not train.py's default: {', '.join(changed) or 'nowhere'}")
     scored = f"; an evaluation scores {2 * len(data['val']) + len(data['test']):,} examples" \
         if examples else ''
     print(f"{raw_model.get_num_params() / 1e6:.2f}M parameters, {pos_emb}, "
