@@ -25,14 +25,14 @@ def test_t_test_p_against_closed_forms(t):
     assert study.t_test_p(4.303, 2) == pytest.approx(0.05, abs=2e-4)
 
 
-def write_arm(root, enc, seed, val, test, doc_losses, ft=True):
+def write_arm(root, enc, seed, val, test, doc_losses, ft=True, params=50.86):
     """An arm's files as reproduce.sh leaves them, with the given losses (without the fine-tune's: FINETUNE=0, and
     an ablation's arm, enc 'pope-nosoftplus' and the like)."""
     ft = ft and enc in ('pope', 'rope')
     d = root / 'runs' / f'{enc}_s{seed}'
     for sub in ('pretrain', 'ft'):
         (d / sub).mkdir(parents=True)
-    (d / 'pretrain.log').write_text(f'50.86M parameters, {enc}, 32,768 tokens per iteration, device cuda\n')
+    (d / 'pretrain.log').write_text(f'{params:.2f}M parameters, {enc}, 32,768 tokens per iteration, device cuda\n')
     (d / 'pretrain' / 'final.json').write_text(json.dumps(dict(iter=5000, block_size=1024, minutes=12.5,
                                                                val_loss=val, test_loss=test, val_loss_ctx1024=val,
                                                                val_loss_ctx2048=val + seed)))
@@ -42,7 +42,8 @@ def write_arm(root, enc, seed, val, test, doc_losses, ft=True):
         (d / 'ft' / 'final.json').write_text(json.dumps(dict(iter=500, block_size=4096, val_loss=val, test_loss=test)))
     labels = {'pope': ['PoPE', 'PoPE, fine-tuned at 4096'],
               'rope': ['RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096']}.get(
-                  enc, [study.NAMES[enc]])  # an ablation's model: its name
+                  enc, [study.NAMES[enc]] + [study.NAMES[enc] + '+YaRN s=10 (no fine-tune)'] * enc.startswith('rope-'))
+    # an ablation's model or a size's: its name (RoPE's also with YaRN's scale)
     for windows in ('documents', 'stream'):
         about = dict(windows=windows, lengths=LENGTHS, tokens=10240 * 3)
         if windows == 'documents':
@@ -121,6 +122,36 @@ def test_the_ablations_against_pope_of_their_seed(tmp_path):
     assert os.path.getsize(tmp_path / 'extrapolation.png') > 10000 and os.path.getsize(tmp_path / 'val_loss.png') > 10000
 
 
+def test_the_sizes_pair_their_seeds_and_draw_the_gap(tmp_path):
+    """Arms of three sizes: a row per size with its paired difference and p-value, the paper's sizes beside
+    them, each size's models in the scores' table, and the figure of the gap against parameters."""
+    pytest.importorskip('matplotlib')
+    docs = [1.0, 1.2, 1.5, 2.0, 2.2]
+    for seed, gap in ((1, 0.03), (2, 0.01)):
+        write_arm(tmp_path, 'rope', seed, 1.5, 1.6, docs)
+        write_arm(tmp_path, 'pope', seed, 1.5 + gap, 1.6 + gap, docs)
+        write_arm(tmp_path, 'rope-16m', seed, 2.0, 2.1, docs, params=16.1)
+        write_arm(tmp_path, 'pope-16m', seed, 2.0 + 2 * gap, 2.1, docs, params=16.1)
+    write_arm(tmp_path, 'rope-124m', 1, 1.3, 1.4, docs, params=123.6)
+    write_arm(tmp_path, 'pope-124m', 1, 1.29, 1.41, docs, params=123.6)
+    write_arm(tmp_path, 'pope-124m', 2, 1.28, 1.40, docs, params=123.6)  # no RoPE of its seed: no pair
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    section = page[page.index('## By model size'):]
+    t = 0.04 / (math.sqrt(2) * 0.02 / math.sqrt(2))  # 16M: differences 0.06, 0.02, df 1
+    assert (f'| 4 x 256 | 16.1M | 1, 2 | 2.0400 +- 0.0283 (2.0600, 2.0200) | 2.0000 +- 0.0000 (2.0000, 2.0000) '
+            f'| +0.0400 +- 0.0283 | {1 - 2 / math.pi * math.atan(t):.3g} |') in section
+    assert '| 8 x 512 | 50.9M | 1, 2 | 1.5200 +- 0.0141 (1.5300, 1.5100) |' in section
+    assert '| 12 x 768 | 123.6M | 1 | 1.2900 (1.2900) | 1.3000 (1.3000) | -0.0100 | - (one pair) |' in section
+    assert section.index('| 4 x 256 |') < section.index('| 8 x 512 |') < section.index('| 12 x 768 |')
+    assert '124M 21.55 -> 21.33 (-0.0103); 253M 18.88 -> 18.55 (-0.0176); 774M 15.85 -> 15.45 (-0.0256)' in section
+    inside = page[page.index('inside documents'):page.index('across documents')]
+    assert '| RoPE 16M+YaRN s=10 (no fine-tune) (seeds 1, 2) | 2.0000 +- 0.0000' in inside
+    assert '| PoPE 124M (seeds 1, 2) | 1.0000 +- 0.0000' in inside
+    assert '| RoPE | 1.0000 +- 0.0000' in inside  # the 8 x 512 rows keep their names
+    assert os.path.getsize(tmp_path / 'sizes.png') > 10000
+
+
 def test_an_ablation_with_no_pope_of_its_seed(tmp_path):
     """An ablation and a RoPE of its seed, no PoPE: no pair and no difference, its scores listed all the same; a
     folder named as no ablation is no arm's."""
@@ -157,7 +188,7 @@ def test_a_partial_study_makes_its_page_and_damaged_arms_are_one_line(tmp_path):
                               (arm / 'pretrain' / 'eval_log.jsonl', None, 'FileNotFoundError'),
                               (arm / 'documents' / 'extrapolation.json', '', 'JSONDecodeError'),
                               (arm / 'pretrain.log', 'config: config/linux_c_pope.py\n',
-                               "no line '<n> tokens per iteration'")):
+                               "no line '<n>M parameters, <pos_emb>, <n> tokens per iteration'")):
         kept = path.read_bytes()
         path.unlink() if damage is None else path.write_text(damage)
         with pytest.raises(SystemExit) as exit_:

@@ -19,11 +19,17 @@ from eval import markdown_table, save_figure, subplots  # noqa: E402
 
 ABLATIONS = {'pope-nosoftplus': 'PoPE, no softplus', 'pope-relu': 'PoPE, ReLU',
              'pope-nodelta': 'PoPE, no delta'}  # (their labels in reproduce.sh too)
-NAMES = {'pope': 'PoPE', 'rope': 'RoPE', **ABLATIONS}
+# the other model sizes (4 x 256, 12 x 768), labelled as in reproduce.sh
+SIZES = {'pope-16m': 'PoPE 16M', 'rope-16m': 'RoPE 16M', 'pope-124m': 'PoPE 124M',
+         'rope-124m': 'RoPE 124M'}
+NAMES = {'pope': 'PoPE', 'rope': 'RoPE', **ABLATIONS, **SIZES}
 MODELS = ['RoPE', 'RoPE+YaRN s=10 (no fine-tune)', 'RoPE+YaRN s=4, fine-tuned at 4096', 'PoPE',
           'PoPE, fine-tuned at 4096']  # eval.extrapolation's labels in reproduce.sh, in order
 # the paper's val perplexity at 124M on OpenWebText (config/owt_pope.py, owt_pope_no_softplus.py...)
 PAPER = {'pope': 21.33, 'pope-nosoftplus': 21.57, 'pope-relu': 21.55, 'pope-nodelta': 21.42}
+# the paper's val perplexity RoPE -> PoPE by model size (parameters, millions), on OpenWebText
+PAPER_SIZES = {124: (21.55, 21.33), 253: (18.88, 18.55), 774: (15.85, 15.45)}
+SHAPES = {'-16m': '4 x 256', '': '8 x 512', '-124m': '12 x 768'}  # a size's tag in its arms' names
 ARM = re.compile(rf"({'|'.join(NAMES)})_s(0|[1-9]\d*)")  # an arm's folder, as reproduce.sh names it
 
 
@@ -35,9 +41,9 @@ def main(argv=None):
     found = sorted(glob.glob(os.path.join(folder, 'runs', '*_s*', 'pretrain', 'final.json')))
     other = [p.split(os.sep)[-3] for p in found if not ARM.fullmatch(p.split(os.sep)[-3])]
     if other:
-        sys.exit(f"{folder}/runs/{other[0]} is not an arm's folder (<pope|rope>_s<seed> or "
-                 "pope-<nosoftplus|relu|nodelta>_s<seed>, as reproduce.sh names them): move it "
-                 "out of runs/")
+        sys.exit(f"{folder}/runs/{other[0]} is not an arm's folder (<pope|rope>_s<seed>, "
+                 "<pope|rope>-<16m|124m>_s<seed> or pope-<nosoftplus|relu|nodelta>_s<seed>, as "
+                 "reproduce.sh names them): move it out of runs/")
     if not found:
         sys.exit(f'no arm has pre-trained in {folder}/runs/ (no <arm>/pretrain/final.json): run '
                  'results/linux_c/reproduce.sh first')
@@ -48,10 +54,12 @@ def main(argv=None):
         f.write('\n'.join([page(arms, folder)] + frequency_section(usage)).rstrip() + '\n')
     figure = plot_extrapolation(arms, os.path.join(folder, 'extrapolation.png'))
     plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
+    sizes = plot_sizes(arms, os.path.join(folder, 'sizes.png'))
     if usage:
         plot_frequency_usage(usage, os.path.join(folder, 'frequency_usage.png'))
     print(f"wrote {folder}/results.md, {'extrapolation.png, ' if figure else ''}val_loss.png"
-          f"{', frequency_usage.png' if usage else ''} ({len(arms)} arms, frequency usage of "
+          f"{', sizes.png' if sizes else ''}{', frequency_usage.png' if usage else ''} "
+          f"({len(arms)} arms, frequency usage of "
           f"{named(usage) if usage else 'no seed'}"
           + ('' if figure else '; no extrapolation.png: no seed has both arms scored inside '
              'documents') + ')')
@@ -69,12 +77,14 @@ def read_arm(folder):
     if os.path.exists(os.path.join(folder, 'ft', 'final.json')):
         arm['ft_final'] = read_json(os.path.join(folder, 'ft', 'final.json'))
     log = os.path.join(folder, 'pretrain.log')
-    try:  # train.py's first line: '..., 32,768 tokens per iteration'
+    try:  # train.py's line '50.93M parameters, pope, 32,768 tokens per iteration, ...'
         with open(log) as f:
-            found = re.search(r'([\d,]+) tokens per iteration', f.read())
-        arm['tokens_per_iter'] = int(found.group(1).replace(',', ''))
-    except (OSError, AttributeError):
-        raise incomplete(log, "no line '<n> tokens per iteration'") from None
+            found = re.search(r'([\d.]+)M parameters, [^,]+, ([\d,]+) tokens per iteration',
+                              f.read())
+        arm['params'], arm['tokens_per_iter'] = float(found[1]), int(found[2].replace(',', ''))
+    except (OSError, TypeError):
+        raise incomplete(log, "no line '<n>M parameters, <pos_emb>, <n> tokens per iteration'") \
+            from None
     for stage in ('', 'ft_'):  # the pre-trained model(s), then the fine-tuned one
         for windows in ('documents', 'stream'):
             path = os.path.join(folder, stage + windows, 'extrapolation.json')
@@ -104,9 +114,10 @@ def incomplete(path, why):
 
 
 def encoding(label):
-    """The arm ('pope', 'rope' or an ablation's name) whose evaluation has a model of this label."""
-    return next((enc for enc, name in ABLATIONS.items() if name == label),
-                'pope' if label.startswith('PoPE') else 'rope')
+    """The arm ('pope', 'rope', an ablation's or a size's name) whose evaluation has a model of this
+    label: the longest name that is the label or its start ('RoPE 16M+YaRN s=10 ...': rope-16m)."""
+    return next(enc for enc, name in sorted(NAMES.items(), key=lambda n: -len(n[1]))
+                if label == name or label.startswith((name + '+', name + ',')))
 
 
 def t_test_p(t, df):
@@ -177,7 +188,7 @@ def page(arms, folder):
               f"The seeds with both arms: {', '.join(map(str, seeds))}; mean +- sd over them, each "
               "seed's value in brackets.", ''] if seeds else ['No seed has pre-trained both arms '
                                                               'yet.', '']
-    lines += ablation_section(arms, by)
+    lines += ablation_section(arms, by) + sizes_section(arms)
     ctx = sorted(int(k.removeprefix('val_loss_ctx')) for k in arms[0]['final']
                  if k.startswith('val_loss_ctx'))
     if ctx:
@@ -201,10 +212,12 @@ def windows_section(arms, by, seeds, windows, title):
     the seeds whose arm scored it (the fine-tunes may be fewer), the ablations over their own."""
     scored = lambda label, s: label in by[encoding(label), s]['losses'].get(windows, {})
     have = {label: [s for s in seeds if scored(label, s)] for label in MODELS}
-    for enc in ABLATIONS:
+    for enc in (*ABLATIONS, *SIZES):  # RoPE of another size: also with YaRN's scale 10
         mine = sorted(a['seed'] for a in arms if a['enc'] == enc)
-        if mine:
-            have[NAMES[enc]] = [s for s in mine if scored(NAMES[enc], s)]
+        for label in [NAMES[enc]] + [f'{NAMES[enc]}+YaRN s=10 (no fine-tune)'] * (enc in SIZES
+                                                                                 and 'rope' in enc):
+            if mine:
+                have[label] = [s for s in mine if scored(label, s)]
     if not any(have.values()):
         return [f'## Test loss at 1x-10x the context, {title}', '',
                 'Not run for the arms of the seeds above.', '']
@@ -232,6 +245,49 @@ def windows_section(arms, by, seeds, windows, title):
                          ' the evaluations are not of the same tokens')
     return lines + [markdown_table(['model'] + [f'{L} ({L // lengths[0]}x)' for L in lengths],
                                    rows), '']
+
+
+def size_pairs(arms):
+    """Each model size with a paired seed, smallest first: (shape, parameters in millions, its PoPE
+    arms, its RoPE arms), the arms in the order of their seeds."""
+    by, pairs = {(a['enc'], a['seed']): a for a in arms}, []
+    for tag, shape in SHAPES.items():
+        seeds = sorted(s for enc, s in by if enc == f'pope{tag}' and (f'rope{tag}', s) in by)
+        if seeds:
+            pope, rope = ([by[f'{enc}{tag}', s] for s in seeds] for enc in ('pope', 'rope'))
+            pairs.append((shape, pope[0]['params'], pope, rope))
+    return pairs
+
+
+def sizes_section(arms):
+    """Val and test loss by model size: each encoding's mean +- sd, and the paired difference with
+    its p-value. Only where an arm of another size than 8 x 512 exists."""
+    if not any(a['enc'] in SIZES for a in arms):
+        return []
+    rows = []
+    for shape, params, pope, rope in size_pairs(arms):
+        row = [shape, f'{params:.1f}M', ', '.join(str(a['seed']) for a in pope)]
+        for split in ('val', 'test'):
+            p, r = ([a['final'][f'{split}_loss'] for a in side] for side in (pope, rope))
+            mean, sd, _, pv, n = paired(p, r)
+            row += [spread(p), spread(r), f'{mean:+.4f}' + (f' +- {sd:.4f}' if n > 1 else ''),
+                    f'{pv:.3g}' if n > 1 else '- (one pair)']
+        rows.append(row)
+    paper = '; '.join(f'{m}M {r} -> {p} ({math.log(p / r):+.4f})'
+                      for m, (r, p) in PAPER_SIZES.items())
+    return ['## By model size', '',
+            'The same data, recipe, schedule and batches at three sizes (4 x 256, 8 x 512 and 12 x '
+            "768: layers x width, heads of 64; reproduce.sh's <pope|rope>-<16m|124m>_s<seed> and "
+            'the plain arms), each pre-trained on 151M tokens and not fine-tuned. PoPE - RoPE: '
+            'the mean +- sd of the paired differences of the seeds; p: the paired t-test, '
+            'two-sided.', '',
+            markdown_table(['size', 'parameters', 'seeds', 'val PoPE', 'val RoPE',
+                            'val PoPE - RoPE', 'p', 'test PoPE', 'test RoPE', 'test PoPE - RoPE',
+                            'p'], rows), '',
+            "For comparison, the paper's val perplexity RoPE -> PoPE on OpenWebText (another "
+            f'corpus, and 6.6B tokens at every size): {paper}; in brackets, the same as a '
+            'difference in loss (the log of the perplexity ratio).', '',
+            '![the gap by size](sizes.png)', '']
 
 
 def ablation_section(arms, by):
@@ -343,9 +399,46 @@ def plot_extrapolation(arms, path):
     return True
 
 
+def plot_sizes(arms, path):
+    """The paired val-loss difference PoPE - RoPE against parameters, each seed and the mean, with
+    the paper's three sizes on an axis of their own; False where no arm of another size exists."""
+    pairs = size_pairs(arms)
+    if not any(a['enc'] in SIZES for a in arms) or not pairs:
+        return False
+    fig, ax = subplots(figsize=(7, 4.5))
+    gaps = [[p['final']['val_loss'] - r['final']['val_loss'] for p, r in zip(pope, rope)]
+            for _, _, pope, rope in pairs]
+    params = [params for _, params, _, _ in pairs]
+    for x, gap in zip(params, gaps):
+        ax.scatter([x] * len(gap), gap, color='C0', alpha=0.5, s=18)
+    ax.plot(params, [statistics.mean(g) for g in gaps], color='C0', marker='o',
+            label='Linux C, val loss (each seed, and the mean)')
+    paper = ax.twinx()
+    paper.plot(list(PAPER_SIZES), [math.log(p / r) for r, p in PAPER_SIZES.values()], color='C3',
+               marker='s', ls='--', label="the paper, OpenWebText: log(PoPE's val ppl / RoPE's)")
+    low = min(min(min(g) for g in gaps), -0.03) - 0.005
+    high = max(max(max(g) for g in gaps), 0.0) + 0.005
+    for a in (ax, paper):
+        a.set_ylim(low, high)  # one scale on both axes: the same difference is the same height
+    ax.axhline(0, color='gray', lw=1)
+    ax.set_xscale('log')
+    ticks = sorted({round(x) for x in params} | set(PAPER_SIZES))
+    ax.set_xticks(ticks, [f'{x}M' for x in ticks])
+    ax.minorticks_off()
+    ax.set(xlabel='parameters (with the embedding)',
+           ylabel='PoPE - RoPE, val loss on Linux C (nats)',
+           title='The gap in distribution by model size (below 0: PoPE ahead)')
+    paper.set_ylabel("the paper: log(PoPE's / RoPE's val perplexity)")
+    ax.grid(True, alpha=0.3)
+    fig.legend(loc='upper left', bbox_to_anchor=(0.12, 0.88), fontsize=8)
+    save_figure(fig, path, dpi=150)
+    return True
+
+
 def plot_val_loss(arms, path):
     fig, ax = subplots(figsize=(7, 4.5))
-    for a in sorted(arms, key=lambda a: (a['enc'], a['seed'])):
+    for a in sorted((a for a in arms if a['enc'] not in SIZES),
+                    key=lambda a: (a['enc'], a['seed'])):  # 8 x 512 (the others: sizes.png)
         pts = [(r['iter'], r['val_loss']) for r in a['log'] if r['iter'] >= 1000]  # past the fall
         ax.plot(*zip(*pts), color=f"C{['rope', 'pope', *ABLATIONS].index(a['enc'])}", alpha=0.8,
                 ls='--' if a['enc'] in ABLATIONS else '-', label=f"{NAMES[a['enc']]} s{a['seed']}")
