@@ -131,7 +131,8 @@ def read_tree(source):
         for folder, _, names in os.walk(source):
             for full in (os.path.join(folder, name) for name in names):
                 path = os.path.relpath(full, source).replace(os.sep, '/')
-                if (kept(path) or path in TOP) and os.path.isfile(full) and not os.path.islink(full):
+                if (kept(path) or path in TOP) and not os.path.islink(full) \
+                        and os.path.isfile(full):
                     with open(full, 'rb') as f:
                         files[path] = f.read()
     else:
