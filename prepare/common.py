@@ -76,8 +76,7 @@ def start_dataset(out_dir):
 
 
 def write_streams(out_dir, pieces, vocab_size, eot=None):
-    """Writes (split, token ids) pairs, in order, as one stream <split>.bin per split, eot after
-    every non-empty piece. Returns {split: tokens}."""
+    """Writes (split, ids) pairs, in order, to <split>.bin, eot after each; {split: tokens}."""
     writers = {}
     with writing(out_dir), contextlib.ExitStack() as stack:  # on an error every .tmp is deleted
         for split, ids in pieces:
@@ -91,8 +90,7 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
 
 def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos=None, sep='',
                **extra):
-    """Writes out_dir/meta.json (call it last), swaps a staging folder of `start_dataset` in for
-    the data set's own, and prints a summary. tokens: {split: token count}."""
+    """Writes meta.json (call it last), swaps the staging folder in and prints a summary."""
     if tokenizer == 'itos' and (itos is None or len(itos) != vocab_size):
         raise ValueError('an itos tokenizer needs itos with exactly vocab_size entries')
     meta = {'vocab_size': vocab_size, 'dtype': dtype_for_vocab(vocab_size).name, 'kind': 'stream',
@@ -122,8 +120,7 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
 
 
 def run(main):
-    """A script's main() from the command line: a Ctrl-C before its data set is written is one
-    line and exit status 130, as one while it is written (`writing`)."""
+    """A script's main() from the command line: a Ctrl-C is one line, exit status 130."""
     try:
         main()
     except KeyboardInterrupt:
@@ -164,8 +161,7 @@ def check_out_dir(out_dir):
 
 
 def check_writable(folder, name):
-    """Exits with one line unless folder can be made and written, tried in its nearest folder that
-    exists; name: how the command line gave it. Makes nothing."""
+    """Exits with one line unless folder (or its nearest folder that exists) can be written."""
     where = os.path.abspath(folder)
     while not os.path.exists(where):
         where = os.path.dirname(where)
@@ -206,8 +202,7 @@ def interrupted(path):
 
 
 def _swap_in(work, final):
-    """Puts the complete data set work in final's place, the one there deleted; a folder that cannot
-    be replaced (not the user's, a mount point) is one line, final as it was."""
+    """Puts the data set work in final's place, or one line with final as it was."""
     old = f'{final}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}'
     with _folder_lock(os.path.dirname(os.path.abspath(final))):  # one swap at a time beside it
         check_out_dir(final)  # again: the folder may have changed while the data was made
@@ -275,8 +270,7 @@ def dtype_for_vocab(vocab_size):
 
 
 class TokenWriter:
-    """Appends token ids, checked against the vocabulary, to `<path>.tmp`, renamed to path when the
-    `with` block ends without an error and deleted when not: a .bin that exists is complete."""
+    """Appends token ids to `<path>.tmp`, renamed to path when the `with` block ends well."""
 
     def __init__(self, path, vocab_size):
         self.path, self.vocab_size, self.count = str(path), vocab_size, 0  # count: tokens written
@@ -350,8 +344,7 @@ def parser(doc):
 
 
 def data_dir(name, tokenizer):
-    """data/<name> for a data set in GPT-2's tokens, data/<name>_<tag> in a GGUF model's (the tag of
-    PACKAGED_GGUF, or the file's name)."""
+    """data/<name> in GPT-2's tokens, data/<name>_<tag> in a GGUF model's."""
     if tokenizer == 'gpt2':
         return os.path.join('data', name)
     tag = PACKAGED_GGUF[tokenizer]['tag'] if tokenizer in PACKAGED_GGUF else re.sub(
@@ -408,6 +401,5 @@ def parallel_map(fn, items, num_proc, desc):
 
 
 def ignore_ctrl_c():
-    """A worker process's initializer: the parent alone answers a Ctrl-C, which reaches every
-    process of the terminal's group (one line); its Pool ends the workers."""
+    """A worker's initializer: a Ctrl-C reaches every process; the parent alone answers it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -61,8 +61,7 @@ def open_data(dataset):
 
 
 def make_on_first_use(dataset):
-    """data/<dataset> for the data sets made in seconds on first use, when it is missing: an
-    indirect-indexing variant (generated) and shakespeare_char (from prepare/texts/)."""
+    """Makes data/<dataset> if missing: an indirect-indexing variant, or shakespeare_char."""
     data_dir = os.path.join('data', dataset)
     if os.path.exists(os.path.join(data_dir, 'meta.json')):
         return
@@ -88,9 +87,7 @@ def _variants():
 
 
 def dataset_script(dataset):
-    """(script, tokenizer) that make data/<dataset>: prepare/<script>.py, --tokenizer=<tokenizer>
-    for <script>_<tag> in a packaged GGUF model's tokens (common.data_dir), else 'gpt2' (or the
-    script's own tokens)."""
+    """(script, tokenizer) that make data/<dataset>: <script>_<tag> is in a GGUF's tokens."""
     for short, pkg in PACKAGED_GGUF.items():
         script = dataset.removesuffix('_' + pkg['tag'])
         if script != dataset and os.path.isfile(os.path.join(os.path.dirname(__file__), script

@@ -93,8 +93,7 @@ def decode(ids):
 
 
 def chunk_split(n_chunks):
-    """The split of each chunk of a record: i % 20 == 18 val, 19 test, else train; a record of 3
-    to 19 chunks gives its last two to val and test."""
+    """The split of each chunk: i % 20 == 18 val, 19 test, else train (3+ chunks: val, test)."""
     names = [{18: 'val', 19: 'test'}.get(i % 20, 'train') for i in range(n_chunks)]
     if n_chunks >= 3 and 'test' not in names:
         names[-2:] = ['val', 'test']

@@ -115,8 +115,7 @@ def _chunk(job):
 
 def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None,
                  anchor=None, shift_digits=None):
-    """One example as (text, source index, shift), text ending with the target; (source, shift) is
-    uniform over the pairs that keep the target inside the string."""
+    """(text, source index, shift), text ending with the target; (source, shift) uniform."""
     letters = rng.sample(LETTERS, rng.randint(*lengths))  # without replacement
     shifts = shift_choices(max_shift, zero_shift, shifts)
     sources = source_choices(len(letters), anchor)

@@ -108,8 +108,7 @@ def parse_chorale(name):
 
 
 def score_to_chords(score, steps_per_quarter=4):
-    """A music21 chorale -> list of [s, a, t, b] MIDI pitches (-1 = rest) at 16th-note steps; the
-    voices by part name, else the first four parts."""
+    """A music21 chorale -> [s, a, t, b] MIDI pitches (-1: rest) at 16th-note steps."""
     parts = list(score.parts)
     named = [[p for p in parts if (p.partName or '').strip().lower().startswith(v)] for v in VOICES]
     if not all(named) and len(parts) < 4:

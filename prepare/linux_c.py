@@ -205,8 +205,7 @@ def check_export(path, source):
 
 
 def export(files, makefile, info, path):
-    """The kept files, the top Makefile and EXPORT_INFO as one tarball, compressed as path's ending
-    says, written whole or not at all."""
+    """The kept files, the Makefile and EXPORT_INFO as one tarball, written whole or not at all."""
     mode = next(m for ending, m in EXPORT_MODES.items() if path.endswith(ending))
     with writing(path + '.tmp', option='--export'):  # a full disk or a Ctrl-C: one line, no file
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

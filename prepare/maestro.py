@@ -81,8 +81,7 @@ def encode_job(job):
 
 
 def encode_file(path, shift=0):
-    """BOS + REMI ids of one MIDI file, its non-drum tracks merged, pitches shifted (EOS: the
-    writer's)."""
+    """BOS + REMI ids of one MIDI file, its non-drum tracks merged, pitches shifted."""
     from symusic import Score, Track
     score = Score(path)
     tracks = [t for t in score.tracks if not t.is_drum]

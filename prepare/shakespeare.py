@@ -98,8 +98,7 @@ def markdown_to_text(md):
 
 
 def split_plays(names):
-    """{split: play names}: VAL_PLAYS, TEST_PLAYS and the rest; plays without these names by a
-    seeded 90/5/5 shuffle."""
+    """{split: play names}: VAL_PLAYS, TEST_PLAYS, the rest; else a seeded 90/5/5."""
     names = sorted(names)
     if not any(n in names for n in VAL_PLAYS + TEST_PLAYS):
         return deterministic_split(names, (90, 5, 5), seed=1337)
@@ -128,8 +127,7 @@ def read_sonnets(path):
 
 
 def parse_sonnets(text):
-    """The sonnets of the Gutenberg text: [{"number": n, "text": ...}] in order (154 for the full
-    text). A sonnet is the lines after a line holding only its Roman numeral."""
+    """[{'number': n, 'text': ...}] of the Gutenberg text: the lines after each numeral."""
     lines = [line.strip() for line in text.splitlines()]
     numerals = [i for i, line in enumerate(lines) if re.match(r'^[IVXLC]+$', line)]
     sonnets = [{'number': n, 'text': '\n'.join(lines[a + 1:b]).strip() + '\n'}
