@@ -31,8 +31,7 @@ import numpy as np
 
 from prepare.bpe import PACKAGED_GGUF, TOKENIZER_HELP, tokenizer_name
 # also given here, for the scripts and eval/
-from prepare.bpe import (GPT2_EOT, GPT2_VOCAB, GGUFEncoding, encoding, gguf_field,  # noqa: F401
-                         gguf_path, gguf_reader, gpt2_encode_docs, gpt2_encoding, package_dir)
+from prepare.bpe import GGUFEncoding, encoding, gpt2_encoding, package_dir  # noqa: F401
 
 SPLITS = ('train', 'val', 'test')
 RUN_FILES = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')  # a train.py run's folder
