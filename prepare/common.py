@@ -1,6 +1,6 @@
 """
 What the prepare/ scripts share: their command line, and writing a data set as prepare/data.py
-describes and reads it. A script's main, run through `run`:
+reads it. A script's main, run through `run`:
 
     p = argument_parser(__doc__, 'name', 'what --source takes')  # --out_dir checked here
     args = p.parse_args(argv)
@@ -8,17 +8,14 @@ describes and reads it. A script's main, run through `run`:
     counts = write_streams(work, [(split, ids), ...], vocab_size, eot)
     return write_meta(work, vocab_size=..., tokenizer=..., source=..., tokens=counts)
 
-write_meta, called last, swaps the staging folder in for out_dir: a run that fails or is stopped
-leaves out_dir as it was, and two runs at once do not mix their files. A data set replaces only a
-data set (`check_out_dir`). A full disk, a folder that cannot be replaced and a Ctrl-C (exit status
-130) are one line each. Cheap to import: datasets and tqdm load where they are used.
+write_meta swaps the staging folder in for out_dir: a run that fails or is stopped leaves out_dir as
+it was. A full disk, a folder that cannot be replaced and a Ctrl-C (exit status 130) are one line.
 """
 
 import argparse
 import contextlib
 import errno
 import glob
-import importlib.util
 import json
 import os
 import random
@@ -34,11 +31,9 @@ import numpy as np
 
 from prepare.bpe import PACKAGED_GGUF, TOKENIZER_HELP, tokenizer_name
 # also given here, for the scripts and eval/
-from prepare.bpe import (GPT2_EOT, GPT2_VOCAB, GGUFEncoding, encoding, gguf_field,  # noqa: F401
-                         gguf_path, gguf_reader, gpt2_encode_docs, gpt2_encoding)
+from prepare.bpe import GGUFEncoding, encoding, gpt2_encoding, package_dir  # noqa: F401
 
 SPLITS = ('train', 'val', 'test')
-
 RUN_FILES = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')  # a train.py run's folder
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)  # a disk that takes no more
 PARTIAL = '.partial-'  # the staging folder of a data set being written: <out_dir>.partial-<pid>-<n>
@@ -67,9 +62,9 @@ def argument_parser(doc, name, source_help, tokenizer=False):
 
 
 def start_dataset(out_dir):
-    """The staging folder `<out_dir>.partial-<pid>-<n>` to write into, its own to each run (made by
-    the first file written into it); write_meta swaps it in. Refuses an out_dir that is no data set
-    (check_out_dir) or cannot be written, and clears the staging folders of runs that have ended."""
+    """The staging folder `<out_dir>.partial-<pid>-<n>` to write into, made by its first file and
+    swapped in by write_meta. Refuses an out_dir that is no data set or cannot be written, and
+    clears the staging folders of runs that have ended."""
     final = check_out_dir(out_dir)
     check_writable(os.path.dirname(os.path.abspath(final)), f'--out_dir {out_dir}')
     for old in glob.glob(glob.escape(final + PARTIAL) + '*'):
@@ -80,8 +75,7 @@ def start_dataset(out_dir):
 
 
 def write_streams(out_dir, pieces, vocab_size, eot=None):
-    """Writes (split, token ids) pairs, in order, as one stream <split>.bin per split, eot after
-    every non-empty piece; a split's file is made by its first piece. Returns {split: tokens}."""
+    """Writes (split, ids) pairs, in order, to <split>.bin, eot after each; {split: tokens}."""
     writers = {}
     with writing(out_dir), contextlib.ExitStack() as stack:  # on an error every .tmp is deleted
         for split, ids in pieces:
@@ -95,8 +89,7 @@ def write_streams(out_dir, pieces, vocab_size, eot=None):
 
 def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos=None, sep='',
                **extra):
-    """Writes out_dir/meta.json (call it last) and, given the staging folder of `start_dataset`,
-    swaps it in for the data set's own; prints a summary. tokens: {split: token count}."""
+    """Writes meta.json (call it last), swaps the staging folder in and prints a summary."""
     if tokenizer == 'itos' and (itos is None or len(itos) != vocab_size):
         raise ValueError('an itos tokenizer needs itos with exactly vocab_size entries')
     meta = {'vocab_size': vocab_size, 'dtype': dtype_for_vocab(vocab_size).name, 'kind': 'stream',
@@ -107,7 +100,11 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
         if sum(tokens.values()) == 0:
             raise SourceMissing(f'the source holds no usable data (0 tokens): {final} not written; '
                                 'check the input')
-        theirs = read_json_or_none(os.path.join(final, 'meta.json')) if final != out_dir else None
+        try:
+            with open(os.path.join(final, 'meta.json'), encoding='utf-8') as f:
+                theirs = json.load(f) if final != out_dir else None
+        except (OSError, ValueError):
+            theirs = None
         other = [f"{k} {theirs[k]!r}" for k in ('kind', 'tokenizer', 'vocab_size')
                  if isinstance(theirs, dict) and k in theirs and theirs[k] != meta[k]]
         if other:  # a data set replaces only its own kind (what trained on it still reads it)
@@ -121,17 +118,8 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
     return meta
 
 
-def read_json_or_none(path):
-    try:
-        with open(path, encoding='utf-8') as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def run(main):
-    """A script's main() from the command line: a Ctrl-C before its data set is written (the source
-    read or tokenized) is one line and exit status 130, as one while it is written (`writing`)."""
+    """A script's main() from the command line: a Ctrl-C is one line, exit status 130."""
     try:
         main()
     except KeyboardInterrupt:
@@ -172,8 +160,7 @@ def check_out_dir(out_dir):
 
 
 def check_writable(folder, name):
-    """Exits with one line unless folder can be made and written, tried in its nearest folder that
-    exists (a read-only disk, no permission); name: how the command line gave it. Makes nothing."""
+    """Exits with one line unless folder (or its nearest folder that exists) can be written."""
     where = os.path.abspath(folder)
     while not os.path.exists(where):
         where = os.path.dirname(where)
@@ -190,8 +177,8 @@ def check_writable(folder, name):
 @contextlib.contextmanager
 def writing(work, option='--out_dir'):
     """Files written into work, a staging folder of start_dataset's or a `<file>.tmp`: on an error
-    work goes (what it would replace is as it was), and a full or read-only disk or a Ctrl-C is one
-    line. option: what the command line would change to write elsewhere."""
+    work goes, and a full or read-only disk or a Ctrl-C is one line. option: what the command line
+    would change to write elsewhere."""
     try:
         yield
     except BaseException as err:
@@ -207,16 +194,14 @@ def writing(work, option='--out_dir'):
 
 
 def interrupted(path):
-    """A Ctrl-C while path is written (None: before anything was), what was written gone: one line
-    and the shell's exit status 130."""
+    """A Ctrl-C while path is written (None: before anything was): one line, exit status 130."""
     print(f"interrupted: {path} not written, nothing else changed" if path else
           "interrupted before anything was written: nothing changed", file=sys.stderr)
     raise SystemExit(130) from None
 
 
 def _swap_in(work, final):
-    """Puts the complete data set work in final's place, the one there deleted; a folder that cannot
-    be replaced (not the user's, a mount point) is one line, final as it was."""
+    """Puts the data set work in final's place, or one line with final as it was."""
     old = f'{final}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}'
     with _folder_lock(os.path.dirname(os.path.abspath(final))):  # one swap at a time beside it
         check_out_dir(final)  # again: the folder may have changed while the data was made
@@ -242,7 +227,6 @@ def _staged(out_dir):
 
 
 def _remove(path):
-    """Deletes a file or a folder, if it is there."""
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     elif os.path.lexists(path):
@@ -285,8 +269,7 @@ def dtype_for_vocab(vocab_size):
 
 
 class TokenWriter:
-    """Appends token ids, checked against the vocabulary, to `<path>.tmp`, renamed to path when the
-    `with` block ends without an error and deleted when not: a .bin that exists is complete."""
+    """Appends token ids to `<path>.tmp`, renamed to path when the `with` block ends well."""
 
     def __init__(self, path, vocab_size):
         self.path, self.vocab_size, self.count = str(path), vocab_size, 0  # count: tokens written
@@ -360,8 +343,7 @@ def parser(doc):
 
 
 def data_dir(name, tokenizer):
-    """data/<name> for a data set in GPT-2's tokens, data/<name>_<tag> in a GGUF model's (the tag of
-    PACKAGED_GGUF, or the file's name): the data sets of each tokenizer side by side."""
+    """data/<name> in GPT-2's tokens, data/<name>_<tag> in a GGUF model's."""
     if tokenizer == 'gpt2':
         return os.path.join('data', name)
     tag = PACKAGED_GGUF[tokenizer]['tag'] if tokenizer in PACKAGED_GGUF else re.sub(
@@ -369,53 +351,34 @@ def data_dir(name, tokenizer):
     return os.path.join('data', f'{name}_{tag}')
 
 
-def _argument_type(convert, ok, wanted):
-    """An argparse type: convert(text) where that is a value and ok, else one line asking for it."""
+def _argument_type(convert, wanted=None):
+    """An argparse type: convert(text), else the parser's one-line error: one asking for wanted
+    where convert gives None or raises ValueError, or the line of a check that exits with one."""
     def parse(text):
         try:
             value = convert(text)
         except ValueError:
             value = None
-        if value is None or not ok(value):
+        except SystemExit as err:
+            raise argparse.ArgumentTypeError(str(err.code)) from None
+        if value is None:
             raise argparse.ArgumentTypeError(f"{text!r}: give {wanted}")
         return value
     return parse
 
 
-def _whole(text):
-    return int(text) if text.strip().isdigit() else None
-
-
-positive_int = _argument_type(_whole, lambda v: v >= 1, 'a whole number of 1 or more')
-nonnegative_int = _argument_type(_whole, lambda v: True, 'a whole number of 0 or more')
-positive_float = _argument_type(float, lambda v: 0 < v < float('inf'), 'a number above 0')
-
-
-def _refusal_as_argument_error(check):
-    """An argparse type from a check that exits with one line: that line as the parser's error."""
-    def parse(text):
-        try:
-            return check(text)
-        except SystemExit as err:
-            raise argparse.ArgumentTypeError(str(err.code)) from None
-    return parse
-
-
-out_dir_arg = _refusal_as_argument_error(check_out_dir)  # argparse type of --out_dir
-tokenizer_arg = _refusal_as_argument_error(tokenizer_name)  # argparse type of --tokenizer
+positive_int = _argument_type(lambda t: int(t) if t.strip().isdigit() and int(t) >= 1 else None,
+                              'a whole number of 1 or more')
+positive_float = _argument_type(lambda t: float(t) if 0 < float(t) < float('inf') else None,
+                                'a number above 0')
+out_dir_arg = _argument_type(check_out_dir)  # argparse type of --out_dir
+tokenizer_arg = _argument_type(tokenizer_name)  # argparse type of --tokenizer
 
 
 def find_files(folder, *patterns):
     """The files under folder, at any depth, whose names match one of the patterns, sorted."""
     found = {f for p in patterns for f in glob.glob(os.path.join(folder, '**', p), recursive=True)}
     return sorted(f for f in found if os.path.isfile(f))
-
-
-def package_dir(name):
-    """An installed package's folder, or None, found without importing it (a --no-deps install
-    may not import)."""
-    spec = importlib.util.find_spec(name)
-    return next(iter(spec and spec.submodule_search_locations or []), None)
 
 
 def load_dataset(path, advice, **kwargs):
@@ -437,6 +400,5 @@ def parallel_map(fn, items, num_proc, desc):
 
 
 def ignore_ctrl_c():
-    """A worker process's initializer: a Ctrl-C reaches every process of the terminal's group, and
-    the parent alone answers it (one line); its Pool ends the workers."""
+    """A worker's initializer: a Ctrl-C reaches every process; the parent alone answers it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

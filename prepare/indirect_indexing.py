@@ -1,14 +1,11 @@
 """
 The indirect-indexing task of the PoPE paper (section 4, Table 1; appendix B.1): a string of 20-40
 distinct letters, a source letter from it, a shift, and the target, the letter that many places to
-the right (+) or left (-) of the source, e.g. NZTUIGWkXFrhCJDzscat,N,+4,I. The model sees all but
-the target and is scored on the target token alone. Where the paper is silent we chose (as
-results/indirect_indexing/README.md says): one token per character, no space; shifts in [-15, +15]
-without 0; source and shift drawn again until the target lies inside the string. A row is one
-example, its target the last real token, right-padded to 48 tokens (the longest example) or, in
-other layouts, left-padded to a fixed row_len (the target always last), optionally after '<bos>'.
-VARIANTS holds the other readings and sub-tasks, each a `--variant` here (data/<variant>: seconds,
-or a minute on many cores for 12.8M examples) or `--dataset=<variant>` in train.py, which makes it.
+the right (+) or left (-) of the source, e.g. NZTUIGWkXFrhCJDzscat,N,+4,I. The model is scored on
+the target token alone. Where the paper is silent (results/indirect_indexing/README.md): one token
+per character, no space; shifts in [-15, +15] without 0, drawn with the source until the target lies
+inside the string; a row is one example right-padded to 48 tokens. VARIANTS holds the other readings
+and sub-tasks, each a `--variant` here or `--dataset=<variant>` in train.py, which makes it.
 """
 
 import os
@@ -118,8 +115,7 @@ def _chunk(job):
 
 def make_example(rng, *, lengths=(20, 40), max_shift=15, sep=',', zero_shift=False, shifts=None,
                  anchor=None, shift_digits=None):
-    """One example as (text, source index, shift), text ending with the target; (source, shift) is
-    uniform over the pairs that keep the target inside the string."""
+    """(text, source index, shift), text ending with the target; (source, shift) uniform."""
     letters = rng.sample(LETTERS, rng.randint(*lengths))  # without replacement
     shifts = shift_choices(max_shift, zero_shift, shifts)
     sources = source_choices(len(letters), anchor)
@@ -174,8 +170,7 @@ def decode(ids, itos=ITOS + [' ']):
 
 def question(text, meta):
     """The input tokens of a question 'string,source,shift,' (spaces and the shift's sign optional)
-    as the rows of meta's data set hold them up to the target (separator, '<bos>', left padding);
-    ValueError if it is not one."""
+    as the rows of meta's data set hold them up to the target; ValueError if it is not one."""
     fields = [f.strip() for f in text.split(',')]
     if len(fields) == 4 and fields[3] == '':
         fields = fields[:3]  # the closing separator is the query: written or not, it is added
@@ -192,18 +187,7 @@ def question(text, meta):
     unknown = sorted({c for c in chars if c not in stoi})
     if unknown:
         raise ValueError(f"{unknown} are not in this data set's vocabulary: letters, digits, ,+-")
-    ask(fields[0], fields[1], int(fields[2]), task)
-    ids = ([stoi['<bos>']] if task.get('bos') else []) + [stoi[c] for c in chars]
-    n = meta['row_len'] - 1  # the tokens before a row's target
-    if len(ids) > n:
-        raise ValueError(f"the question is {len(ids)} tokens, longer than the {n} before a row's "
-                         "target in this data set: give a shorter string")
-    return [meta['pad_id']] * (n - len(ids)) + ids if meta.get('pad') == 'left' else ids
-
-
-def ask(string, source, shift, task):
-    """ValueError unless (string, source, shift) is a question of the task: distinct letters, the
-    source one of them, a shift the data set draws, and the target inside the string."""
+    string, source, shift = fields[0], fields[1], int(fields[2])
     lengths = task.get('lengths', (0, len(string)))
     repeated = ''.join(sorted({c for c in string if string.count(c) > 1}))
     choices = shift_choices(task['max_shift'], task['zero_shift'], task['shifts'])
@@ -228,6 +212,12 @@ def ask(string, source, shift, task):
     ]:
         if refused:
             raise ValueError(message)
+    ids = ([stoi['<bos>']] if task.get('bos') else []) + [stoi[c] for c in chars]
+    n = meta['row_len'] - 1  # the tokens before a row's target
+    if len(ids) > n:
+        raise ValueError(f"the question is {len(ids)} tokens, longer than the {n} before a row's "
+                         "target in this data set: give a shorter string")
+    return [meta['pad_id']] * (n - len(ids)) + ids if meta.get('pad') == 'left' else ids
 
 
 if __name__ == '__main__':

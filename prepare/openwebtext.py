@@ -1,10 +1,9 @@
 """
-OpenWebText (paper section 4) in GPT-2 tokens, as nanoGPT prepares it: each document's GPT-2 ids
-followed by <|endoftext|> (50256), a 0.05% validation split of the documents (seeded shuffle, seed
-2357), train.bin / val.bin as uint16 (~9B / ~4M tokens, ~17 GB / 8 MB); no test split. From the
-Hugging Face data set `Skylion007/openwebtext` (~8M documents, ~55 GB download; `--hf_name`), or
+OpenWebText (paper section 4) in GPT-2 tokens, as nanoGPT prepares it: each document then
+<|endoftext|> (50256), 0.05% of the documents for val (seed 2357), no test split; ~9B / ~4M tokens.
+From the Hugging Face data set `Skylion007/openwebtext` (~55 GB download; `--hf_name`), or
 `--source`, a local file or folder (*.txt, one document per file; *.jsonl / *.json / *.parquet with
-a "text" column). No part of OpenWebText ships in any package; offline, use prepare/shakespeare.py.
+a "text" column). Offline, use prepare/shakespeare.py.
 """
 
 import math

