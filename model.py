@@ -46,8 +46,7 @@ CHOICES = {
 }
 WEIGHT_DECAY_ON = ('matrices', 'all')  # AdamW's decay: the blocks' Linear weights, or every one
 
-# -----------------------------------------------------------------------------
-# PoPE
+# PoPE -----------------------------------------------------------------------
 
 
 def pope_frequencies(d, base=10000.0, device=None):
@@ -90,8 +89,7 @@ def pope_path(attn_impl, q):
         return 'sdpa'
     return 'triton' if q.shape[-1] == 64 and q.shape[-2] <= pope_kernel.SHORT_T else 'fused'
 
-# -----------------------------------------------------------------------------
-# Attention of whole sequences, and over a KV cache
+# Attention of whole sequences, and over a KV cache --------------------------
 
 
 def causal_mask(Tq, Tk, q_offset, device):
@@ -145,8 +143,7 @@ def cache_attention(q, k, v, visible, bias=None, scale=None):
     att = att.masked_fill(~visible, float('-inf'))
     return (att.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, -1)
 
-# -----------------------------------------------------------------------------
-# The other encodings' positions
+# The other encodings' positions ---------------------------------------------
 
 
 def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, beta=32.0):
@@ -187,8 +184,7 @@ def sinusoidal_table(T, n_embd):
     table[:, 0::2], table[:, 1::2] = (pos * inv).sin(), (pos * inv).cos()
     return table.float()
 
-# -----------------------------------------------------------------------------
-# The GPT
+# The GPT --------------------------------------------------------------------
 
 
 @dataclass
@@ -213,8 +209,7 @@ class GPTConfig:  # the defaults are train.py's
     tie_embeddings: bool = True  # the output layer shares the token embedding's weights
     init: str = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch'
     gelu_approximate: str = 'none'  # the MLP's GELU: 'none' (exact) or 'tanh' (GPT-2's weights)
-    # Llama (its GGUF files: pretrained.py) is this GPT with rope, n_kv_head and these three
-    mlp: str = 'gelu'  # 'gelu' or 'swiglu' (c_proj(silu(gate x) * up x), c_fc = [gate; up])
+    mlp: str = 'gelu'  # or 'swiglu' (Llama's, as the next two): c_proj(silu(gate x) * up x)
     mlp_hidden: int = 0  # the MLP's hidden width; 0 = 4 * n_embd
     norm_eps: float = 0.0  # the norms' epsilon; 0: torch's default
 
@@ -224,11 +219,9 @@ class GPTConfig:  # the defaults are train.py's
             if getattr(self, key) not in choices:
                 raise ValueError(f"{key}={getattr(self, key)!r}; choose one of {choices}")
         if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not a multiple of n_head={self.n_head} "
-                             "(each head gets n_embd // n_head channels)")
+            raise ValueError(f"n_embd={self.n_embd} is not a multiple of n_head={self.n_head}")
         if self.n_kv_head < 0 or self.n_kv_head and self.n_head % self.n_kv_head:
-            raise ValueError(f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head} "
-                             "(0: as many key/value heads as query heads)")
+            raise ValueError(f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head} or be 0")
 
 
 class CausalSelfAttention(nn.Module):
