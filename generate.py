@@ -14,6 +14,41 @@ from torch.nn import functional as F
 from model import ABSOLUTE, ENCODINGS, pope_decode
 
 
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=False):
+    """max_new_tokens sampled after idx (B, T) (see sample): the prompt in one forward pass, then
+    one token a step (compile: compiled_step) into an output allocated once. Learned or sinusoidal
+    positions stop at block_size: past it each token is predicted from the last block_size tokens,
+    re-encoded whole from position 0."""
+    temperature = check_temperature(temperature)  # (before anything runs)
+    if max_new_tokens < 1:
+        return idx
+    B, T = idx.size()
+    absolute = model.config.pos_emb in ABSOLUTE
+    max_len = min(T + max_new_tokens, model.config.block_size) if absolute else T + max_new_tokens
+    device = idx.device  # under autocast, k and v come in its dtype
+    autocast = torch.amp.is_autocast_available(device.type) and \
+        torch.is_autocast_enabled(device.type)
+    dtype = torch.get_autocast_dtype(device.type) if autocast else model.wte.weight.dtype
+    cache = KVCache(model, B, max_len, device, dtype)
+    out = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=device)
+    out[:, :T] = idx
+    input_pos = torch.tensor([T], device=device)  # the position of the token the next step feeds
+    temperature = torch.tensor(temperature, device=device)  # a tensor: a new value, the same graph
+    for t in (out, input_pos, temperature):  # as KVCache's: read and written in place by the graph
+        torch._dynamo.mark_static_address(t, guard=False)
+    torch._dynamo.maybe_mark_dynamic(out, 1)  # its length a symbol, as the cache's
+    step = compiled_step if compile else decode_step
+    for n in range(T, T + max_new_tokens):  # out[:, n]: the token drawn now
+        if n == T or n > max_len:  # the prompt, or the last max_len tokens from position 0
+            fed = out[:, max(0, n - max_len):n]
+            logits, _ = model(fed, cache=cache, input_pos=torch.arange(fed.size(1), device=device))
+            out[:, n] = sample(logits[:, -1], temperature, top_k)
+        else:  # the token at n - 1 through the cache
+            step(model, out, cache, input_pos, temperature, top_k)
+    return out
+
+
 def decode_kernel_for(config, device, dtype):
     """Whether a KVCache's one-token steps run pope_decode.decode: on a GPU, at its dtypes and head
     dims, for an encoding without a score bias (not ALiBi)."""
@@ -121,38 +156,3 @@ def decode_step(model, out, cache, input_pos, temperature, top_k):
 # fullgraph: a graph break is an error); another batch size or top_k compiles again, a new length,
 # temperature or set of tensors compiles nothing (generate marks the lengths dynamic)
 compiled_step = torch.compile(decode_step, mode='reduce-overhead', fullgraph=True)
-
-
-@torch.no_grad()
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=False):
-    """max_new_tokens sampled after idx (B, T) (see sample): the prompt in one forward pass, then
-    one token a step (compile: compiled_step) into an output allocated once. Learned or sinusoidal
-    positions stop at block_size: past it each token is predicted from the last block_size tokens,
-    re-encoded whole from position 0."""
-    temperature = check_temperature(temperature)  # (before anything runs)
-    if max_new_tokens < 1:
-        return idx
-    B, T = idx.size()
-    absolute = model.config.pos_emb in ABSOLUTE
-    max_len = min(T + max_new_tokens, model.config.block_size) if absolute else T + max_new_tokens
-    device = idx.device  # under autocast, k and v come in its dtype
-    autocast = torch.amp.is_autocast_available(device.type) and \
-        torch.is_autocast_enabled(device.type)
-    dtype = torch.get_autocast_dtype(device.type) if autocast else model.wte.weight.dtype
-    cache = KVCache(model, B, max_len, device, dtype)
-    out = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=device)
-    out[:, :T] = idx
-    input_pos = torch.tensor([T], device=device)  # the position of the token the next step feeds
-    temperature = torch.tensor(temperature, device=device)  # a tensor: a new value, the same graph
-    for t in (out, input_pos, temperature):  # as KVCache's: read and written in place by the graph
-        torch._dynamo.mark_static_address(t, guard=False)
-    torch._dynamo.maybe_mark_dynamic(out, 1)  # its length a symbol, as the cache's
-    step = compiled_step if compile else decode_step
-    for n in range(T, T + max_new_tokens):  # out[:, n]: the token drawn now
-        if n == T or n > max_len:  # the prompt, or the last max_len tokens from position 0
-            fed = out[:, max(0, n - max_len):n]
-            logits, _ = model(fed, cache=cache, input_pos=torch.arange(fed.size(1), device=device))
-            out[:, n] = sample(logits[:, -1], temperature, top_k)
-        else:  # the token at n - 1 through the cache
-            step(model, out, cache, input_pos, temperature, top_k)
-    return out
