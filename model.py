@@ -147,8 +147,8 @@ def cache_attention(q, k, v, visible, bias=None, scale=None):
 
 
 def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, beta=32.0):
-    """RoPE's n frequencies base^(-2i/2n), stretched by YaRN (Peng et al. 2023): a pair that turns r
-    times in orig_ctx keeps its frequency if r > beta, / s if r < alpha, ramped between."""
+    """RoPE's n frequencies base^(-2i/2n); YaRN (Peng et al. 2023): a pair turning r times in
+    orig_ctx keeps theta if r > beta, takes theta / s if r < alpha, and a ramp between."""
     theta = base ** (-torch.arange(n, dtype=torch.float64) / n)
     if yarn_scale == 1.0:
         return theta
@@ -472,7 +472,7 @@ class GPT(nn.Module):
                 if pn.endswith('c_proj.weight'):
                     torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         # the vocabulary padded with zero rows to a multiple of 64 (faster matmuls), after the init
-        # (the unpadded model's random numbers); their logits are -inf in the loss, cut elsewhere
+        # (the unpadded model's random numbers); their logits: -inf in the loss, cut from forward's
         n_pad = -config.vocab_size % 64
         self.lm_head.weight = nn.Parameter(F.pad(self.lm_head.weight.detach(), (0, 0, 0, n_pad)))
         if self.lm_head.bias is not None:
@@ -503,6 +503,13 @@ class GPT(nn.Module):
             loss = F.cross_entropy(masked.flatten(0, 1), targets.flatten(), ignore_index=-1)
         # detached: a (B*T, 50304) gradient of the logits would be filled and read in every backward
         return logits[..., :V].detach(), loss
+
+    def hidden_states(self, idx, cache=None, input_pos=None):
+        """The final normed hidden states (B, T, n_embd) of idx, before the output layer."""
+        x = self.embed(idx, cache, input_pos)
+        for block in self.h:
+            x = block(x, cache, input_pos)
+        return self.ln_f(x)
 
     def embed(self, idx, cache=None, input_pos=None):
         """The token embeddings of idx (B, T), plus an absolute encoding's positions."""
@@ -558,13 +565,6 @@ class GPT(nn.Module):
     def estimate_mfu(self, tokens_per_iter, dt, peak_flops=989e12):
         """Model FLOPs utilisation against the bf16 peak of an H100 / H200 (989 TFLOP/s)."""
         return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
-
-    def hidden_states(self, idx, cache=None, input_pos=None):
-        """The final normed hidden states (B, T, n_embd) of idx, before the output layer."""
-        x = self.embed(idx, cache, input_pos)
-        for block in self.h:
-            x = block(x, cache, input_pos)
-        return self.ln_f(x)
 
     def log_probs(self, h):
         """log-softmax over the vocabulary of hidden states h, in float32 (bf16: ~1e-2 nats off)."""
