@@ -46,8 +46,7 @@ CHOICES = {
 }
 WEIGHT_DECAY_ON = ('matrices', 'all')  # AdamW's decay: the blocks' Linear weights, or every one
 
-# -----------------------------------------------------------------------------
-# PoPE
+# PoPE -----------------------------------------------------------------------
 
 
 def pope_frequencies(d, base=10000.0, device=None):
@@ -55,18 +54,14 @@ def pope_frequencies(d, base=10000.0, device=None):
     return base ** (-torch.arange(d, dtype=torch.float64, device=device) / d)
 
 
-def pope_phases(pos, theta, delta=None):
-    """Phases phi = pos theta (len(pos), d) of keys; of queries with delta (H, d): pos theta - delta
-    (H, len(pos), d). In float64: a float32 angle at position 1e5 is off by up to 0.008 rad."""
-    phi = pos.to(torch.float64)[:, None] * theta.to(pos.device)
-    return phi if delta is None else phi - delta.to(torch.float64)[:, None, :]
-
-
 def pope_polar(x, pos, theta, delta=None, mu='softplus'):
     """x (..., T, d) at positions pos (T,) as mu(x) e^{i phi} in real form [mu cos phi, mu sin phi]
-    (..., T, 2d), in x's dtype (float32 for half inputs)."""
+    (..., T, 2d), in float32 at least. phi = pos theta for keys, pos theta - delta (H, d) for
+    queries, in float64: a float32 angle at position 1e5 is off by up to 0.008 rad."""
     dt = torch.promote_types(x.dtype, torch.float32)
-    phi = pope_phases(pos, theta, delta)
+    phi = pos.to(torch.float64)[:, None] * theta.to(pos.device)
+    if delta is not None:
+        phi = phi - delta.to(torch.float64)[:, None, :]
     magnitude = POPE_MUS[mu](x.to(dt))
     return torch.cat([magnitude * phi.cos().to(dt), magnitude * phi.sin().to(dt)], -1)
 
@@ -74,9 +69,8 @@ def pope_polar(x, pos, theta, delta=None, mu='softplus'):
 def pope_attention_reference(q, k, v, delta, theta, *, causal=True, sm_scale=None, q_offset=0,
                              mu='softplus', explicit=True):
     """PoPE attention from its definition, the ground truth of every faster path: attention on q',
-    k' (pope_polar) with explicit scores, or through SDPA (explicit=False). q (B, H, Tq, d) at
-    positions q_offset.., k, v (B, H_kv, Tk, d) at 0.., delta (H, d) or None, theta (d,) -> (B, H,
-    Tq, d)."""
+    k' (pope_polar), explicit or through SDPA. q (B, H, Tq, d) at positions q_offset.., k, v (B,
+    H_kv, Tk, d) at 0.., delta (H, d) or None, theta (d,)."""
     t = torch.arange(q_offset, q_offset + q.shape[-2], device=q.device)
     s = torch.arange(k.shape[-2], device=k.device)
     qp, kp = pope_polar(q, t, theta, delta, mu), pope_polar(k, s, theta, mu=mu)
@@ -85,19 +79,17 @@ def pope_attention_reference(q, k, v, delta, theta, *, causal=True, sm_scale=Non
 
 
 def pope_path(attn_impl, q):
-    """The one place that decides which PoPE attention runs on q (B, H, T, d): 'torch' (explicit
-    scores, the reference), 'sdpa' (the reference's q', k' through SDPA), or pope_kernel's
-    'fused' (Triton prologue and epilogue around SDPA: cuDNN) and 'triton' (all Triton). 'auto'
-    takes the kernel on a GPU, its all-Triton attention at d 64 up to SHORT_T keys (small tiles
-    win there: results/kernel/README.md), else SDPA's reference."""
+    """The one place that decides which PoPE attention runs on q (B, H, T, d): 'torch' or 'sdpa'
+    (the reference, explicit or through SDPA), pope_kernel's 'fused' (Triton around cuDNN's SDPA)
+    or 'triton' (all Triton). 'auto': the kernel on a GPU, all-Triton at d 64 up to SHORT_T keys
+    (small tiles win there: results/kernel/README.md), else SDPA's reference."""
     if attn_impl != 'auto':
         return attn_impl
     if pope_kernel is None or not q.is_cuda or q.dtype == torch.float64:
         return 'sdpa'
     return 'triton' if q.shape[-1] == 64 and q.shape[-2] <= pope_kernel.SHORT_T else 'fused'
 
-# -----------------------------------------------------------------------------
-# Attention of whole sequences, and over a KV cache
+# Attention of whole sequences, and over a KV cache --------------------------
 
 
 def causal_mask(Tq, Tk, q_offset, device):
@@ -113,21 +105,9 @@ def repeat_kv(x, n_head):
     return x[:, :, None].expand(-1, -1, n_head // x.shape[1], -1, -1).flatten(1, 2)
 
 
-def sdpa_mask(Tq, Tk, q_offset, causal, device):
-    """SDPA's mask arguments: is_causal where that is the mask (it is top-left aligned), none where
-    every query sees every key (a decoding step), else the boolean mask."""
-    if not causal or q_offset >= Tk - 1:
-        return {}
-    if q_offset == 0 and Tq == Tk:
-        return {'is_causal': True}
-    return {'attn_mask': causal_mask(Tq, Tk, q_offset, device)}
-
-
 def attention(q, k, v, causal=True, q_offset=0, bias=None, scale=None, explicit=False):
-    """softmax(scale q k^T + bias) v of q (B, H, Tq, w) over k (B, H_kv, Tk, w), v (B, H_kv, Tk,
-    dv); query i at position q_offset + i sees keys s <= q_offset + i if causal; bias (H, Tq, Tk) or
-    None; scale 1/sqrt(w) by default. explicit: the scores as a tensor (attn_impl='torch'), else
-    SDPA."""
+    """softmax(scale q k^T + bias) v, q (B, H, Tq, w) at positions q_offset.. over k (B, H_kv, Tk,
+    w), v; bias (H, Tq, Tk) or None. explicit: scores as a tensor (attn_impl='torch'), else SDPA."""
     H, Tq, Tk = q.shape[1], q.shape[-2], k.shape[-2]
     k, v = repeat_kv(k, H), repeat_kv(v, H)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -139,12 +119,12 @@ def attention(q, k, v, causal=True, q_offset=0, bias=None, scale=None, explicit=
             att = att.masked_fill(~causal_mask(Tq, Tk, q_offset, q.device), float('-inf'))
         return (F.softmax(att, dim=-1) @ v.to(att.dtype)).to(v.dtype)
     q, k = q.to(v.dtype), k.to(v.dtype)  # (PoPE's q', k' are formed in float32 at least)
-    if bias is None:
-        mask = sdpa_mask(Tq, Tk, q_offset, causal, q.device)
-        return F.scaled_dot_product_attention(q, k, v, **mask, scale=scale)
-    mask = bias.to(q.dtype)
-    if causal:
-        mask = mask.masked_fill(~causal_mask(Tq, Tk, q_offset, q.device), float('-inf'))
+    if bias is None and causal and q_offset == 0 and Tq == Tk:  # (is_causal is top-left aligned)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    mask = None if bias is None else bias.to(q.dtype)
+    if causal and q_offset < Tk - 1:  # (else every query sees every key: a decoding step)
+        visible = causal_mask(Tq, Tk, q_offset, q.device)
+        mask = visible if mask is None else mask.masked_fill(~visible, float('-inf'))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
 
 
@@ -163,14 +143,12 @@ def cache_attention(q, k, v, visible, bias=None, scale=None):
     att = att.masked_fill(~visible, float('-inf'))
     return (att.softmax(-1).to(v.dtype) @ v).reshape(B, H, 1, -1)
 
-# -----------------------------------------------------------------------------
-# The other encodings' positions
+# The other encodings' positions ---------------------------------------------
 
 
 def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, beta=32.0):
-    """RoPE's n frequencies base^(-2i/2n), optionally stretched by YaRN (Peng et al. 2023): a pair
-    whose wavelength fits r = orig_ctx / wavelength times into the training context keeps its
-    frequency when r > beta, is divided by the scale s when r < alpha, and is ramped between."""
+    """RoPE's n frequencies base^(-2i/2n); YaRN (Peng et al. 2023): a pair turning r times in
+    orig_ctx keeps theta if r > beta, takes theta / s if r < alpha, and a ramp between."""
     theta = base ** (-torch.arange(n, dtype=torch.float64) / n)
     if yarn_scale == 1.0:
         return theta
@@ -206,8 +184,7 @@ def sinusoidal_table(T, n_embd):
     table[:, 0::2], table[:, 1::2] = (pos * inv).sin(), (pos * inv).cos()
     return table.float()
 
-# -----------------------------------------------------------------------------
-# The GPT
+# The GPT --------------------------------------------------------------------
 
 
 @dataclass
@@ -232,8 +209,7 @@ class GPTConfig:  # the defaults are train.py's
     tie_embeddings: bool = True  # the output layer shares the token embedding's weights
     init: str = 'gpt2'  # 'gpt2' (N(0, 0.02), residual projections / sqrt(2 n_layer)) or 'torch'
     gelu_approximate: str = 'none'  # the MLP's GELU: 'none' (exact) or 'tanh' (GPT-2's weights)
-    # Llama (its GGUF files: pretrained.py) is this GPT with rope, n_kv_head and these three
-    mlp: str = 'gelu'  # 'gelu' or 'swiglu' (c_proj(silu(gate x) * up x), c_fc = [gate; up])
+    mlp: str = 'gelu'  # or 'swiglu' (Llama's, as the next two): c_proj(silu(gate x) * up x)
     mlp_hidden: int = 0  # the MLP's hidden width; 0 = 4 * n_embd
     norm_eps: float = 0.0  # the norms' epsilon; 0: torch's default
 
@@ -243,17 +219,14 @@ class GPTConfig:  # the defaults are train.py's
             if getattr(self, key) not in choices:
                 raise ValueError(f"{key}={getattr(self, key)!r}; choose one of {choices}")
         if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd={self.n_embd} is not a multiple of n_head={self.n_head} "
-                             "(each head gets n_embd // n_head channels)")
+            raise ValueError(f"n_embd={self.n_embd} is not a multiple of n_head={self.n_head}")
         if self.n_kv_head < 0 or self.n_kv_head and self.n_head % self.n_kv_head:
-            raise ValueError(f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head} "
-                             "(0: as many key/value heads as query heads)")
+            raise ValueError(f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head} or be 0")
 
 
 class CausalSelfAttention(nn.Module):
-    """Causal self-attention with no positions of its own (pos_emb 'none', and the ABSOLUTE ones,
-    whose positions GPT adds to the token embeddings). An encoding that works inside attention is
-    a subclass (ENCODINGS) overriding what it changes: rotate (RoPE), attend and attend_cached."""
+    """Attention with no positions of its own ('none', and the ABSOLUTE encodings). Each encoding
+    is a subclass overriding what it changes: rotate (RoPE), bias (ALiBi), attend* (PoPE)."""
 
     qk_width = 1  # q and k are hd wide (PoPE's q', k': 2 hd), for flops_per_token
     decodes = True  # a one-token step over a cache may run pope_decode's kernel (no score bias)
@@ -270,40 +243,38 @@ class CausalSelfAttention(nn.Module):
         self.scale = 1.0 / math.sqrt(self.hd)
 
     def forward(self, x, cache=None, input_pos=None):
-        """x (B, T, n_embd) at positions 0..T-1; with a KVCache, at positions input_pos (T,),
-        attending to what the cache holds once x's keys and values are written into it."""
-        q, k, v = self.qkv(x, input_pos)
-        y = self.attend(q, k, v) if cache is None else self.attend_cached(q, k, v, cache, input_pos)
-        B, H, T, hd = y.shape
-        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, H * hd)))
-
-    def qkv(self, x, input_pos):
-        """q (B, H, T, hd), k and v (B, H_kv, T, hd): views of one projection of x, after rotate."""
+        """x (B, T, n_embd) at positions 0..T-1, or with a KVCache at positions input_pos (T,)."""
         B, T, _ = x.size()
         H, Hkv, hd = self.n_head, self.n_kv_head, self.hd
         q, k, v = self.c_attn(x).split([H * hd, Hkv * hd, Hkv * hd], dim=2)
         q, k, v = q.view(B, T, H, hd), k.view(B, T, Hkv, hd), v.view(B, T, Hkv, hd)
         q, k = self.rotate(q, k, input_pos)
-        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        y = self.attend(q, k, v) if cache is None else self.attend_cached(q, k, v, cache, input_pos)
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, H * hd)))
 
     def rotate(self, q, k, input_pos):
         """q and k (B, T, heads, hd) as attention reads them: as they are (RoPE rotates them)."""
         return q, k
 
+    def bias(self, t, s):
+        """A bias (H, len(t), len(s)) on the scores of queries at t, keys at s (ALiBi), or None."""
+        return None
+
     def attend(self, q, k, v):
         """Causal attention of a whole sequence at positions 0..T-1."""
-        return attention(q, k, v, explicit=self.explicit)
+        pos = torch.arange(q.shape[2], device=q.device)
+        return attention(q, k, v, bias=self.bias(pos, pos), explicit=self.explicit)
 
     def attend_cached(self, q, k, v, cache, input_pos):
-        """The tokens at positions input_pos over a KVCache, after writing their keys and values
-        into it. A one-token step on a GPU runs pope_decode's kernel."""
+        """The tokens at positions input_pos over a KVCache, once their keys and values are in."""
         k, v = cache.update(self.layer, input_pos, k, v)
         if q.shape[2] == 1 and cache.decode_kernel:
             return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, None, None,
                                       self.scale)[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
         visible = s[None, :] <= input_pos[:, None]
-        return cache_attention(q.to(v.dtype), k, v, visible, scale=self.scale)
+        return cache_attention(q.to(v.dtype), k, v, visible, self.bias(input_pos, s), self.scale)
 
     def decode_tables(self, max_len):
         """The tables pope_decode's kernel reads for this encoding's keys: none for plain keys."""
@@ -311,9 +282,8 @@ class CausalSelfAttention(nn.Module):
 
 
 class RoPEAttention(CausalSelfAttention):
-    """RoPE (Su et al. 2021): the pairs (i, i + n) of q's and k's first 2n channels rotated by
-    t theta_i at position t (the cache holds the rotated keys). YaRN (yarn_scale > 1) stretches the
-    frequencies and scales q and k by its attention temperature."""
+    """RoPE (Su et al. 2021): channel pairs (i, i + n) of q and k rotated by t theta_i at position
+    t. YaRN (yarn_scale > 1) stretches theta and scales q and k by its attention temperature."""
 
     rotated = 1.0  # the share of each head's channels that rotate: n = rotated * hd / 2 pairs
 
@@ -357,25 +327,13 @@ class ALiBiHalfAttention(CausalSelfAttention):
         super().__init__(config, layer)
         self.register_buffer('slopes', alibi_slopes(self.n_head), persistent=False)
 
-    def alibi(self, t, s):
-        """ALiBi's bias (H, len(t), len(s)) of queries at positions t and keys at positions s."""
+    def bias(self, t, s):
         return -self.slopes[:, None, None] * (t[:, None] - s[None, :])
-
-    def attend(self, q, k, v):
-        pos = torch.arange(q.shape[2], device=q.device)
-        return attention(q, k, v, bias=self.alibi(pos, pos), explicit=self.explicit)
-
-    def attend_cached(self, q, k, v, cache, input_pos):
-        k, v = cache.update(self.layer, input_pos, k, v)
-        s = torch.arange(cache.max_len, device=q.device)
-        visible = s[None, :] <= input_pos[:, None]
-        return cache_attention(q.to(v.dtype), k, v, visible, self.alibi(input_pos, s), self.scale)
 
 
 class PoPEAttention(CausalSelfAttention):
-    """PoPE (the module docstring): q and k become mu e^{i phi} inside the attention, on the path
-    pope_path picks. Every path reads the module's own theta when it runs, so a subclass whose
-    theta is an nn.Parameter trains it on each (docs/encodings.md)."""
+    """PoPE (the module docstring) on the path pope_path picks. Every path reads the module's theta
+    when it runs, so a subclass whose theta is an nn.Parameter trains it (docs/encodings.md)."""
 
     qk_width = 2  # q' and k' are 2 hd wide
 
@@ -404,10 +362,8 @@ class PoPEAttention(CausalSelfAttention):
                                                mu=self.mu)
 
     def attend_cached(self, q, k, v, cache, input_pos):
-        """k' = mu(k) e^{i s theta} depends on mu(k) and s alone (delta is on the query), so the
-        cache holds mu(k), RoPE's bytes, shared by a group of query heads. A one-token step on a GPU
-        reads it in pope_decode's kernel with the phases of the cache's tables for this layer (made
-        from theta with the cache); the plain path forms k' from the whole cache."""
+        """The cache holds mu(k) (delta is on the query); a one-token step may run pope_decode's
+        kernel on the cache's phase tables, the plain path forms k' from the whole cache."""
         q = pope_polar(q, input_pos, self.theta, self.delta, self.mu)
         k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))
         k, v = cache.update(self.layer, input_pos, k, v)
@@ -421,10 +377,9 @@ class PoPEAttention(CausalSelfAttention):
                                scale=self.scale)
 
     def decode_tables(self, max_len):
-        """pope_decode's phase tables at this module's frequencies, for max_len positions (two
-        tiles' rows at least: compiled, a size of 1 is specialised)."""
-        theta = self.theta.detach()
-        return pope_decode.decode_tables(theta, max(max_len, 2 * pope_decode.DECODE_BLOCK))
+        """pope_decode's phase tables at theta now (2 tiles at least: 1 is specialised)."""
+        L = max(max_len, 2 * pope_decode.DECODE_BLOCK)
+        return pope_decode.decode_tables(self.theta.detach(), L)
 
 
 class PoPEHalfAttention(PoPEAttention):
@@ -517,8 +472,7 @@ class GPT(nn.Module):
                 if pn.endswith('c_proj.weight'):
                     torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         # the vocabulary padded with zero rows to a multiple of 64 (faster matmuls), after the init
-        # so that the random numbers drawn are the unpadded model's; the extra rows are never looked
-        # up, their logits are -inf in the loss and cut from forward()'s logits
+        # (the unpadded model's random numbers); their logits: -inf in the loss, cut from forward's
         n_pad = -config.vocab_size % 64
         self.lm_head.weight = nn.Parameter(F.pad(self.lm_head.weight.detach(), (0, 0, 0, n_pad)))
         if self.lm_head.bias is not None:
@@ -535,13 +489,9 @@ class GPT(nn.Module):
             torch.nn.init.zeros_(module.bias)
 
     def forward(self, idx, targets=None, cache=None, input_pos=None):
-        """Logits at every position and the loss when targets are given (targets -1 ignored; the
-        logits come back detached), else the logits of the last position. With a KVCache, tokens
-        idx at positions input_pos (T,), whose keys and values go into the cache."""
-        x = self.embed(idx, cache, input_pos)
-        for block in self.h:
-            x = block(x, cache, input_pos)
-        x = self.ln_f(x)
+        """(logits, loss): with targets (-1 ignored) the loss and every position's logits, detached;
+        else the last position's. With a KVCache, idx's tokens are at positions input_pos (T,)."""
+        x = self.hidden_states(idx, cache, input_pos)
         V = self.config.vocab_size
         if targets is None:
             return self.lm_head(x[:, [-1], :])[..., :V], None
@@ -553,6 +503,13 @@ class GPT(nn.Module):
             loss = F.cross_entropy(masked.flatten(0, 1), targets.flatten(), ignore_index=-1)
         # detached: a (B*T, 50304) gradient of the logits would be filled and read in every backward
         return logits[..., :V].detach(), loss
+
+    def hidden_states(self, idx, cache=None, input_pos=None):
+        """The final normed hidden states (B, T, n_embd) of idx, before the output layer."""
+        x = self.embed(idx, cache, input_pos)
+        for block in self.h:
+            x = block(x, cache, input_pos)
+        return self.ln_f(x)
 
     def embed(self, idx, cache=None, input_pos=None):
         """The token embeddings of idx (B, T), plus an absolute encoding's positions."""
@@ -572,8 +529,7 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def project_delta(self):
-        """PoPE's delta onto [-2pi, 0], in place: after every optimizer step (the forward pass uses
-        delta as it is, so no value loses its gradient), and on loading weights."""
+        """PoPE's delta onto [-2pi, 0] in place: after each optimizer step, on loading weights."""
         for block in self.h:
             if getattr(block.attn, 'delta', None) is not None:
                 block.attn.delta.clamp_(-2 * math.pi, 0.0)
@@ -585,9 +541,7 @@ class GPT(nn.Module):
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type,
                              capturable=False, weight_decay_on='matrices'):
-        """AdamW with weight decay on the Linear weights inside the blocks; with
-        weight_decay_on='all' on every parameter, as torch.optim.AdamW(model.parameters()) (the
-        replication) does."""
+        """AdamW, its weight decay on the blocks' Linear weights, or on all (the replication's)."""
         if weight_decay_on not in WEIGHT_DECAY_ON:
             raise ValueError(f"weight_decay_on={weight_decay_on!r}; choose one of "
                              f"{WEIGHT_DECAY_ON}")
@@ -603,8 +557,7 @@ class GPT(nn.Module):
                                  fused=device_type == 'cuda', capturable=capturable)
 
     def flops_per_token(self, T):
-        """6N for the matrices plus attention: 12 L d_model T for q k^T and att v, forward and
-        backward; PoPE's q k^T is twice as wide, so its attention costs 1.5x (18 instead of 12)."""
+        """6N, plus attention's 6 (qk_width + 1) L d_model T: PoPE's twice-wide q k^T costs 1.5x."""
         qk_width = ENCODINGS[self.config.pos_emb].qk_width
         attn = 6 * (qk_width + 1) * self.config.n_layer * self.config.n_embd * T
         return 6 * self.get_num_params() + attn
@@ -613,16 +566,8 @@ class GPT(nn.Module):
         """Model FLOPs utilisation against the bf16 peak of an H100 / H200 (989 TFLOP/s)."""
         return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
 
-    def hidden_states(self, idx):
-        """forward's final normed hidden states (B, T, n_embd) of idx, before the output layer."""
-        x = self.embed(idx)
-        for block in self.h:
-            x = block(x)
-        return self.ln_f(x)
-
     def log_probs(self, h):
-        """log-softmax over the tokenizer's vocabulary of final hidden states h, in float32 whether
-        autocast is on or not (bf16 logits would cost ~1e-2 nats)."""
+        """log-softmax over the vocabulary of hidden states h, in float32 (bf16: ~1e-2 nats off)."""
         V, b = self.config.vocab_size, self.lm_head.bias
         with torch.autocast(h.device.type, enabled=False):
             b = None if b is None else b[:V].float()
@@ -630,8 +575,7 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def sequence_nll(self, idx, targets, chunk=1024):
-        """Summed NLL (float64) per sequence of targets (B, T), the logits chunk positions at a
-        time."""
+        """Summed NLL (float64) per sequence of targets (B, T), chunk positions at a time."""
         h = self.hidden_states(idx)
         nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
         for t0 in range(0, h.size(1), chunk):

@@ -1,15 +1,11 @@
 """
-Starting from trained weights: OpenAI's GPT-2 from Hugging Face's files, a Llama model from its
-GGUF file, and a trained model converted to another position encoding (PoPE from RoPE, say).
+Starting from trained weights: GPT-2 from Hugging Face's files, Llama from a GGUF file, and either
+converted to another position encoding. read_source reads one as a train.py checkpoint (model,
+model_args, meta); fine_tune_args gives the model a fine-tune builds, convert its weights; load
+does all three. Each format is read by its own library (safetensors, torch.load, gguf).
 
-    python train.py --init_from=gpt2 --dataset=shakespeare --out_dir=out-gpt2  # or gpt2-medium...
-    python train.py --init_from=path/to/folder ...  # Hugging Face's config.json, model.safetensors
-    python train.py --init_from=gpt2 --pos_emb=pope ...          # GPT-2 converted to PoPE, trained
+    python train.py --init_from=gpt2 --pos_emb=pope ...  # or gpt2-medium..., or a HF folder
     python sample.py --init_from=smollm2-135m --start="The capital of France is"  # a GGUF file
-
-read_source reads what a run starts from as a train.py checkpoint (model, model_args, meta);
-fine_tune_args gives the model a fine-tune builds, convert its weights; load does all three. Each
-format is read by its own library (safetensors, torch.load of weights alone, gguf, tokenizers).
 """
 
 import json
@@ -47,8 +43,7 @@ def read_source(init_from):
         sizes = tuple(ckpt['model_args'][k] for k in ('n_layer', 'n_head', 'n_embd'))
         if sizes != GPT2_MODELS[init_from]:  # a damaged or replaced cache
             sys.exit(f"the cached {init_from} is of n_layer, n_head, n_embd = {sizes}, not "
-                     f"{GPT2_MODELS[init_from]}: delete it (huggingface-cli delete-cache), fetch "
-                     "it again")
+                     f"{GPT2_MODELS[init_from]}: delete it (huggingface-cli delete-cache)")
         return ckpt
     if not os.path.isdir(init_from):
         return read_checkpoint(init_from)
@@ -59,9 +54,8 @@ def read_source(init_from):
 
 
 def fine_tune_args(ckpt, args, given, source, meta, data_dir):
-    """The model_args of a fine-tune from ckpt: its architecture, this run's RUN keys (args:
-    train.py's model_args; block_size and YaRN the checkpoint's unless given, as nanoGPT keeps
-    GPT-2's 1024), and a new encoding where a given ENCODING key differs. One line if it cannot."""
+    """The model_args of a fine-tune from ckpt: its ARCHITECTURE, this run's RUN keys (block_size
+    and YaRN the checkpoint's unless given), a new ENCODING where given. One line if it cannot."""
     old, theirs, ours = ckpt['model_args'], ckpt['meta'].get('tokenizer'), meta.get('tokenizer')
     new = {**old, **{k: args[k] for k in RUN if k in given or k in ('dropout', 'attn_impl')}}
     new.update({k: args[k] for k in ENCODING if k in given and args[k] != old.get(k)})
@@ -81,16 +75,13 @@ def fine_tune_args(ckpt, args, given, source, meta, data_dir):
         if wrong:
             sys.exit(f"init_from={source} {message}")
     if is_pope(new['pos_emb']) and not is_pope(old['pos_emb']) and 'pope_delta' not in given:
-        # delta at 0, the paper's init for language: no phase offset, so the low frequencies
-        # score by content alone, the nearest PoPE has to the trained model's scores
-        new['pope_delta'] = 'zero'
+        new['pope_delta'] = 'zero'  # the paper's init for language: the nearest to the old scores
     return new
 
 
 def convert(ckpt, model, source, say=print):
-    """model's state dict from the checkpoint's: tensors of the same name and shape copied, learned
-    positions cropped to model's block_size; an encoding's own (OWN) dropped or as GPT initialised
-    them. One line says which (say); any other tensor that differs is refused in one line."""
+    """model's state dict from the checkpoint's: same-named tensors copied (learned positions
+    cropped), an encoding's own (OWN) dropped or new; one line says which, any other is refused."""
     old, state = dict(ckpt['model']), model.state_dict()
     dropped, new = [k for k in old if k not in state], [k for k in state if k not in old]
     missing, extra = ([k for k in keys if not OWN.fullmatch(k)] for keys in (new, dropped))
@@ -117,8 +108,8 @@ def convert(ckpt, model, source, say=print):
 
 
 def load(init_from, device='cpu', ckpt=None, **overrides):
-    """(model, ckpt) for sample.py and eval/, in eval mode on device, of a ckpt.pt or of what
-    read_source reads (ckpt: its answer, where read already); overrides replace GPTConfig fields."""
+    """(model, ckpt) in eval mode on device, of a ckpt.pt or what read_source reads (or read: ckpt);
+    overrides replace GPTConfig fields."""
     if os.path.isfile(init_from) and not init_from.endswith('.gguf'):  # train.py's own
         return load_checkpoint(init_from, device, **overrides)
     ckpt = ckpt or read_source(init_from)
@@ -130,7 +121,7 @@ def load(init_from, device='cpu', ckpt=None, **overrides):
 
 
 def is_pope(pos_emb):
-    """Whether the encoding pos_emb is PoPE or a variant of it (a subclass of PoPEAttention)."""
+    """Whether pos_emb is PoPE or a variant of it (a subclass of PoPEAttention)."""
     return issubclass(ENCODINGS.get(pos_emb, object), PoPEAttention)
 
 
@@ -148,7 +139,7 @@ CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight', 'mlp.c_fc.weight', 'mlp.c_
 
 
 def hub_folder(name):
-    """The local folder of GPT-2 `name`'s config.json and weights (downloaded once, then cached)."""
+    """The local folder of GPT-2 `name`'s config.json and weights (downloaded once)."""
     from huggingface_hub import snapshot_download
     repo = f'openai-community/{name}'
     try:
@@ -173,8 +164,7 @@ def read_gpt2(folder):
     hf = {k.removeprefix('transformer.'): v for k, v in read_weights(folder).items()}
     wte, head = hf.get('wte.weight'), hf.pop('lm_head.weight', None)  # tied to wte, saved or not
     if head is not None and wte is not None and not torch.equal(head, wte):
-        sys.exit(f"{folder}: lm_head.weight differs from wte.weight, but GPT-2 ties them "
-                 "(tie_word_embeddings)")
+        sys.exit(f"{folder}: lm_head.weight differs from wte.weight, but GPT-2 ties them")
     # Conv1D's (in, out) as Linear's (out, in); the causal mask and its fill value are no weights
     state = {k: v.t() if k.endswith(CONV1D) else v for k, v in hf.items()
              if not k.endswith(('.attn.bias', '.attn.masked_bias'))}
@@ -203,8 +193,7 @@ def gpt2_model_args(cfg, where):
     differ += [f"activation_function={act!r}"] if act not in GELU else []
     if differ:
         sys.exit(f"{where}/config.json has {', '.join(differ)}: this repository builds GPT-2 as "
-                 "OpenAI made it (its 50257 tokens, LayerNorm eps 1e-5, a 4x MLP with GELU, tied "
-                 "embeddings)")
+                 "OpenAI made it (50257 tokens, LayerNorm eps 1e-5, a 4x GELU MLP, tied wte)")
     args = dict(READ, block_size=T, vocab_size=cfg.get('vocab_size', GPT2_VOCAB), n_layer=L,
                 n_head=H, n_kv_head=0, n_embd=C, bias=True, pos_emb='learned', norm='layernorm',
                 tie_embeddings=True, gelu_approximate=GELU[act])
@@ -241,7 +230,7 @@ def read_weights(folder):
 
 
 def damage(path, err):
-    """Why the weights file at path, which its reader refused with err, cannot be read: one line."""
+    """One line: why the weights file at path, which its reader refused with err, is unreadable."""
     code = code_refused(err)
     if code:
         return (f"{path} holds code (it would run {code}), not weights alone: nothing was "
@@ -303,8 +292,7 @@ def read_gguf(init_from):
                  "): read here is Llama without biases and extra tables")
     enc, V = encoding(path), len(wte)
     if V != enc.n_vocab:
-        sys.exit(f"{path}: token_embd has {V} rows, the tokenizer {enc.n_vocab} tokens: the file "
-                 "is damaged")
+        sys.exit(f"{path}: token_embd has {V} rows, the tokenizer {enc.n_vocab}: it is damaged")
     # the output matrix padded with zero rows to a multiple of 64, as GPT pads it (wte too if tied)
     state['lm_head.weight'] = F.pad(wte if head is None else head, (0, 0, 0, -V % 64))
     state['wte.weight'] = wte if head is not None else state['lm_head.weight']
@@ -317,8 +305,7 @@ def read_gguf(init_from):
 
 
 def unpermute(w, n_head):
-    """q's or k's weight (n_head * hd, n_embd) with its rows back in Hugging Face's Llama order,
-    whose RoPE turns pairs (i, i + hd/2) as this GPT's does: llama.cpp's convert script moves row
-    j * hd/2 + i of each head (member j of RoPE pair i) to row 2i + j, for pairs (2i, 2i + 1)."""
+    """q's or k's weight (n_head * hd, n_embd) with rows back in Hugging Face's order (RoPE pairs
+    (i, i + hd/2), as here): llama.cpp moves row j * hd/2 + i of each head to row 2i + j."""
     hd = w.shape[0] // n_head
     return w.reshape(n_head, hd // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)

@@ -686,7 +686,7 @@ def test_alibi_slopes_are_press_et_al_on_half_the_heads(n_head):
     assert slopes[n - 1].item() == pytest.approx(2 ** -8)
     m = GPT(GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=n_head, n_embd=4 * n_head, pos_emb='alibi_half'))
     t, s = torch.arange(5), torch.arange(5)
-    bias = m.h[0].attn.alibi(t, s)
+    bias = m.h[0].attn.bias(t, s)
     for h in range(n_head):
         for i in range(5):
             for j in range(5):
