@@ -281,10 +281,10 @@ def _cartesian(X, XP, DX, COS, SIN, DELTA, DDELTA_PART, DTHETA_PART, stride_xz, 
     c = tl.arange(0, BLOCK_D)[None, None, :]
     keep = (t < T) & (h < heads) & (c < d)
     x = tl.load(X + b * stride_xz + h * stride_xh + t * stride_xt + c, mask=keep, other=0.0)
-    x = x.to(tl.float32)  # cos(a - delta) = cos a cos delta + sin a sin delta, sin(a - delta) so:
+    x = x.to(tl.float32)
     cos_phi = tl.load(COS + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)  # (T, 1, d)
     sin_phi = tl.load(SIN + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)
-    if DELTA is not None:
+    if DELTA is not None:  # cos(a - delta) = cos a cos delta + sin a sin delta, sin likewise
         delta = tl.load(DELTA + h * d + c, mask=(h < heads) & (c < d), other=0.0).to(tl.float32)
         cos_delta = tl.cos(delta) if ON_CPU else libdevice.fast_cosf(delta)  # (delta in [-2pi, 0])
         sin_delta = tl.sin(delta) if ON_CPU else libdevice.fast_sinf(delta)
@@ -485,10 +485,8 @@ def _attn_bwd_dkdv(Q, K, V, O, LSE, DO, D, DK, DV, stride_vz, stride_vh, stride_
 
 
 # -----------------------------------------------------------------------------
-# Launch parameters
-
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) per kernel and head dim, for lengths above SHORT_T;
-# the autotuner's picks for the first kernel (same register footprint: 2d-wide q/k, d-wide v)
+# Launch parameters: (BLOCK_M, BLOCK_N, num_warps, num_stages) per pass and head dim, for lengths
+# above SHORT_T; the autotuner's picks for the first kernel (same footprint: 2d-wide q/k, d-wide v)
 _BLOCKS = {
     "fwd": {32: (128, 64, 4, 3), 64: (128, 64, 8, 3), 128: (128, 64, 8, 2)},
     "dkdv": {32: (64, 128, 8, 3), 64: (64, 128, 8, 3), 128: (32, 128, 8, 2)},
