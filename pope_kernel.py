@@ -8,10 +8,10 @@ t), key s and frequency c = 0..d-1, with mu = softplus (or the ablations relu, i
     score[t, s] = sm_scale q' . k' = sm_scale sum_c mu(q) mu(k) cos((s - t) theta_c + delta_c)
     out = softmax(score, causally masked) @ v
 
-pope_attention_fast runs custom ops, one opaque node each for torch.compile (measured in
-results/kernel/README.md): the prologue pope::cartesian forms q', k'; attention on q', k', v is
-SDPA's (impl='sdpa', any d) or pope::flash_attention (impl='triton', FlashAttention-2 in Triton, d
-32, 64, 128); the epilogue pope::cartesian_backward gives dq, dk, ddelta and dtheta.
+pope_attention_fast runs custom ops, one opaque node each for torch.compile: the prologue
+pope::cartesian forms q', k'; attention is SDPA's (impl='sdpa', any d) or pope::flash_attention's
+(impl='triton': FlashAttention-2 in Triton, d 32, 64, 128); the epilogue pope::cartesian_backward
+gives dq, dk, ddelta and dtheta. Speed: results/kernel/README.md.
 """
 
 import math
@@ -348,33 +348,6 @@ def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
     return keep
 
 
-@triton.jit
-def _fwd_inner(acc, m_i, l_i, q, do, offs_m, K, V, stride_vk, Tk, q_offset, qk_scale, lo, hi,
-               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-               CAUSAL: tl.constexpr, FP32: tl.constexpr, DQ):
-    # key tiles [lo, hi): the online softmax of (m_i, l_i, acc); with DQ, the backward's: acc is
-    # dq', m_i and l_i the rows' LSE and D
-    for start_n in range(lo, hi, BLOCK_N):
-        offs_s = start_n + tl.arange(0, BLOCK_N)
-        k = _load_rows(K, offs_s, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tk, MASK)
-        v = _load_rows(V, offs_s, tl.arange(0, HEAD_DIM), stride_vk, Tk, MASK)
-        qk = _dot(q, tl.trans(k), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32) * qk_scale
-        if MASK:
-            qk = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), qk, float("-inf"))
-        if DQ is not None:
-            p = tl.exp2(qk - m_i[:, None])
-            dp = _dot(do, tl.trans(v), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32)
-            acc = _dot((p * (dp - l_i[:, None])).to(k.dtype), k, acc, FP32)
-        else:
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            p = tl.exp2(qk - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = _dot(p.to(v.dtype), v, acc * alpha[:, None], FP32)
-            m_i = m_new
-    return acc, m_i, l_i
-
-
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
 def _attn_fwd(Q, K, V, O, LSE, DO, D, DQ, DV, stride_vz, stride_vh, stride_vk, stride_doz,
               stride_doh, stride_dom, H, G, Tq, Tk, q_offset, sm_scale, qk_scale,
@@ -391,15 +364,14 @@ def _attn_fwd(Q, K, V, O, LSE, DO, D, DQ, DV, stride_vz, stride_vh, stride_vk, s
     offs_qk, offs_d = tl.arange(0, 2 * HEAD_DIM), tl.arange(0, HEAD_DIM)
     row_ok = offs_m < Tq
     q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
-    if DQ is not None:
+    if DQ is not None:  # m_i, l_i: the rows' LSE and D
         do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True)
         o = _load_rows(O + bh * Tq * HEAD_DIM, offs_m, offs_d, HEAD_DIM, Tq, True)
         m_i = tl.load(LSE + bh * Tq + offs_m, mask=row_ok, other=0.0)
         l_i = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
         tl.store(D + bh * Tq + offs_m, l_i, mask=row_ok)
         acc = tl.zeros([BLOCK_M, 2 * HEAD_DIM], tl.float32)
-    else:
-        do = q  # (unread)
+    else:  # the online softmax's running max, sum and output
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -408,10 +380,26 @@ def _attn_fwd(Q, K, V, O, LSE, DO, D, DQ, DV, stride_vz, stride_vh, stride_vk, s
     if CAUSAL:  # keys 0..p0 are visible to every row, p0 the position of the first
         p0 = q_offset + start_m * BLOCK_M
         full, hi = tl.minimum((p0 + 1) // BLOCK_N * BLOCK_N, full), tl.minimum(Tk, p0 + BLOCK_M)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, do, offs_m, K, V, stride_vk, Tk, q_offset,
-                               qk_scale, 0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32, DQ)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, do, offs_m, K, V, stride_vk, Tk, q_offset,
-                               qk_scale, full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32, DQ)
+    bounds = (0, full, hi)
+    for MASK in tl.static_range(2):
+        for start_n in range(bounds[MASK], bounds[MASK + 1], BLOCK_N):
+            offs_s = start_n + tl.arange(0, BLOCK_N)
+            k = _load_rows(K, offs_s, offs_qk, 2 * HEAD_DIM, Tk, MASK)
+            v = _load_rows(V, offs_s, offs_d, stride_vk, Tk, MASK)
+            qk = _dot(q, tl.trans(k), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), FP32) * qk_scale
+            if MASK:
+                qk = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), qk, float("-inf"))
+            if DQ is not None:
+                p = tl.exp2(qk - m_i[:, None])
+                dp = _dot(do, tl.trans(v), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), FP32)
+                acc = _dot((p * (dp - l_i[:, None])).to(k.dtype), k, acc, FP32)
+            else:
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                p = tl.exp2(qk - m_new[:, None])
+                alpha = tl.exp2(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = _dot(p.to(v.dtype), v, acc * alpha[:, None], FP32)
+                m_i = m_new
     if DQ is not None:
         tl.store(DQ + bh * Tq * 2 * HEAD_DIM + offs_m[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
                  (acc * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
@@ -421,33 +409,13 @@ def _attn_fwd(Q, K, V, O, LSE, DO, D, DQ, DV, stride_vz, stride_vh, stride_vk, s
                  (acc / l_i[:, None]).to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
-@triton.jit
-def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, D, stride_dom, Tq, Tk, q_offset, qk_scale, lo,
-                hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASK: tl.constexpr,
-                CAUSAL: tl.constexpr, FP32: tl.constexpr):
-    # the key block is resident; stream query tiles, working with transposed scores S^T
-    for start_m in range(lo, hi, BLOCK_M):
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = _load_rows(Q, offs_m, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tq, MASK)
-        do = _load_rows(DO, offs_m, tl.arange(0, HEAD_DIM), stride_dom, Tq, MASK)
-        lse, Di = _load(LSE + offs_m, offs_m < Tq, MASK), _load(D + offs_m, offs_m < Tq, MASK)
-        qkT = _dot(k, tl.trans(q), tl.zeros([k.shape[0], BLOCK_M], tl.float32), FP32) * qk_scale
-        pT = tl.exp2(qkT - lse[None, :])
-        if MASK:
-            pT = tl.where(tl.trans(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL)), pT, 0.0)
-        dv = _dot(pT.to(v.dtype), do, dv, FP32)
-        dpT = _dot(v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], tl.float32), FP32)
-        dsT = (pT * (dpT - Di[None, :])).to(q.dtype)
-        dk = _dot(dsT, q, dk, FP32)
-    return dk, dv
-
-
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "G"])
 def _attn_bwd_dkdv(Q, K, V, O, LSE, DO, D, DK, DV, stride_vz, stride_vh, stride_vk, stride_doz,
                    stride_doh, stride_dom, H, G, Tq, Tk, q_offset, sm_scale, qk_scale,
                    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # one key block of one kv head; dk', dv summed over the G query heads that read it (O: unread)
+    # one key block of one kv head, resident, streaming the query tiles of the G query heads that
+    # read it; dk', dv summed over them, with transposed scores S^T (O: unread)
     start_n = tl.program_id(0)
     bkv = tl.program_id(1).to(tl.int64)
     b, hkv = bkv // (H // G), bkv % (H // G)
@@ -458,25 +426,31 @@ def _attn_bwd_dkdv(Q, K, V, O, LSE, DO, D, DK, DV, stride_vz, stride_vh, stride_
     dk = tl.zeros([BLOCK_N, 2 * HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     # query tiles: masked [m_lo, u_lo) near the diagonal, unmasked [u_lo, Tq_full), masked tail
-    m_lo, m_full = 0, 0
+    m_lo, m_full, Tq_full = 0, 0, Tq // BLOCK_M * BLOCK_M
     if CAUSAL:
         k0 = start_n * BLOCK_N
         m_lo = tl.maximum(k0 - q_offset, 0) // BLOCK_M * BLOCK_M  # first row seeing a key of it
         m_full = tl.cdiv(tl.maximum(k0 + BLOCK_N - 1 - q_offset, 0), BLOCK_M) * BLOCK_M  # all
-    Tq_full = Tq // BLOCK_M * BLOCK_M
-    u_lo = tl.minimum(m_full, Tq_full)
+    bounds = (m_lo, tl.minimum(m_full, Tq_full), Tq_full, Tq)
     for g in range(G):
         bh = b * H + hkv * G + g
-        Qh = Q + bh * Tq * 2 * HEAD_DIM
         DOh = DO + b * stride_doz + (hkv * G + g) * stride_doh
-        LSEh = LSE + bh * Tq
-        Dh = D + bh * Tq
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
-                             qk_scale, m_lo, u_lo, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
-                             qk_scale, u_lo, Tq_full, HEAD_DIM, BLOCK_M, False, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
-                             qk_scale, Tq_full, Tq, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
+        for part in tl.static_range(3):
+            MASK = part != 1
+            for start_m in range(bounds[part], bounds[part + 1], BLOCK_M):
+                offs_m = start_m + tl.arange(0, BLOCK_M)
+                q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, MASK)
+                do = _load_rows(DOh, offs_m, offs_d, stride_dom, Tq, MASK)
+                lse = _load(LSE + bh * Tq + offs_m, offs_m < Tq, MASK)
+                Di = _load(D + bh * Tq + offs_m, offs_m < Tq, MASK)
+                qkT = _dot(k, tl.trans(q), tl.zeros([BLOCK_N, BLOCK_M], tl.float32), FP32)
+                pT = tl.exp2(qkT * qk_scale - lse[None, :])
+                if MASK:
+                    keep = _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL)
+                    pT = tl.where(tl.trans(keep), pT, 0.0)
+                dv = _dot(pT.to(v.dtype), do, dv, FP32)
+                dpT = _dot(v, tl.trans(do), tl.zeros([BLOCK_N, BLOCK_M], tl.float32), FP32)
+                dk = _dot((pT * (dpT - Di[None, :])).to(q.dtype), q, dk, FP32)
     row_ok = (offs_s < Tk)[:, None]
     tl.store(DK + bkv * Tk * 2 * HEAD_DIM + offs_s[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
              (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
