@@ -478,10 +478,9 @@ def _attend(kind, qp, kp, v, o, lse, do, D, dx, dv, causal, sm_scale, q_offset):
     fp32 = v.dtype == torch.float32
     bm, bn, warps, stages = (_INTERPRET_BLOCKS[kind] if INTERPRET else _SMALL_BLOCKS
                              if Tk <= SHORT_T or fp32 else _BLOCKS[kind][d])
-    grid, kernel = (triton.cdiv(Tq, bm), B * H), _attn_fwd
-    if kind == "dkdv":
-        grid, kernel = (triton.cdiv(Tk, bn), B * Hkv), _attn_bwd_dkdv
-    kernel[grid](qp, kp, v, o, lse, do, D, dx, dv, *v.stride()[:3], *(do if kind != "fwd" else o)
-                 .stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale, sm_scale * LOG2E.value,
-                 HEAD_DIM=d, CAUSAL=causal, FP32=fp32, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps,
-                 num_stages=stages)
+    kernel, grid = ((_attn_bwd_dkdv, (triton.cdiv(Tk, bn), B * Hkv)) if kind == "dkdv"
+                    else (_attn_fwd, (triton.cdiv(Tq, bm), B * H)))
+    strides = (*v.stride()[:3], *(o if do is None else do).stride()[:3])
+    kernel[grid](qp, kp, v, o, lse, do, D, dx, dv, *strides, H, H // Hkv, Tq, Tk, q_offset,
+                 sm_scale, sm_scale * LOG2E.value, HEAD_DIM=d, CAUSAL=causal, FP32=fp32,
+                 BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
