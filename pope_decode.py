@@ -76,7 +76,7 @@ def _check_decode(q, k, v, n, t1, t2):
          "head dim d={d}, query {w} wide; need d in {dims}, the query {want}"),
         (v.shape != k.shape or k.shape[0] != B or H % Hkv, "k and v must be (B, n_kv_head, L, d), "
          "n_kv_head dividing H, for a query {shape[0]}; got {shape[1]}, {shape[2]}"),
-        (min(x.stride(-1) for x in (q, k, v)) != 1, "q, k, v need a contiguous last dimension"),
+        (any(x.stride(-1) != 1 for x in (q, k, v)), "q, k, v need a contiguous last dimension"),
         (n.numel() != 1 or n.dtype not in (torch.int32, torch.int64),
          "n must be a 1-element integer tensor, got {n.dtype} {shape[3]}"),
         ((t1 is None) != (t2 is None), "pass both phase tables (PoPE) or neither (plain keys)"),
