@@ -1,12 +1,8 @@
 """
-Speed of PoPE attention (pope_kernel.py) against RoPE's through SDPA on one GPU (causal bf16, 12
-heads), the paths:
-  RoPE      F.scaled_dot_product_attention on already-rotated q, k (cuDNN)
-  expanded  model.pope_attention_reference(explicit=False): q', k' formed in PyTorch, then SDPA
-  hybrid    pope_kernel.pope_attention_fast(impl='sdpa'): Triton prologue, SDPA, Triton epilogue
-  triton    pope_attention_fast(impl='triton'): the same around FlashAttention-2 in Triton
-Medians of triton.testing.do_bench. FLOPs per head: PoPE fwd 6 Tq Tk d, bwd 16; RoPE fwd 4, bwd 10;
-causal: half (results/kernel/README.md).
+Speed of PoPE attention (pope_kernel.py) on one GPU, causal bf16, 12 heads, medians of
+triton.testing.do_bench (results/kernel/README.md): RoPE (SDPA on rotated q, k), PoPE expanded
+(model.pope_attention_reference(explicit=False)), hybrid (pope_attention_fast(impl='sdpa')) and
+triton (impl='triton').
 
     python bench_attention.py                           # table, GQA, decoding, compile + graphs
     python bench_attention.py --sections graphed,gqa    # GPU time alone (CUDA-graph replays); GQA
@@ -34,8 +30,7 @@ ms = lambda t: f"{t[0]:.3f} / {t[1]:.3f}"
 ratio = lambda t, rope: f"{t[0] / rope[0]:.2f}x, {t[1] / rope[1]:.2f}x"
 
 
-def fast(impl):
-    """pope_attention_fast through impl, at PoPE's frequencies: (q, k, v, delta, **kw) -> out."""
+def fast(impl):  # pope_attention_fast through impl at PoPE's frequencies
     return lambda q, k, v, delta, **kw: pope_kernel.pope_attention_fast(
         q, k, v, delta, theta(q.shape[-1]), impl=impl, **kw)
 
@@ -96,7 +91,8 @@ def run_table():
                      "hybrid": bench(lambda: PATHS["hybrid"](*xs), xs)}
             r["triton"] = bench(lambda: PATHS["triton"](*xs), xs)
             default_backend.append(f"d{d}/T{T} {ms(bench(lambda: PATHS['hybrid'](*xs), xs))}")
-            flops = {n: (14 if n == "rope" else 22) * B * H * T * T * d / 2 for n in r}  # causal
+            # fwd + bwd FLOPs per head: RoPE (4 + 10) Tq Tk d, PoPE (6 + 16) Tq Tk d; causal halves
+            flops = {n: (14 if n == "rope" else 22) * B * H * T * T * d / 2 for n in r}
             path = model.pope_path('auto', q)  # the path the model runs here
             print(f"| {d} | {T} | {B} | " + " | ".join(ms(r[n]) for n in r)
                   + f" | {ratio(r['hybrid'], r['rope'])} | {ratio(r['triton'], r['rope'])} "

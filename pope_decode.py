@@ -1,16 +1,11 @@
 """
 Generation's one-token step, pope::decode: a query per sequence over a KV cache of mu(k) (d wide,
-as RoPE's keys) and v, split-K: the visible positions [0, n) are cut into `splits` ranges of whole
-tiles, a program per (split, b, query head) runs an online softmax over its range, and a second
-kernel merges the splits. The keys are never formed: for q' = [qc, qs] (delta in its phase), the
-key s = DECODE_BLOCK a + b_ scores
-
-    sum_c mu_k[s, c] (qc_c cos(s theta_c) + qs_c sin(s theta_c))
-    = sum_c mu_k[s, c] (u_c cos(b_ theta_c) + w_c sin(b_ theta_c)),
-
-[u, w] the query rotated by -DECODE_BLOCK a theta (a row of the table T1), the table T2[b_] =
-e^{i b_ theta} the same for every tile: HBM traffic is mu_k and v alone. Without tables it is
-plain decoding, q . k[s] (RoPE's step).
+as RoPE's keys) and v. Split-K: a program per (split, b, query head) runs an online softmax over its
+range of whole tiles of the visible positions [0, n), a second kernel merges the splits. The keys
+are never formed: for q' = [qc, qs] (delta in its phase) the key s = DECODE_BLOCK a + b_ scores
+sum_c mu_k[s, c] (u_c cos(b_ theta_c) + w_c sin(b_ theta_c)), [u, w] the query rotated by
+-DECODE_BLOCK a theta (a row of the table T1), T2[b_] = e^{i b_ theta} the same for every tile: HBM
+traffic is mu_k and v alone. Without tables it is plain decoding, q . k[s] (RoPE's step).
 """
 
 from typing import Optional
@@ -33,19 +28,19 @@ MIN_PROGRAMS = 8 * 132  # splits are chosen so that B * H * splits reaches this 
 def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n: torch.Tensor,
            t1: Optional[torch.Tensor], t2: Optional[torch.Tensor], sm_scale: float) -> torch.Tensor:
     """Attention of a query (B, H, w) over the first n positions of a cache k, v (B, n_kv_head, L,
-    d) -> (B, H, d) in v's dtype. PoPE: the query q' (2d wide, delta in it), k the cached mu(k),
-    t1, t2 = decode_tables; plain keys (RoPE's): t1 = t2 = None, the query d wide. n: a 1-element
-    device tensor, read there alone (no host sync: a CUDA graph), taken as L where it exceeds L."""
+    d) -> (B, H, d) in v's dtype. PoPE: the query q' (2d wide), k the cached mu(k), t1, t2 =
+    decode_tables; plain keys: t1 = t2 = None, the query d wide. n: a 1-element device tensor (no
+    host sync: a CUDA graph), taken as L where it exceeds L."""
     _check_decode(q, k, v, n, t1, t2)
     (B, H, _), (Hkv, L, d) = q.shape, k.shape[1:]
     splits = decode_splits(B, H, L)
-    m, l_sum = (torch.empty((B * H * splits,), dtype=torch.float32, device=v.device) for _ in "ml")
-    acc = torch.empty((B * H * splits, d), dtype=torch.float32, device=v.device)
+    m, l_sum, acc = (v.new_empty(shape, dtype=torch.float32) for shape in
+                     ((B * H * splits,), (B * H * splits,), (B * H * splits, d)))
     _decode_split[(splits, B * H)](q, k, v, n, t1, t2, m, l_sum, acc, *q.stride()[:2],
                                    *k.stride()[:3], *v.stride()[:3], H, H // Hkv, L,
                                    sm_scale * LOG2E.value, SPLITS=splits, d=d, BLOCK=DECODE_BLOCK,
-                                   PHASES=t1 is not None, num_warps=DECODE_WARPS[d])
-    o = torch.empty((B, H, d), dtype=v.dtype, device=v.device)
+                                   num_warps=DECODE_WARPS[d])
+    o = v.new_empty((B, H, d))
     _decode_combine[(B * H,)](m, l_sum, acc, o, *o.stride()[:2], H, SPLITS=splits, d=d, num_warps=4)
     return o
 
@@ -57,9 +52,8 @@ def _(q, k, v, n, t1, t2, sm_scale):
 
 
 def decode_tables(theta, max_len):
-    """The phase tables for max_len positions at frequencies theta (d,), on theta's device: rows
-    [cos | sin] (computed in float64, stored float32) of T1 (cdiv(max_len, DECODE_BLOCK), 2d), the
-    phases DECODE_BLOCK a theta, and T2 (DECODE_BLOCK, 2d), the phases b theta."""
+    """T1 (cdiv(max_len, DECODE_BLOCK), 2d) of the phases DECODE_BLOCK a theta and T2 (DECODE_BLOCK,
+    2d) of b theta, rows [cos | sin] computed in float64, stored float32, on theta's device."""
     theta = theta.detach().double()
     phis = (torch.arange(0, stop, step, dtype=theta.dtype, device=theta.device)[:, None] * theta
             for stop, step in ((max_len, DECODE_BLOCK), (DECODE_BLOCK, 1)))
@@ -74,41 +68,39 @@ def decode_splits(B, H, L):
 
 def _check_decode(q, k, v, n, t1, t2):
     (B, H, w), (_, Hkv, L, d), dims = q.shape, k.shape, DECODE_HEAD_DIMS
-    tables = t1 is not None and t2 is not None
-    want = "2d wide (PoPE's q', with the phase tables)" if t1 is not None else "d wide (no tables)"
     tensors = [x for x in (q, k, v, n, t1, t2) if x is not None]
     shape = [tuple(x.shape) for x in tensors]  # (q, k, v, n[, t1, t2])
+    want = "2d wide, with the tables" if t1 is not None else "d wide, without tables"
     refuse("pope decode", [
-        (d not in dims or w != (2 * d if t1 is not None else d), "head dim d={d} with a query {w} "
-         "wide; need d in {dims} and the query {want}"),
-        (v.shape != k.shape or k.shape[0] != B or H % Hkv, "expected k and v (B, n_kv_head, L, d) "
-         "with n_kv_head dividing H for a query {shape[0]}; got {shape[1]}, {shape[2]}"),
-        (k.stride(-1) != 1 or v.stride(-1) != 1 or q.stride(-1) != 1,
-         "the query, k and v need a contiguous last dimension"),
-        (n.numel() != 1 or n.dtype not in (torch.int32, torch.int64), "n must be a 1-element "
-         "integer tensor (input_pos + 1), got {n.dtype} {shape[3]}"),
+        (d not in dims or w != (2 * d if t1 is not None else d),
+         "head dim d={d}, query {w} wide; need d in {dims}, the query {want}"),
+        (v.shape != k.shape or k.shape[0] != B or H % Hkv, "k and v must be (B, n_kv_head, L, d), "
+         "n_kv_head dividing H, for a query {shape[0]}; got {shape[1]}, {shape[2]}"),
+        (any(x.stride(-1) != 1 for x in (q, k, v)), "q, k, v need a contiguous last dimension"),
+        (n.numel() != 1 or n.dtype not in (torch.int32, torch.int64),
+         "n must be a 1-element integer tensor, got {n.dtype} {shape[3]}"),
         ((t1 is None) != (t2 is None), "pass both phase tables (PoPE) or neither (plain keys)"),
-        (tables and (t1.shape[0] < triton.cdiv(L, DECODE_BLOCK) or t1.shape[1] != 2 * d
-                     or t2.shape != (DECODE_BLOCK, 2 * d)), "tables {shape[4]}, {shape[5]} do not "
-         "fit a cache of {L} positions and d={d}: build them with decode_tables(theta, {L})"),
+        (t1 is not None and t2 is not None and (t1.shape[0] < triton.cdiv(L, DECODE_BLOCK)
+         or t1.shape[1] != 2 * d or t2.shape != (DECODE_BLOCK, 2 * d)), "tables {shape[4]}, "
+         "{shape[5]} do not fit L={L}, d={d}: build them with decode_tables(theta, {L})"),
         (len({x.device for x in tensors}) != 1, "all inputs must be on one device"),
-        (v.dtype not in DTYPES or k.dtype != v.dtype or q.dtype not in DTYPES, "the query, k, v "
-         "must be among {DTYPES}, k and v of one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")],
+        (v.dtype not in DTYPES or k.dtype != v.dtype or q.dtype not in DTYPES,
+         "q, k, v must be among {DTYPES}, k and v of one dtype; got {q.dtype}, {k.dtype}, "
+         "{v.dtype}")],
         locals())
 
 
 @triton.jit(do_not_specialize=["L"])
 def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, stride_qz, stride_qh, stride_kz, stride_kh,
                   stride_kn, stride_vz, stride_vh, stride_vk, H, G, L, qk_scale,
-                  SPLITS: tl.constexpr, d: tl.constexpr, BLOCK: tl.constexpr,
-                  PHASES: tl.constexpr):
+                  SPLITS: tl.constexpr, d: tl.constexpr, BLOCK: tl.constexpr):
     # program (split, b * H + h): (max, sum, acc) of the base-2 online softmax over its tiles
     split, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     offs_d, offs_b = tl.arange(0, d), tl.arange(0, BLOCK)
     q = Q + b * stride_qz + h * stride_qh
     qc = tl.load(q + offs_d).to(tl.float32)
-    if PHASES:
+    if T1 is not None:
         qs = tl.load(q + d + offs_d).to(tl.float32)
         t2 = T2 + offs_b[:, None] * (2 * d) + offs_d[None, :]
         cos_b, sin_b = tl.load(t2), tl.load(t2 + d)  # (BLOCK, d): e^{i b_ theta}, for every tile
@@ -126,7 +118,7 @@ def _decode_split(Q, K, V, N, T1, T2, M_OUT, L_OUT, ACC, stride_qz, stride_qh, s
         rows = pos.to(tl.int64)[:, None]
         kt = tl.load(k + rows * stride_kn + offs_d[None, :], mask=keep[:, None], other=0.0)
         kt = kt.to(tl.float32)
-        if PHASES:  # kt is mu(k)
+        if T1 is not None:  # PoPE: kt is mu(k)
             t1 = T1 + a * (2 * d) + offs_d
             cos_a, sin_a = tl.load(t1), tl.load(t1 + d)  # e^{i alpha}
             u = qc * cos_a + qs * sin_a  # the query rotated by -alpha

@@ -1,19 +1,17 @@
 """
 PoPE attention (Polar Coordinate Positional Embeddings, arXiv 2509.10534) at the speed of ordinary
-attention. For head h, query t (at position q_offset + t), key s and frequency c = 0..d-1:
+attention, model.pope_attention_reference's function. For head h, query t (at position q_offset +
+t), key s and frequency c = 0..d-1, with mu = softplus (or the ablations relu, identity):
 
-    q' = [mu_q cos phi_q, mu_q sin phi_q]      phi_q = (q_offset + t) theta - delta[h]    (2d wide)
-    k' = [mu_k cos phi_k, mu_k sin phi_k]      phi_k = s theta                            (2d wide)
-    score[t, s] = sm_scale q' . k' = sm_scale sum_c mu_q mu_k cos((s - t) theta_c + delta_c)
+    q' = [mu(q) cos phi_q, mu(q) sin phi_q]    phi_q = (q_offset + t) theta - delta[h]   (2d wide)
+    k' = [mu(k) cos phi_k, mu(k) sin phi_k]    phi_k = s theta                           (2d wide)
+    score[t, s] = sm_scale q' . k' = sm_scale sum_c mu(q) mu(k) cos((s - t) theta_c + delta_c)
     out = softmax(score, causally masked) @ v
 
-with mu = softplus(x) (or the ablations relu(x), x) and delta on the query (so query heads can
-share kv heads; or None): model.pope_attention_reference's function. Its stages, custom ops (one
-opaque node each for torch.compile), measured in results/kernel/README.md:
-  pope::cartesian            prologue: q', k' in the input dtype, from the phase tables of theta
-  attention on q', k', v     impl='sdpa': F.scaled_dot_product_attention (cuDNN on a GPU, any d);
-                             impl='triton': pope::flash_attention, FlashAttention-2 (d 32, 64, 128)
-  pope::cartesian_backward   epilogue: dq, dk from dq', dk' by the chain rule; ddelta and dtheta
+pope_attention_fast runs custom ops, one opaque node each for torch.compile: the prologue
+pope::cartesian forms q', k'; attention is SDPA's (impl='sdpa', any d) or pope::flash_attention's
+(impl='triton': FlashAttention-2 in Triton, d 32, 64, 128); the epilogue pope::cartesian_backward
+gives dq, dk, ddelta and dtheta. Speed: results/kernel/README.md.
 """
 
 import math
@@ -27,26 +25,22 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# the GPU's approximate log2, cos, sin and division in the prologue / epilogue (errors ~2e-7, cos
-# and sin 5e-7 absolute: far below bf16's 4e-3); the CPU interpreter has the exact ones only
-FAST_MATH = tl.constexpr(not INTERPRET)
+# the CPU interpreter has exact log2, cos, sin and division only, and its tl.dot reads bf16 as raw
+# integers; the GPU's fast ones in the prologue / epilogue err by ~5e-7, far below bf16's 4e-3
+ON_CPU = tl.constexpr(INTERPRET)
 IMPLS = ("sdpa", "triton")
 MUS = ("softplus", "relu", "identity")  # the magnitude mu(x): PoPE's, and the paper's ablations
 TRITON_HEAD_DIMS, MAX_HEAD_DIM = (32, 64, 128), 256  # the all-Triton attention's d; the sdpa path's
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 LN2, LOG2E = tl.constexpr(0.6931471805599453), tl.constexpr(1.4426950408889634)  # (for kernels)
-# the CPU interpreter's tl.dot reads bf16 as raw integers: there, dots get exactly upcast inputs
-_UPCAST_DOTS = tl.constexpr(INTERPRET)
 
 
 def pope_attention_fast(q, k, v, delta, theta, *, causal=True, sm_scale=None, q_offset=0,
                         impl="sdpa", mu="softplus"):
-    """PoPE attention, model.pope_attention_reference's function. q (B, H, Tq, d); k, v (B, Hkv,
-    Tk, d), query head h reading kv head h // (H / Hkv); delta (H, d) used as given (clamp it
-    before) or None; theta (d,) the frequencies, any float dtype; all on q's device -> (B, H, Tq, d)
-    in v's dtype. Query i sits at position q_offset + i, key s at s; causal: key s is visible to
-    query i iff s <= q_offset + i. sm_scale: 1/sqrt(d) by default. impl, mu: one of IMPLS, MUS.
-    Differentiable in q, k, v, delta and theta; q', k' (twice q and k) are kept for the backward."""
+    """q (B, H, Tq, d); k, v (B, Hkv, Tk, d), query head h reading kv head h // (H / Hkv); delta
+    (H, d) used as given (clamp it before) or None; theta (d,) -> (B, H, Tq, d) in v's dtype. Query
+    i sits at position q_offset + i, key s at s (causal: s <= q_offset + i visible). sm_scale:
+    1/sqrt(d) by default. Differentiable in q, k, v, delta and theta."""
     if hasattr(q_offset, "__index__") and not isinstance(q_offset, bool):
         q_offset = int(q_offset)
     if not torch.compiler.is_compiling():  # (eager calls; a compiled graph keeps no checks)
@@ -79,11 +73,11 @@ def phase_table(theta, n):
 
 
 def _check_inputs(q, k, v, delta, theta, q_offset, impl, mu):
-    tensors = dict(q=q, k=k, v=v, theta=theta) | ({} if delta is None else dict(delta=delta))
-    for name, x in dict(tensors, delta=delta).items():
+    for name, x in dict(q=q, k=k, v=v, theta=theta, delta=delta).items():
         if not isinstance(x, torch.Tensor) and not (name == "delta" and x is None):
             raise ValueError(f"pope_attention_fast: {name} must be a torch.Tensor, got "
                              f"{type(x).__name__}" + " (or None: no delta)" * (name == "delta"))
+    tensors = dict(q=q, k=k, v=v, theta=theta) | ({} if delta is None else dict(delta=delta))
     shape = {name: tuple(x.shape) for name, x in tensors.items()}
     devices = [str(x.device) for x in tensors.values()]
     refuse("pope_attention_fast", [
@@ -97,29 +91,24 @@ def _check_inputs(q, k, v, delta, theta, q_offset, impl, mu):
     span = lambda x: sum((size - 1) * st for size, st in zip(x.shape, x.stride())) + 1  # elements
     refuse("pope_attention_fast", [
         (not 1 <= d <= MAX_HEAD_DIM or impl == "triton" and d not in TRITON_HEAD_DIMS, "head dim "
-         "d={d} is not supported by impl={impl!r}: 'triton' takes d in {TRITON_HEAD_DIMS}, 'sdpa' "
-         "1 <= d <= {MAX_HEAD_DIM}"),
+         "d={d}: impl 'triton' takes d in {TRITON_HEAD_DIMS}, 'sdpa' 1 <= d <= {MAX_HEAD_DIM}"),
         (k.shape != (B, Hkv, Tk, d) or v.shape != k.shape, "k and v must share one shape ({B}, "
          "n_kv_head, Tk, {d}) for q {shape[q]}; got k {shape[k]}, v {shape[v]}"),
-        (min(B, H, Hkv, Tq, Tk) < 1, "empty input (B={B}, H={H}, n_kv_head={Hkv}, Tq={Tq}, "
-         "Tk={Tk}); need all >= 1"),
+        (min(B, H, Hkv, Tq, Tk) < 1, "empty input: q {shape[q]}, k {shape[k]}"),
         (H % max(Hkv, 1), "n_kv_head={Hkv} (k, v) must divide the {H} query heads"),
-        (Tq > Tk, "Tq={Tq} > Tk={Tk}; queries must be a suffix-sized slice (Tq <= Tk)"),
-        (delta is not None and (delta.shape != (H, d) or not delta.is_floating_point()), "delta "
-         "must be a floating tensor of shape (H, d) = ({H}, {d}), one row per query head; got "
-         "{delta.dtype} {shape[delta]}"),
+        (Tq > Tk, "Tq={Tq} > Tk={Tk}: there must be at least as many keys as queries"),
+        (delta is not None and (delta.shape != (H, d) or not delta.is_floating_point()),
+         "delta must be a floating tensor of shape ({H}, {d}); got {delta.dtype} {shape[delta]}"),
         (theta.shape != (d,) or not theta.is_floating_point(), "theta must be the d frequencies, "
          "a floating tensor of shape ({d},); got {theta.dtype} {shape[theta]}"),
         (q.dtype not in DTYPES or q.dtype != k.dtype or q.dtype != v.dtype,
          "q, k, v must share one dtype among {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}"),
         (max(2 * q.numel(), 2 * k.numel(), span(q), span(k), span(v)) >= 2**31, "q {shape[q]}, "
-         "k {shape[k]}: the kernels address q', k' (twice as wide) and the inputs with 32-bit "
-         "offsets, so each must have fewer than 2**31 elements: split the batch"),
+         "k {shape[k]}: q', k' and the inputs are addressed with 32-bit offsets: split the batch"),
         (len(set(devices)) != 1, "all inputs must be on one device, got {devices}"),
         (q.device.type != "cuda" and not INTERPRET, "inputs on {q.device} need a CUDA device (or "
          "TRITON_INTERPRET=1 for the slow CPU interpreter)"),
-        (not isinstance(q_offset, int) or q_offset < 0,
-         "q_offset must be a non-negative int, got {q_offset!r}"),
+        (not isinstance(q_offset, int) or q_offset < 0, "q_offset={q_offset!r}: need an int >= 0"),
         (n > 2**24, "positions up to 2**24 are supported")], locals())
 
 
@@ -139,14 +128,11 @@ def refuse(who, checks, names):
 def cartesian(q: torch.Tensor, k: torch.Tensor, delta: Optional[torch.Tensor], theta: torch.Tensor,
               cos: torch.Tensor, sin: torch.Tensor, q_offset: int, time_major: bool,
               mu: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The prologue: q' (B, H, Tq, 2d) of q (B, H, Tq, d) and k' (B, Hkv, Tk, 2d) of k, in q's
-    dtype, contiguous or laid out (B, T, heads, 2d) if time_major; cos, sin: theta's phase_table
-    (theta itself is read by the backward alone, for its gradient)."""
+    """The prologue: q' (B, H, Tq, 2d) and k' (B, Hkv, Tk, 2d) in q's dtype, laid out (B, T, heads,
+    2d) if time_major; cos, sin: theta's phase_table (theta is read by the backward alone)."""
     qp, kp = _cartesian_empty(q, k, delta, theta, cos, sin, q_offset, time_major, mu)
-    for x, xp, pos0, has_delta in ((q, qp, q_offset, delta is not None), (k, kp, 0, False)):
-        grid, meta = _tiles(x, has_delta, mu)
-        _cartesian_fwd[grid](x, xp, cos, sin, delta, *x.stride()[:3], *xp.stride()[:3],
-                             *x.shape[1:3], pos0, **meta)
+    _prologue_epilogue(q, qp, None, cos, sin, delta, None, None, q_offset, mu)
+    _prologue_epilogue(k, kp, None, cos, sin, None, None, None, 0, mu)
     return qp, kp
 
 
@@ -163,24 +149,19 @@ def cartesian_backward(dqp: torch.Tensor, dkp: torch.Tensor, q: torch.Tensor, k:
                        delta: Optional[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor,
                        q_offset: int, mu: str, ddelta: bool, dtheta: bool
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The epilogue: dq, dk from dq', dk', laid out (B, T, heads, d) as the model's q, k (views of
-    one projection, whose gradient they join by a plain copy); if asked, ddelta (H, d) and dtheta
-    (d,) in float32 (else empty). With g = mu (dX sin phi - dY cos phi) = -dL/dphi (dX, dY: the
-    grads of mu cos phi, mu sin phi), ddelta = sum_{b,t} g_q and dtheta = -(sum (q_offset + t) g_q
-    + sum s g_k): float32 partial sums per (time block, b), summed here."""
+    """The epilogue: dq, dk laid out (B, T, heads, d) as the model's q, k (views of one projection:
+    their gradient joins it by a plain copy); if asked (else empty), float32 ddelta (H, d) = sum g_q
+    and dtheta (d,) = -(sum (q_offset + t) g_q + sum s g_k), g = -dL/dphi, of per-tile sums."""
     dqp, dkp = (g if g.stride(-1) == 1 else g.contiguous() for g in (dqp, dkp))  # (SDPA's: any)
-    dq, dk = _backward_empty(dqp, dkp, q, k, delta, cos, sin, q_offset, mu, False, False)[:2]
-    ddelta_sum, theta_parts = q.new_empty(0, dtype=torch.float32), []
-    for x, g, dx, pos0, is_q in ((q, dqp, dq, q_offset, True), (k, dkp, dk, 0, False)):
-        grid, meta = _tiles(x, is_q and delta is not None, mu)
-        rows = (grid[0], x.shape[0], x.shape[1], x.shape[3])  # (time blocks, B, heads, d)
-        dd = x.new_empty(rows, dtype=torch.float32) if is_q and ddelta else None
-        dt = x.new_empty(rows, dtype=torch.float32) if dtheta else None
-        _cartesian_bwd[grid](x, g, dx, cos, sin, delta, dd, dt, *x.stride()[:3], *g.stride()[:3],
-                             *x.shape[1:3], pos0, DDELTA=dd is not None, DTHETA=dtheta, **meta)
-        ddelta_sum = ddelta_sum if dd is None else dd.sum((0, 1))
-        theta_parts += [dt.sum((0, 1, 2))] if dtheta else []
-    return dq, dk, ddelta_sum, -sum(theta_parts) if dtheta else q.new_empty(0, dtype=torch.float32)
+    dq, dk, no_ddelta, no_dtheta = _backward_empty(dqp, dkp, q, k, delta, cos, sin, q_offset, mu,
+                                                   False, False)
+    rows = lambda x: (triton.cdiv(x.shape[2], BLOCK_T), x.shape[0], x.shape[1], x.shape[3])
+    dd = q.new_empty(rows(q), dtype=torch.float32) if ddelta else None
+    dtq, dtk = (x.new_empty(rows(x), dtype=torch.float32) if dtheta else None for x in (q, k))
+    _prologue_epilogue(q, dqp, dq, cos, sin, delta, dd, dtq, q_offset, mu)
+    _prologue_epilogue(k, dkp, dk, cos, sin, None, None, dtk, 0, mu)
+    return (dq, dk, dd.sum((0, 1)) if ddelta else no_ddelta,
+            -(dtq.sum((0, 1, 2)) + dtk.sum((0, 1, 2))) if dtheta else no_dtheta)
 
 
 @cartesian_backward.register_fake
@@ -209,12 +190,13 @@ def _cartesian_grad(ctx, dqp, dkp):
 cartesian.register_autograd(_cartesian_grad, setup_context=_cartesian_setup)
 
 
-def _tiles(x, has_delta, mu):
-    # the prologue / epilogue launch over x (B, heads, T, d): its grid (time blocks, head blocks, B)
+def _prologue_epilogue(x, xp, dx, cos, sin, delta, dd, dt, pos0, mu):
+    # x (B, heads, T, d) -> x' (dx None), or dx' in xp -> dx and the partial sums dd, dt if given
     B, heads, T, d = x.shape
-    return (triton.cdiv(T, BLOCK_T), triton.cdiv(heads, BLOCK_H), B), dict(
-        d=d, BLOCK_T=BLOCK_T, BLOCK_H=BLOCK_H, BLOCK_D=triton.next_power_of_2(d),
-        HAS_DELTA=has_delta, MU=mu, num_warps=WARPS)
+    grid = (triton.cdiv(T, BLOCK_T), triton.cdiv(heads, BLOCK_H), B)
+    _cartesian[grid](x, xp, dx, cos, sin, delta, dd, dt, *x.stride()[:3], *xp.stride()[:3], heads,
+                     T, pos0, d=d, BLOCK_T=BLOCK_T, BLOCK_H=BLOCK_H,
+                     BLOCK_D=triton.next_power_of_2(d), MU=mu, num_warps=WARPS)
 
 
 @torch.library.custom_op("pope::flash_attention", mutates_args=())
@@ -222,13 +204,8 @@ def flash_attention(qp: torch.Tensor, kp: torch.Tensor, v: torch.Tensor, causal:
                     sm_scale: float, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-2 forward on q' (B, H, Tq, 2d), k' (B, Hkv, Tk, 2d), v (B, Hkv, Tk, d), q', k'
     contiguous: (out (B, H, Tq, d) in v's dtype, base-2 log-sum-exp (B, H, Tq) fp32)."""
-    (B, H, Tq), (Tk, d) = qp.shape[:3], v.shape[2:]
     o, lse = _attention_empty(qp, kp, v, causal, sm_scale, q_offset)
-    bm, bn, warps, stages = _blocks("fwd", d, Tk, v.dtype)
-    _attn_fwd[(triton.cdiv(Tq, bm), B * H)](
-        qp, kp, v, o, lse, *v.stride()[:3], H, H // kp.shape[1], Tq, Tk, q_offset,
-        sm_scale * LOG2E.value, HEAD_DIM=d, CAUSAL=causal, FP32=v.dtype == torch.float32,
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    _attend("fwd", qp, kp, v, o, lse, None, None, None, None, causal, sm_scale, q_offset)
     return o, lse
 
 
@@ -243,27 +220,15 @@ def flash_attention_backward(do: torch.Tensor, qp: torch.Tensor, kp: torch.Tenso
                              o: torch.Tensor, lse: torch.Tensor, causal: bool, sm_scale: float,
                              q_offset: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq', dk', dv (dk', dv summed over each kv head's group of query heads)."""
-    (B, H, Tq, d), (Hkv, Tk) = o.shape, kp.shape[1:3]
-    fp32 = v.dtype == torch.float32
-    D = torch.empty_like(lse)  # FlashAttention-2's D = rowsum(dO * O)
-    _attn_bwd_preprocess[(triton.cdiv(Tq, 64), B * H)](o, do, D, *do.stride()[:3], H, Tq,
-                                                       HEAD_DIM=d, BLOCK_M=64)
-    dqp, dkp, dv = torch.empty_like(qp), torch.empty_like(kp), v.new_empty((B, Hkv, Tk, d))
-    args = (*v.stride()[:3], *do.stride()[:3], H, H // Hkv, Tq, Tk, q_offset, sm_scale,
-            sm_scale * LOG2E.value)
-    bm, bn, warps, stages = _blocks("dkdv", d, Tk, v.dtype)
-    _attn_bwd_dkdv[(triton.cdiv(Tk, bn), B * Hkv)](
-        qp, kp, v, do, lse, D, dkp, dv, *args, HEAD_DIM=d, CAUSAL=causal, FP32=fp32, BLOCK_M=bm,
-        BLOCK_N=bn, num_warps=warps, num_stages=stages)
-    bm, bn, warps, stages = _blocks("dq", d, Tk, v.dtype)
-    _attn_bwd_dq[(triton.cdiv(Tq, bm), B * H)](
-        qp, kp, v, do, lse, D, dqp, *args, HEAD_DIM=d, CAUSAL=causal, FP32=fp32, BLOCK_M=bm,
-        BLOCK_N=bn, num_warps=warps, num_stages=stages)
+    D = torch.empty_like(lse)  # FlashAttention-2's D = rowsum(dO * O), of the dq' pass
+    dqp, dkp, dv = _attention_backward_empty(do, qp, kp, v, o, lse, causal, sm_scale, q_offset)
+    _attend("dq", qp, kp, v, o, lse, do, D, dqp, None, causal, sm_scale, q_offset)
+    _attend("dkdv", qp, kp, v, o, lse, do, D, dkp, dv, causal, sm_scale, q_offset)
     return dqp, dkp, dv
 
 
 @flash_attention_backward.register_fake
-def _(do, qp, kp, v, o, lse, causal, sm_scale, q_offset):
+def _attention_backward_empty(do, qp, kp, v, o, lse, causal, sm_scale, q_offset):
     return torch.empty_like(qp), torch.empty_like(kp), v.new_empty((*kp.shape[:3], v.shape[3]))
 
 
@@ -288,127 +253,89 @@ flash_attention.register_autograd(_attention_grad, setup_context=_attention_setu
 
 @triton.jit
 def _mu(x, MU: tl.constexpr):
+    # mu(x) and mu'(x); softplus log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), its derivative the
+    # sigmoid, in base 2 for the fast special-function units
     if MU == "softplus":
-        # log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), in base 2 for the fast special-function units
         y = 1.0 + tl.exp2(-tl.abs(x) * LOG2E)
-        if FAST_MATH:
-            return tl.maximum(x, 0.0) + LN2 * libdevice.fast_log2f(y)
-        else:
-            return tl.maximum(x, 0.0) + LN2 * tl.log2(y)
-    elif MU == "relu":
-        return tl.maximum(x, 0.0)
-    else:
-        return x
-
-
-@triton.jit
-def _dmu_dx(x, MU: tl.constexpr):
-    if MU == "softplus":  # softplus' = sigmoid
+        log2_y = tl.log2(y) if ON_CPU else libdevice.fast_log2f(y)
         one = tl.full(x.shape, 1.0, tl.float32)
-        return tl.fdiv(one, 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
+        sigmoid = tl.fdiv(one, 1.0 + tl.exp2(-x * LOG2E), ieee_rounding=False)
+        return tl.maximum(x, 0.0) + LN2 * log2_y, sigmoid
     elif MU == "relu":
-        return tl.where(x > 0.0, 1.0, 0.0)  # (0 at x = 0, as torch's relu)
+        return tl.maximum(x, 0.0), tl.where(x > 0.0, 1.0, 0.0)  # (0 at x = 0, as torch's relu)
     else:
-        return tl.full(x.shape, 1.0, tl.float32)
+        return x, tl.full(x.shape, 1.0, tl.float32)
 
 
-@triton.jit
-def _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh, stride_xt, heads, T, pos0,
-                d: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr,
-                BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr):
-    # this program's tile of x (fp32), the cos and sin of its phases (pos0 + t) theta_c (- delta[h,
-    # c]), and where it sits (t, h, c as 3-d index tensors, mask)
+@triton.jit(do_not_specialize=["T", "pos0"])
+def _cartesian(X, XP, DX, COS, SIN, DELTA, DDELTA_PART, DTHETA_PART, stride_xz, stride_xh,
+               stride_xt, stride_pz, stride_ph, stride_pt, heads, T, pos0, d: tl.constexpr,
+               BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+               MU: tl.constexpr):
+    # x' = [mu cos phi, mu sin phi] into XP, phi = (pos0 + t) theta_c (- delta[h, c]); with DX: dx =
+    # (dX cos phi + dY sin phi) mu'(x) of dx' = [dX, dY] in XP, stored (B, T, heads, d), and the
+    # tile's sums over positions of g = mu (dX sin phi - dY cos phi) = -dL/dphi and of pos g
+    b = tl.program_id(2).to(tl.int64)
     t = (tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T))[:, None, None]
     h = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H))[None, :, None]
     c = tl.arange(0, BLOCK_D)[None, None, :]
     keep = (t < T) & (h < heads) & (c < d)
     x = tl.load(X + b * stride_xz + h * stride_xh + t * stride_xt + c, mask=keep, other=0.0)
+    x = x.to(tl.float32)
     cos_phi = tl.load(COS + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)  # (T, 1, d)
     sin_phi = tl.load(SIN + (pos0 + t) * d + c, mask=(t < T) & (c < d), other=0.0)
-    if HAS_DELTA:  # cos(a - delta) = cos a cos delta + sin a sin delta; sin(a - delta) likewise
+    if DELTA is not None:  # cos(a - delta) = cos a cos delta + sin a sin delta, sin likewise
         delta = tl.load(DELTA + h * d + c, mask=(h < heads) & (c < d), other=0.0).to(tl.float32)
-        if FAST_MATH:  # (delta in [-2pi, 0])
-            cos_delta, sin_delta = libdevice.fast_cosf(delta), libdevice.fast_sinf(delta)
-        else:
-            cos_delta, sin_delta = tl.cos(delta), tl.sin(delta)
+        cos_delta = tl.cos(delta) if ON_CPU else libdevice.fast_cosf(delta)  # (delta in [-2pi, 0])
+        sin_delta = tl.sin(delta) if ON_CPU else libdevice.fast_sinf(delta)
         cos_phi, sin_phi = (cos_phi * cos_delta + sin_phi * sin_delta,
                             sin_phi * cos_delta - cos_phi * sin_delta)
-    return x.to(tl.float32), cos_phi, sin_phi, t, h, c, keep
-
-
-@triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_fwd(X, XP, COS, SIN, DELTA, stride_xz, stride_xh, stride_xt, stride_pz, stride_ph,
-                   stride_pt, heads, T, pos0, d: tl.constexpr, BLOCK_T: tl.constexpr,
-                   BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, HAS_DELTA: tl.constexpr,
-                   MU: tl.constexpr):
-    # x' = [mu cos phi, mu sin phi]; program (time block, head block, b)
-    b = tl.program_id(2).to(tl.int64)
-    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh,
-                                                     stride_xt, heads, T, pos0, d, BLOCK_T,
-                                                     BLOCK_H, BLOCK_D, HAS_DELTA)
-    mu = _mu(x, MU)
-    out = XP + b * stride_pz + h * stride_ph + t * stride_pt + c
-    tl.store(out, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
-    tl.store(out + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
-
-
-@triton.jit(do_not_specialize=["T", "pos0"])
-def _cartesian_bwd(X, DXP, DX, COS, SIN, DELTA, DDELTA_PART, DTHETA_PART, stride_xz, stride_xh,
-                   stride_xt, stride_gz, stride_gh, stride_gt, heads, T, pos0, d: tl.constexpr,
-                   BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-                   HAS_DELTA: tl.constexpr, MU: tl.constexpr, DDELTA: tl.constexpr,
-                   DTHETA: tl.constexpr):
-    # dx = (dX cos phi + dY sin phi) mu'(x) from dx' = [dX, dY], stored (B, T, heads, d) in memory;
-    # if asked, the tile's sums over its positions of g = mu (dX sin phi - dY cos phi) = -dL/dphi
-    # (DDELTA) and of pos g (DTHETA), in row (time block, b) of their partial sums
-    b = tl.program_id(2).to(tl.int64)
-    x, cos_phi, sin_phi, t, h, c, keep = _phase_tile(X, COS, SIN, DELTA, b, stride_xz, stride_xh,
-                                                     stride_xt, heads, T, pos0, d, BLOCK_T,
-                                                     BLOCK_H, BLOCK_D, HAS_DELTA)
-    grad = DXP + b * stride_gz + h * stride_gh + t * stride_gt + c
-    dX = tl.load(grad, mask=keep, other=0.0).to(tl.float32)
-    dY = tl.load(grad + d, mask=keep, other=0.0).to(tl.float32)
-    dx = (dX * cos_phi + dY * sin_phi) * _dmu_dx(x, MU)
-    tl.store(DX + ((b * T + t) * heads + h) * d + c, dx.to(DX.dtype.element_ty), mask=keep)
-    if DDELTA or DTHETA:
-        g = _mu(x, MU) * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
+    xp = XP + b * stride_pz + h * stride_ph + t * stride_pt + c
+    mu, dmu_dx = _mu(x, MU)
+    if DX is not None:
+        dX = tl.load(xp, mask=keep, other=0.0).to(tl.float32)
+        dY = tl.load(xp + d, mask=keep, other=0.0).to(tl.float32)
+        dx = (dX * cos_phi + dY * sin_phi) * dmu_dx
+        tl.store(DX + ((b * T + t) * heads + h) * d + c, dx.to(DX.dtype.element_ty), mask=keep)
+        g = mu * (dX * sin_phi - dY * cos_phi)  # zero outside `keep` (dX, dY are 0 there)
         row = (tl.program_id(0) * tl.num_programs(2) + b) * heads * d + h * d + c
-        if DDELTA:
+        if DDELTA_PART is not None:
             tl.store(DDELTA_PART + row, tl.sum(g, 0)[None, :, :], mask=(h < heads) & (c < d))
-        if DTHETA:  # (positions below 2**24: exact in fp32)
+        if DTHETA_PART is not None:  # (positions below 2**24: exact in fp32)
             pos_g = (pos0 + t).to(tl.float32) * g
             tl.store(DTHETA_PART + row, tl.sum(pos_g, 0)[None, :, :], mask=(h < heads) & (c < d))
+    else:
+        tl.store(xp, (mu * cos_phi).to(XP.dtype.element_ty), mask=keep)
+        tl.store(xp + d, (mu * sin_phi).to(XP.dtype.element_ty), mask=keep)
 
 
 # -----------------------------------------------------------------------------
 # The all-Triton attention on q', k' (2d wide) and v (d wide), in the structure and names of the
-# Triton fused-attention tutorial (FlashAttention-2), apart from: lengths need not be multiples of
-# the tiles (ragged tails are masked); queries may start at position q_offset > 0 among Tk >= Tq
-# keys (a KV cache); grouped-query attention, dk' and dv summed over a kv head's query heads in one
-# program; fp32 inputs get true fp32 dots; no TMA, warp specialisation or fp8. Scores are kept in
-# base 2 (qk_scale = sm_scale log2(e)) so the softmax uses exp2; LSE is a query row's base-2
-# log-sum-exp. Row i sits at position q_offset + i, key s at s.
+# Triton fused-attention tutorial (FlashAttention-2), apart from: ragged lengths (masked tails);
+# queries at q_offset > 0 among Tk >= Tq keys (a KV cache); grouped-query attention, dk' and dv
+# summed over a kv head's query heads in one program; the forward's kernel computes dq' too (DQ);
+# fp32 inputs get true fp32 dots; no TMA, warp specialisation or fp8. Scores are kept in base 2
+# (qk_scale = sm_scale log2(e)) so the softmax uses exp2; LSE is a row's base-2 log-sum-exp.
 
 
 @triton.jit
 def _dot(a, b, acc, FP32: tl.constexpr):
     # fp32 inputs get true fp32 products (no tf32), half inputs bf16/fp16 tensor-core dots
-    if _UPCAST_DOTS:
+    if ON_CPU:
         a, b = a.to(tl.float32), b.to(tl.float32)
-    if FP32:
-        return tl.dot(a, b, acc, input_precision="ieee")
-    else:
-        return tl.dot(a, b, acc)
+    return tl.dot(a, b, acc, input_precision="ieee" if FP32 else None)
 
 
 @triton.jit
 def _load_rows(ptr, offs, offs_d, stride, n, MASK: tl.constexpr):
     # a (len(offs), len(offs_d)) tile of rows offs; rows >= n read as 0 when MASK
-    ptrs = ptr + offs[:, None] * stride + offs_d[None, :]
-    if MASK:
-        return tl.load(ptrs, mask=(offs < n)[:, None], other=0.0)
-    else:
-        return tl.load(ptrs)
+    return _load(ptr + offs[:, None] * stride + offs_d[None, :], (offs < n)[:, None], MASK)
+
+
+@triton.jit
+def _load(ptrs, ok, MASK: tl.constexpr):
+    # entries where not ok read as 0, if MASK
+    return tl.load(ptrs, mask=ok, other=0.0) if MASK else tl.load(ptrs)
 
 
 @triton.jit
@@ -421,154 +348,109 @@ def _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL: tl.constexpr):
     return keep
 
 
-@triton.jit
-def _key_ranges(q0, Tk, q_offset, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr):
-    # query rows [q0, q0 + BLOCK_M): key tiles [0, full) need no mask, [full, hi) one; none after
-    full, hi = Tk // BLOCK_N * BLOCK_N, Tk
-    if CAUSAL:
-        p0 = q_offset + q0  # position of the first row: keys 0..p0 are visible to every row
-        full, hi = tl.minimum((p0 + 1) // BLOCK_N * BLOCK_N, full), tl.minimum(Tk, p0 + BLOCK_M)
-    return full, hi
-
-
-@triton.jit
-def _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM: tl.constexpr,
-              MASK: tl.constexpr, FP32: tl.constexpr):
-    # the key rows offs_s: k' (2d wide, contiguous), v (d wide), the base-2 scores q' k'^T qk_scale
-    k = _load_rows(K, offs_s, tl.arange(0, 2 * HEAD_DIM), 2 * HEAD_DIM, Tk, MASK)
-    v = _load_rows(V, offs_s, tl.arange(0, HEAD_DIM), stride_vk, Tk, MASK)
-    qk = _dot(q, tl.trans(k), tl.zeros([q.shape[0], offs_s.shape[0]], tl.float32), FP32)
-    return k, v, qk * qk_scale
-
-
-@triton.jit
-def _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi,
-               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-               CAUSAL: tl.constexpr, FP32: tl.constexpr):
-    for start_n in range(lo, hi, BLOCK_N):
-        offs_s = start_n + tl.arange(0, BLOCK_N)
-        k, v, qk = _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM, MASK, FP32)
-        if MASK:
-            qk = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), qk, float("-inf"))
-        # online softmax
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = _dot(p.to(v.dtype), v, acc * alpha[:, None], FP32)
-        m_i = m_new
-    return acc, m_i, l_i
-
-
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _attn_fwd(Q, K, V, O, LSE, stride_vz, stride_vh, stride_vk, H, G, Tq, Tk, q_offset, qk_scale,
+def _attn_fwd(Q, K, V, O, LSE, DO, D, DQ, DV, stride_vz, stride_vh, stride_vk, stride_doz,
+              stride_doh, stride_dom, H, G, Tq, Tk, q_offset, sm_scale, qk_scale,
               HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # the heaviest (last) causal query blocks are launched first
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    # a query block of a head: out O and LSE; with DQ (the backward), D = rowsum(dO * O) (for the
+    # dk', dv pass after this one) and dq' (DV: unread)
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the heaviest (last) causal blocks first
     bh = tl.program_id(1).to(tl.int64)
     b, h = bh // H, bh % H
     K += (b * (H // G) + h // G) * Tk * 2 * HEAD_DIM  # the kv head of query head h
     V += b * stride_vz + (h // G) * stride_vh
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_qk = tl.arange(0, 2 * HEAD_DIM)
-    q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
-
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset,
-                               qk_scale, 0, full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
-    acc, m_i, l_i = _fwd_inner(acc, m_i, l_i, q, offs_m, K, V, stride_vk, Tq, Tk, q_offset,
-                               qk_scale, full, hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
-    # every row sees key 0, so l_i > 0; rows >= Tq are never stored
+    offs_qk, offs_d = tl.arange(0, 2 * HEAD_DIM), tl.arange(0, HEAD_DIM)
     row_ok = offs_m < Tq
-    tl.store(LSE + bh * Tq + offs_m, m_i + tl.log2(l_i), mask=row_ok)
-    tl.store(O + bh * Tq * HEAD_DIM + offs_m[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :],
-             (acc / l_i[:, None]).to(O.dtype.element_ty), mask=row_ok[:, None])
-
-
-@triton.jit(do_not_specialize=["Tq"])
-def _attn_bwd_preprocess(O, DO, D, stride_doz, stride_doh, stride_dom, H, Tq,
-                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    # FlashAttention-2's D = rowsum(dO * O)
-    bh = tl.program_id(1).to(tl.int64)
-    b, h = bh // H, bh % H
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    o = _load_rows(O + bh * Tq * HEAD_DIM, offs_m, offs_d, HEAD_DIM, Tq, True)
-    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True)
-    tl.store(D + bh * Tq + offs_m, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1),
-             mask=offs_m < Tq)
-
-
-@triton.jit
-def _dkdv_inner(dk, dv, k, v, offs_s, Q, DO, LSE, D, stride_dom, Tq, Tk, q_offset, qk_scale, lo,
-                hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASK: tl.constexpr,
-                CAUSAL: tl.constexpr, FP32: tl.constexpr):
-    # the key block is resident; stream query tiles, working with transposed scores S^T
-    offs_qk = tl.arange(0, 2 * HEAD_DIM)
-    offs_d = tl.arange(0, HEAD_DIM)
-    for start_m in range(lo, hi, BLOCK_M):
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = _load_rows(Q, offs_m, offs_qk, 2 * HEAD_DIM, Tq, MASK)
-        do = _load_rows(DO, offs_m, offs_d, stride_dom, Tq, MASK)
-        if MASK:
-            lse = tl.load(LSE + offs_m, mask=offs_m < Tq, other=0.0)
-            Di = tl.load(D + offs_m, mask=offs_m < Tq, other=0.0)
-        else:
-            lse = tl.load(LSE + offs_m)
-            Di = tl.load(D + offs_m)
-        qkT = _dot(k, tl.trans(q), tl.zeros([k.shape[0], BLOCK_M], tl.float32), FP32) * qk_scale
-        pT = tl.exp2(qkT - lse[None, :])
-        if MASK:
-            pT = tl.where(tl.trans(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL)), pT, 0.0)
-        dv = _dot(pT.to(v.dtype), do, dv, FP32)
-        dpT = _dot(v, tl.trans(do), tl.zeros([k.shape[0], BLOCK_M], tl.float32), FP32)
-        dsT = (pT * (dpT - Di[None, :])).to(q.dtype)
-        dk = _dot(dsT, q, dk, FP32)
-    return dk, dv
+    q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
+    if DQ is not None:  # m_i, l_i: the rows' LSE and D
+        do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True)
+        o = _load_rows(O + bh * Tq * HEAD_DIM, offs_m, offs_d, HEAD_DIM, Tq, True)
+        m_i = tl.load(LSE + bh * Tq + offs_m, mask=row_ok, other=0.0)
+        l_i = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+        tl.store(D + bh * Tq + offs_m, l_i, mask=row_ok)
+        acc = tl.zeros([BLOCK_M, 2 * HEAD_DIM], tl.float32)
+    else:  # the online softmax's running max, sum and output
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    # key tiles [0, full) need no mask, [full, hi) one; none after
+    full, hi = Tk // BLOCK_N * BLOCK_N, Tk
+    if CAUSAL:  # keys 0..p0 are visible to every row, p0 the position of the first
+        p0 = q_offset + start_m * BLOCK_M
+        full, hi = tl.minimum((p0 + 1) // BLOCK_N * BLOCK_N, full), tl.minimum(Tk, p0 + BLOCK_M)
+    bounds = (0, full, hi)
+    for MASK in tl.static_range(2):
+        for start_n in range(bounds[MASK], bounds[MASK + 1], BLOCK_N):
+            offs_s = start_n + tl.arange(0, BLOCK_N)
+            k = _load_rows(K, offs_s, offs_qk, 2 * HEAD_DIM, Tk, MASK)
+            v = _load_rows(V, offs_s, offs_d, stride_vk, Tk, MASK)
+            qk = _dot(q, tl.trans(k), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), FP32) * qk_scale
+            if MASK:
+                qk = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), qk, float("-inf"))
+            if DQ is not None:
+                p = tl.exp2(qk - m_i[:, None])
+                dp = _dot(do, tl.trans(v), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), FP32)
+                acc = _dot((p * (dp - l_i[:, None])).to(k.dtype), k, acc, FP32)
+            else:
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                p = tl.exp2(qk - m_new[:, None])
+                alpha = tl.exp2(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = _dot(p.to(v.dtype), v, acc * alpha[:, None], FP32)
+                m_i = m_new
+    if DQ is not None:
+        tl.store(DQ + bh * Tq * 2 * HEAD_DIM + offs_m[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
+                 (acc * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
+    else:  # every row sees key 0, so l_i > 0; rows >= Tq are never stored
+        tl.store(LSE + bh * Tq + offs_m, m_i + tl.log2(l_i), mask=row_ok)
+        tl.store(O + bh * Tq * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                 (acc / l_i[:, None]).to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
 @triton.jit(do_not_specialize=["Tq", "Tk", "q_offset", "G"])
-def _attn_bwd_dkdv(Q, K, V, DO, LSE, D, DK, DV, stride_vz, stride_vh, stride_vk, stride_doz,
+def _attn_bwd_dkdv(Q, K, V, O, LSE, DO, D, DK, DV, stride_vz, stride_vh, stride_vk, stride_doz,
                    stride_doh, stride_dom, H, G, Tq, Tk, q_offset, sm_scale, qk_scale,
                    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, FP32: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # one key block of one kv head; dk', dv summed over the G query heads that read it
+    # one key block of one kv head, resident, streaming the query tiles of the G query heads that
+    # read it; dk', dv summed over them, with transposed scores S^T (O: unread)
     start_n = tl.program_id(0)
     bkv = tl.program_id(1).to(tl.int64)
     b, hkv = bkv // (H // G), bkv % (H // G)
     offs_s = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_qk = tl.arange(0, 2 * HEAD_DIM)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_qk, offs_d = tl.arange(0, 2 * HEAD_DIM), tl.arange(0, HEAD_DIM)
     k = _load_rows(K + bkv * Tk * 2 * HEAD_DIM, offs_s, offs_qk, 2 * HEAD_DIM, Tk, True)
     v = _load_rows(V + b * stride_vz + hkv * stride_vh, offs_s, offs_d, stride_vk, Tk, True)
     dk = tl.zeros([BLOCK_N, 2 * HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     # query tiles: masked [m_lo, u_lo) near the diagonal, unmasked [u_lo, Tq_full), masked tail
-    m_lo, m_full = 0, 0
+    m_lo, m_full, Tq_full = 0, 0, Tq // BLOCK_M * BLOCK_M
     if CAUSAL:
         k0 = start_n * BLOCK_N
         m_lo = tl.maximum(k0 - q_offset, 0) // BLOCK_M * BLOCK_M  # first row seeing a key of it
         m_full = tl.cdiv(tl.maximum(k0 + BLOCK_N - 1 - q_offset, 0), BLOCK_M) * BLOCK_M  # all
-    Tq_full = Tq // BLOCK_M * BLOCK_M
-    u_lo = tl.minimum(m_full, Tq_full)
+    bounds = (m_lo, tl.minimum(m_full, Tq_full), Tq_full, Tq)
     for g in range(G):
         bh = b * H + hkv * G + g
-        Qh = Q + bh * Tq * 2 * HEAD_DIM
         DOh = DO + b * stride_doz + (hkv * G + g) * stride_doh
-        LSEh = LSE + bh * Tq
-        Dh = D + bh * Tq
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
-                             qk_scale, m_lo, u_lo, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
-                             qk_scale, u_lo, Tq_full, HEAD_DIM, BLOCK_M, False, CAUSAL, FP32)
-        dk, dv = _dkdv_inner(dk, dv, k, v, offs_s, Qh, DOh, LSEh, Dh, stride_dom, Tq, Tk, q_offset,
-                             qk_scale, Tq_full, Tq, HEAD_DIM, BLOCK_M, True, CAUSAL, FP32)
-
+        for part in tl.static_range(3):
+            MASK = part != 1
+            for start_m in range(bounds[part], bounds[part + 1], BLOCK_M):
+                offs_m = start_m + tl.arange(0, BLOCK_M)
+                q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, MASK)
+                do = _load_rows(DOh, offs_m, offs_d, stride_dom, Tq, MASK)
+                lse = _load(LSE + bh * Tq + offs_m, offs_m < Tq, MASK)
+                Di = _load(D + bh * Tq + offs_m, offs_m < Tq, MASK)
+                qkT = _dot(k, tl.trans(q), tl.zeros([BLOCK_N, BLOCK_M], tl.float32), FP32)
+                pT = tl.exp2(qkT * qk_scale - lse[None, :])
+                if MASK:
+                    keep = _causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL)
+                    pT = tl.where(tl.trans(keep), pT, 0.0)
+                dv = _dot(pT.to(v.dtype), do, dv, FP32)
+                dpT = _dot(v, tl.trans(do), tl.zeros([BLOCK_N, BLOCK_M], tl.float32), FP32)
+                dk = _dot((pT * (dpT - Di[None, :])).to(q.dtype), q, dk, FP32)
     row_ok = (offs_s < Tk)[:, None]
     tl.store(DK + bkv * Tk * 2 * HEAD_DIM + offs_s[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
              (dk * sm_scale).to(DK.dtype.element_ty), mask=row_ok)
@@ -576,56 +458,9 @@ def _attn_bwd_dkdv(Q, K, V, DO, LSE, D, DK, DV, stride_vz, stride_vh, stride_vk,
              dv.to(DV.dtype.element_ty), mask=row_ok)
 
 
-@triton.jit
-def _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, lo, hi,
-              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASK: tl.constexpr,
-              CAUSAL: tl.constexpr, FP32: tl.constexpr):
-    for start_n in range(lo, hi, BLOCK_N):
-        offs_s = start_n + tl.arange(0, BLOCK_N)
-        k, v, qk = _key_tile(q, K, V, offs_s, stride_vk, Tk, qk_scale, HEAD_DIM, MASK, FP32)
-        p = tl.exp2(qk - lse[:, None])
-        if MASK:
-            p = tl.where(_causal_keep(offs_m, offs_s, Tk, q_offset, CAUSAL), p, 0.0)
-        dp = _dot(do, tl.trans(v), tl.zeros([q.shape[0], BLOCK_N], tl.float32), FP32)
-        ds = (p * (dp - Di[:, None])).to(k.dtype)
-        dq = _dot(ds, k, dq, FP32)
-    return dq
-
-
-@triton.jit(do_not_specialize=["Tq", "Tk", "q_offset"])
-def _attn_bwd_dq(Q, K, V, DO, LSE, D, DQ, stride_vz, stride_vh, stride_vk, stride_doz, stride_doh,
-                 stride_dom, H, G, Tq, Tk, q_offset, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
-                 CAUSAL: tl.constexpr, FP32: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr):
-    start_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b, h = bh // H, bh % H
-    K += (b * (H // G) + h // G) * Tk * 2 * HEAD_DIM
-    V += b * stride_vz + (h // G) * stride_vh
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_qk = tl.arange(0, 2 * HEAD_DIM)
-    offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < Tq
-    q = _load_rows(Q + bh * Tq * 2 * HEAD_DIM, offs_m, offs_qk, 2 * HEAD_DIM, Tq, True)
-    do = _load_rows(DO + b * stride_doz + h * stride_doh, offs_m, offs_d, stride_dom, Tq, True)
-    lse = tl.load(LSE + bh * Tq + offs_m, mask=row_ok, other=0.0)
-    Di = tl.load(D + bh * Tq + offs_m, mask=row_ok, other=0.0)
-
-    dq = tl.zeros([BLOCK_M, 2 * HEAD_DIM], tl.float32)
-    full, hi = _key_ranges(start_m * BLOCK_M, Tk, q_offset, CAUSAL, BLOCK_M, BLOCK_N)
-    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, 0,
-                   full, HEAD_DIM, BLOCK_N, False, CAUSAL, FP32)
-    dq = _dq_inner(dq, q, do, lse, Di, offs_m, K, V, stride_vk, Tq, Tk, q_offset, qk_scale, full,
-                   hi, HEAD_DIM, BLOCK_N, True, CAUSAL, FP32)
-    tl.store(DQ + bh * Tq * 2 * HEAD_DIM + offs_m[:, None] * 2 * HEAD_DIM + offs_qk[None, :],
-             (dq * sm_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
-
-
 # -----------------------------------------------------------------------------
-# Launch parameters
-
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) per kernel and head dim, for lengths above SHORT_T;
-# the autotuner's picks for the first kernel (same register footprint: 2d-wide q/k, d-wide v)
+# Launch parameters: (BLOCK_M, BLOCK_N, num_warps, num_stages) per pass and head dim, for lengths
+# above SHORT_T; the autotuner's picks for the first kernel (same footprint: 2d-wide q/k, d-wide v)
 _BLOCKS = {
     "fwd": {32: (128, 64, 4, 3), 64: (128, 64, 8, 3), 128: (128, 64, 8, 2)},
     "dkdv": {32: (64, 128, 8, 3), 64: (64, 128, 8, 3), 128: (32, 128, 8, 2)},
@@ -637,7 +472,15 @@ _INTERPRET_BLOCKS = {"fwd": (16, 32, 1, 1), "dkdv": (16, 32, 1, 1), "dq": (32, 1
 BLOCK_T, BLOCK_H, WARPS = 32, 1, 4  # prologue / epilogue: a program's positions, heads, warps
 
 
-def _blocks(kind, d, T, dtype):
-    if INTERPRET:
-        return _INTERPRET_BLOCKS[kind]
-    return _SMALL_BLOCKS if T <= SHORT_T or dtype == torch.float32 else _BLOCKS[kind][d]
+def _attend(kind, qp, kp, v, o, lse, do, D, dx, dv, causal, sm_scale, q_offset):
+    # one pass of the attention: kind 'fwd' (o, lse), 'dq' (D, dq' in dx) or 'dkdv' (dk' in dx, dv)
+    (B, H, Tq), (Hkv, Tk, d) = qp.shape[:3], v.shape[1:]
+    fp32 = v.dtype == torch.float32
+    bm, bn, warps, stages = (_INTERPRET_BLOCKS[kind] if INTERPRET else _SMALL_BLOCKS
+                             if Tk <= SHORT_T or fp32 else _BLOCKS[kind][d])
+    kernel, grid = ((_attn_bwd_dkdv, (triton.cdiv(Tk, bn), B * Hkv)) if kind == "dkdv"
+                    else (_attn_fwd, (triton.cdiv(Tq, bm), B * H)))
+    strides = (*v.stride()[:3], *(o if do is None else do).stride()[:3])
+    kernel[grid](qp, kp, v, o, lse, do, D, dx, dv, *strides, H, H // Hkv, Tq, Tk, q_offset,
+                 sm_scale, sm_scale * LOG2E.value, HEAD_DIM=d, CAUSAL=causal, FP32=fp32,
+                 BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
