@@ -149,27 +149,25 @@ class RunFolder:
 
     def start(self, new, iter_num=0):
         """Training starts: out_dir locked; a new run removes an earlier one's files, a resumed one
-        keeps its log's records before iter_num."""
+        keeps its log's records before iter_num (a cut-off last line dropped with a note)."""
         if self.lock is None:
             self.take_lock()
         for path in self.files if new else ():
             with suppress(FileNotFoundError):
                 os.remove(path)
-        self.records = [] if new else self.log_before(iter_num)
-
-    def log_before(self, iter_num):
-        """eval_log.jsonl's records before iter_num; a cut-off last line dropped with a note."""
         lines = open(self.log_path).read().split('\n') if os.path.exists(self.log_path) else []
-        lines, records = [line for line in lines if line.strip()], []
+        lines = [line for line in lines if line.strip()]
         for i, line in enumerate(lines):
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except ValueError:
                 if i < len(lines) - 1:
                     sys.exit(f"{self.log_path}: line {i + 1} is not JSON: repair or delete it, "
                              "then resume again")
                 print(f"{self.log_path}: its last line is cut short, dropped: {line[:60]!r}")
-        return [r for r in records if r['iter'] < iter_num]
+                continue
+            if record['iter'] < iter_num:
+                self.records.append(record)
 
     def log(self, record):
         """An evaluation's record appended to eval_log.jsonl (the file rewritten whole)."""
