@@ -1,8 +1,7 @@
 """
 The run folder of train.py (out_dir: ckpt.pt, best.pt, eval_log.jsonl, final.json): RunFolder locks
-it while the run lives, saves each file atomically, turns a failed save or a Ctrl-C into one line
-that says what is kept and how to go on, and repairs a resumed run's log. read_checkpoint and
-load_checkpoint read a ckpt.pt back.
+it while the run lives, saves each file atomically, and turns a failed save or a Ctrl-C into one
+line that says what is kept and how to go on. read_checkpoint and load_checkpoint read a ckpt.pt.
 """
 
 import fcntl
@@ -23,38 +22,33 @@ import torch
 
 from model import GPT, GPTConfig
 
+RESUME_KEYS = ('model', 'model_args', 'optimizer', 'iter_num', 'best_val_loss', 'rng')
+
 
 def read_checkpoint(path, device='cpu'):
-    """The dict of a train.py ckpt.pt (or best.pt); one clear line when the file is not one, or
-    holds a model this version cannot build."""
+    """The dict of a train.py ckpt.pt (or best.pt), or one line that says why a file is not one."""
     if not os.path.isfile(path):
-        raise SystemExit(f"no checkpoint at {path}: train one first (python train.py config/...)")
+        sys.exit(f"no checkpoint at {path}: train one first (python train.py config/...)")
     if path.endswith('.gguf'):
-        raise SystemExit(f"{path} is a GGUF model file, not a train.py checkpoint: give it as "
-                         f"--init_from={path}")
+        sys.exit(f"{path} is a GGUF model file, not a train.py checkpoint: give it as "
+                 f"--init_from={path}")
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)  # (runs no code)
     except Exception as err:  # code, empty, truncated, or not a torch file at all
-        code = code_refused(err)
-        if code:
-            raise SystemExit(f"{path} holds code (it would run {code}), not a checkpoint alone: "
-                             "nothing was loaded; use a checkpoint you trust") from None
-        raise SystemExit(f"{path} is not a readable checkpoint ({type(err).__name__}): it may be "
-                         "cut short; train again, or use another one (best.pt, ckpt.pt)")
+        if code_refused(err):
+            sys.exit(f"{path} holds code (it would run {code_refused(err)}), not a checkpoint "
+                     "alone: nothing was loaded; use a checkpoint you trust")
+        sys.exit(f"{path} is not a readable checkpoint ({type(err).__name__}): it may be cut "
+                 "short; train again, or use another one (best.pt, ckpt.pt)")
     if not isinstance(ckpt, dict) or not {'model', 'model_args', 'meta'} <= ckpt.keys():
-        raise SystemExit(f"{path} is not a checkpoint written by train.py (no model, model_args "
-                         "and meta)")
+        sys.exit(f"{path} is not a checkpoint written by train.py (no model, model_args and meta)")
     types = {f.name: f.type for f in fields(GPTConfig)}
-    wrong = [f"{k}={v!r}" for k, v in ckpt['model_args'].items() if k in types
-             and type(v) is not types[k] and not (types[k] is float and type(v) is int)]
-    if wrong:
-        raise SystemExit(f"{path}: its model_args give {', '.join(wrong)}, values of another type "
-                         "than the model's (a damaged checkpoint): use another one, or train again")
-    unknown = sorted(set(ckpt['model_args']) - set(types))
-    if unknown:
-        raise SystemExit(f"{path}: its model_args name {', '.join(unknown)}, which this model.py "
-                         "does not have (a checkpoint of another version): use that version's "
-                         "code, or train again")
+    bad = [f"{k}={v!r}" for k, v in ckpt['model_args'].items() if k not in types or
+           type(v) is not types[k] and not (types[k] is float and type(v) is int)]
+    if bad:
+        sys.exit(f"{path}: its model_args give {', '.join(bad)}, which this model.py does not "
+                 "take (another version's checkpoint, or a damaged one): use that version's "
+                 "code, or train again")
     return ckpt
 
 
@@ -65,29 +59,22 @@ def code_refused(err):
 
 
 def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (yarn_scale,
-    attn_impl...). One line when its model_args do not make a model or its weights do not fit it."""
+    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (attn_impl...)."""
     ckpt = read_checkpoint(path)
     args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
     try:
         model = GPT(GPTConfig(**args))
         model.load_state_dict(ckpt['model'])
     except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:
-        why = ' '.join(str(err).split())[:300]
-        raise SystemExit(f"{path}: its weights do not fit the model its model_args describe "
-                         f"({why}): use another checkpoint, or train again") from None
+        sys.exit(f"{path}: its weights do not fit the model its model_args describe "
+                 f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again")
     model.project_delta()  # as train.py keeps it
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
 
 
-# what init_from='resume' reads
-RESUME_KEYS = ('model', 'model_args', 'optimizer', 'iter_num', 'best_val_loss', 'rng')
-
-
 class RunFolder:
-    """out_dir of one run; resume_flags: the flags of this command that going on from it needs (its
-    machine's)."""
+    """out_dir of one run; resume_flags: the flags of this command that going on from it needs."""
 
     def __init__(self, out_dir, resume_flags=()):
         if not out_dir.strip():
@@ -96,23 +83,17 @@ class RunFolder:
         names = ('ckpt.pt', 'best.pt', 'eval_log.jsonl', 'final.json')
         self.files = [os.path.join(out_dir, f) for f in names]
         self.ckpt, self.best, self.log_path, self.final = self.files
-        self.records = []  # eval_log.jsonl's records
-        # how the run was started (torchrun for DDP), for the command that goes on
-        self.launch = ['python']
+        self.launch = ['python']  # how the run was started (torchrun for DDP)
         self.master = True  # the process that writes the files (DDP: rank 0)
-        self.saved_iter = None  # the iteration of this run's ckpt.pt on disk, once there is one
-        # out_dir/train.lock, held by this run (flock: until its process ends, however it ends)
-        self.lock = None
-        # data file -> (inode, size, mtime) when the run first read it (check_unchanged)
-        self.files_seen = {}
-        # a Ctrl-C during ckpt.pt's save and saved_iter's update waits for them
-        self.saving = self.ctrl_c_waiting = False
+        self.records = []  # eval_log.jsonl's
+        self.saved_iter = None  # the iteration of this run's ckpt.pt on disk
+        self.lock = None  # out_dir/train.lock, flocked by this run until its process ends
+        self.files_seen = {}  # data file -> (inode, size, mtime) when the run first read it
+        self.saving = self.signal_waiting = False  # a signal during ckpt.pt's save waits for it
 
     def open(self, refuse_earlier_run, lock=True):
-        """Before anything runs: an out_dir that exists is locked for this run (a new one is made
-        only when training starts: a run that stops before leaves nothing behind); a run that would
-        replace an earlier one's checkpoints (refuse_earlier_run) stops; Ctrl-C and SIGTERM end the
-        run with one line that says what is kept."""
+        """Before anything runs: lock an out_dir that exists (a new one is made when training
+        starts), refuse to replace an earlier run's files, and catch Ctrl-C and SIGTERM."""
         if self.master and lock and os.path.isdir(self.out_dir):  # (eval_only writes nothing)
             self.take_lock()
         if refuse_earlier_run and any(os.path.exists(f) for f in self.files):
@@ -123,51 +104,42 @@ class RunFolder:
         signal.signal(signal.SIGTERM, self.interrupted)
 
     def take_lock(self):
-        """Lock out_dir for this run (made if new); a second run into it stops with one line naming
-        this one. A data set's folder (meta.json) or a source checkout (.git) is refused: a new run
-        would mix its files in."""
+        """Lock out_dir (made if new), writing who holds it for a second run's line."""
         for marker, what in (('meta.json', 'a data set'), ('.git', 'a source checkout')):
-            if os.path.exists(os.path.join(self.out_dir, marker)):
+            if os.path.exists(os.path.join(self.out_dir, marker)):  # a run would mix its files in
                 sys.exit(f"out_dir={self.out_dir!r} is {what}'s folder (it holds {marker}): choose "
                          "a folder of its own, e.g. --out_dir=out-myrun")
         try:
             os.makedirs(self.out_dir, exist_ok=True)
             self.lock = open(os.path.join(self.out_dir, 'train.lock'), 'a+')
-        except OSError as err:
-            sys.exit(f"out_dir={self.out_dir!r}: cannot write there ({err.strerror}): choose "
-                     "another --out_dir")
-        try:
             fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.lock.seek(0)
-            other = self.lock.read().strip() or 'starting'
-            sys.exit(f"{self.out_dir} is in use by another run ({other}): let it finish, or choose "
-                     "another --out_dir")
-        since = time.strftime('%Y-%m-%d %H:%M')
-        try:  # who holds it, for a second run's line
             self.lock.seek(0)
             self.lock.truncate()
+            since = time.strftime('%Y-%m-%d %H:%M')
             self.lock.write(f"pid {os.getpid()} on {socket.gethostname()} since {since}: "
                             f"{shlex.join(sys.argv)}\n")
             self.lock.flush()
-        except OSError as err:  # a full disk
-            sys.exit(f"out_dir={self.out_dir!r}: cannot write there ({err.strerror}): free some "
-                     "space or choose another --out_dir")
+        except BlockingIOError:
+            self.lock.seek(0)
+            sys.exit(f"{self.out_dir} is in use by another run "
+                     f"({self.lock.read().strip() or 'starting'}): let it finish, or choose "
+                     "another --out_dir")
+        except OSError as err:  # not a folder, no permission, a full disk
+            sys.exit(f"out_dir={self.out_dir!r}: cannot write there ({err.strerror}): choose "
+                     "another --out_dir")
 
     def start_from(self, init_from, read=read_checkpoint):
-        """The checkpoint that init_from names ('resume': this run's ckpt.pt; None for 'scratch'),
-        read by read(path), its path at 'path'; a fine-tune may not start from a file of out_dir,
-        which it replaces."""
+        """The checkpoint that init_from names (None: 'scratch'), with its path at 'path'."""
         if init_from == 'scratch':
             return None
         path = self.ckpt if init_from == 'resume' else init_from
         checkpoint = read(path)  # (on the CPU: the model and the optimizer take it to the device)
+        missing = [k for k in RESUME_KEYS if k not in checkpoint]
+        if init_from == 'resume' and missing:
+            sys.exit(f"{path} lacks {', '.join(missing)}, which going on with a run needs (a "
+                     f"checkpoint of weights alone?): fine-tune from it with "
+                     f"--init_from={path} and a new out_dir")
         if init_from == 'resume':
-            missing = [k for k in RESUME_KEYS if k not in checkpoint]
-            if missing:
-                sys.exit(f"{path} lacks {', '.join(missing)}, which going on with a run needs (a "
-                         f"checkpoint of weights alone?): fine-tune from it with "
-                         f"--init_from={path} and a new out_dir")
             self.saved_iter = checkpoint['iter_num']
         elif os.path.realpath(path) in map(os.path.realpath, self.files):
             sys.exit(f"init_from={init_from} is a file of out_dir={self.out_dir}, which a new run "
@@ -176,34 +148,36 @@ class RunFolder:
         return {**checkpoint, 'path': path}
 
     def start(self, new, iter_num=0):
-        """The run starts training: out_dir locked (made if need be); a new run removes an earlier
-        one's files, a resumed one keeps its log's records before iter_num."""
+        """Training starts: out_dir locked; a new run removes an earlier one's files, a resumed one
+        keeps its log's records before iter_num (a cut-off last line dropped with a note)."""
         if self.lock is None:
             self.take_lock()
         for path in self.files if new else ():
-            if os.path.exists(path):
+            with suppress(FileNotFoundError):
                 os.remove(path)
-        self.records = [] if new else [json.loads(line) for line in self.log_before(iter_num)]
+        lines = open(self.log_path).read().split('\n') if os.path.exists(self.log_path) else []
+        lines = [line for line in lines if line.strip()]
+        for i, line in enumerate(lines):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                if i < len(lines) - 1:
+                    sys.exit(f"{self.log_path}: line {i + 1} is not JSON: repair or delete it, "
+                             "then resume again")
+                print(f"{self.log_path}: its last line is cut short, dropped: {line[:60]!r}")
+                continue
+            if record['iter'] < iter_num:
+                self.records.append(record)
 
     def log(self, record):
-        """An evaluation's record appended to eval_log.jsonl, the file rewritten whole,
-        atomically."""
+        """An evaluation's record appended to eval_log.jsonl (the file rewritten whole)."""
         self.records.append(record)
         text = ''.join(json.dumps(r) + '\n' for r in self.records)
         self.save(self.log_path, lambda tmp: pathlib.Path(tmp).write_text(text))
 
-    def last_good(self):
-        """Where the run's last good state is, and the command that goes on from it."""
-        if self.saved_iter is None:
-            return "no checkpoint of this run was saved"
-        again = shlex.join(self.launch + ['train.py', f'--out_dir={self.out_dir}',
-                                          '--init_from=resume'] + self.resume_flags)
-        return f"{self.ckpt} (iter {self.saved_iter}) is intact; go on with: {again}"
-
     def save(self, path, write):
         """write(path + '.tmp'), then rename it to path: a crash mid-save leaves the previous file
-        whole. A write that fails (a full disk, no permission) stops the run with one line and
-        leaves no partial file."""
+        whole; a failed write stops the run with one line and leaves no partial file."""
         try:
             write(path + '.tmp')
             os.replace(path + '.tmp', path)
@@ -215,19 +189,25 @@ class RunFolder:
             sys.exit(f"could not write {path} ({why}): stopping; {self.last_good()}")
 
     def save_checkpoint(self, ckpt, is_best):
-        """ckpt.pt, and best.pt where the state is the best so far (best.pt only ever improves)."""
+        """ckpt.pt, and best.pt where the state is the best so far."""
         self.saving = True
         self.save(self.ckpt, lambda tmp: torch.save(ckpt, tmp))
         self.saved_iter, self.saving = ckpt['iter_num'], False
-        if self.ctrl_c_waiting:  # (the signal that came during the save)
-            self.interrupted(self.ctrl_c_waiting, None)
+        if self.signal_waiting:  # (it came during the save)
+            self.interrupted(self.signal_waiting, None)
         if is_best:
             self.save(self.best, lambda tmp: shutil.copyfile(self.ckpt, tmp))
 
+    def last_good(self):
+        """Where the run's last good state is, and the command that goes on from it."""
+        if self.saved_iter is None:
+            return "no checkpoint of this run was saved"
+        again = shlex.join(self.launch + ['train.py', f'--out_dir={self.out_dir}',
+                                          '--init_from=resume'] + self.resume_flags)
+        return f"{self.ckpt} (iter {self.saved_iter}) is intact; go on with: {again}"
+
     def check_unchanged(self, tokens):
-        """Stops with one line if the file behind the memmap tokens was cut short, rewritten or
-        replaced since it was opened (reading past its new end would end the process with a bus
-        error)."""
+        """One line if the memmap's file changed since the run opened it (not a bus error)."""
         st = os.stat(tokens.filename)
         seen = self.files_seen.setdefault(tokens.filename, (st.st_ino, st.st_size, st.st_mtime_ns))
         if (st.st_ino, st.st_size, st.st_mtime_ns) != seen:
@@ -236,18 +216,16 @@ class RunFolder:
                      f"reads it; {self.last_good()}")
 
     def stop(self, why):
-        """End a run whose loss went non-finite or diverged, saving nothing: the checkpoints keep
-        the last good one."""
+        """End a run whose loss went non-finite or diverged, saving nothing."""
         sys.exit(f"{why}: stopping without saving; lower learning_rate or check the data "
                  f"({self.last_good()})")
 
     def interrupted(self, signum, frame):
-        """Ctrl-C: one line that says what is kept, no traceback, no partial file. During ckpt.pt's
-        save the first Ctrl-C waits for it, so that the line names the file on disk (a second one
-        stops at once). The exit status is the shell's for the signal: 130 for Ctrl-C, 143 for
-        SIGTERM."""
-        if self.saving and not self.ctrl_c_waiting:
-            self.ctrl_c_waiting = signum
+        """Ctrl-C or SIGTERM: one line that says what is kept, the shell's exit status (130, 143).
+        The first one during ckpt.pt's save waits for it, so that the line names the file on
+        disk."""
+        if self.saving and not self.signal_waiting:
+            self.signal_waiting = signum
             return
         if self.master:
             for path in self.files:
@@ -256,34 +234,15 @@ class RunFolder:
             print(f"interrupted: {self.last_good()}", file=sys.stderr)
         sys.exit(128 + signum)
 
-    def log_before(self, iter_num):
-        """eval_log.jsonl's lines before iter_num (a resumed run's log goes on); a cut-off last one
-        dropped, noted."""
-        if not os.path.exists(self.log_path):
-            return []
-        lines = [line for line in open(self.log_path).read().splitlines() if line.strip()]
-        kept = []
-        for i, line in enumerate(lines):
-            try:
-                if json.loads(line)['iter'] < iter_num:
-                    kept.append(line)
-            except ValueError:
-                if i < len(lines) - 1:
-                    sys.exit(f"{self.log_path}: line {i + 1} is not JSON: repair or delete it, "
-                             "then resume again")
-                print(f"{self.log_path}: its last line is cut short, dropped: {line[:60]!r}")
-        return kept
-
     def finish(self, final, examples, eval_iters, max_iters, ctx_lengths):
-        """final.json written, and the end of the run in words: which numbers are which, and where
-        the files are."""
+        """final.json, and the end of the run in words: which numbers are which, where files are."""
         text = json.dumps(final, indent=1)
         self.save(self.final, lambda tmp: pathlib.Path(tmp).write_text(text))
+        early = final.get('early_stop', {}).get('reason')
+        print(f"done: {final['iter']} iterations in {final['minutes']:.1f} minutes"
+              + (f", stopped early ({early}; max_iters={max_iters})" if early else ""))
         scores = [f"{k} {final[k]:.4f}" for k in ('val_loss', 'val_acc', 'test_loss', 'test_acc')
                   if k in final]
-        early_stop = final.get('early_stop', {}).get('reason')
-        print(f"done: {final['iter']} iterations in {final['minutes']:.1f} minutes"
-              + (f", stopped early ({early_stop}; max_iters={max_iters})" if early_stop else ""))
         note = "" if examples else \
             f" (the log lines' val_loss: an estimate on eval_iters={eval_iters} batches)"
         print(f"final.json, the {final['weights']} weights (iter {final['weights_of_iter']}) on "

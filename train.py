@@ -1,16 +1,12 @@
 """
 Train a GPT with PoPE (or another position encoding), nanoGPT's way:
 
-    python train.py config/indirect_pope.py                  # one GPU (or the CPU)
     python train.py config/indirect_pope.py --batch_size=32   # config files, then --key=value
     python train.py --out_dir=out-indirect-pope --init_from=resume  # go on from its ckpt.pt
     torchrun --standalone --nproc_per_node=8 train.py config/owt_pope.py    # 8 GPUs
     python train.py --help                                    # every key: default and meaning
 
-Data comes from data/<dataset>/ (`python -m prepare.<dataset>`): a token stream (random windows
-of block_size + 1) or fixed examples (the indirect-indexing task: accuracy on the target token).
-configurator.py reads and checks the config, checkpoint.py keeps the run folder (lock, atomic
-saves, Ctrl-C), pretrained.py starts from GPT-2 or converts a model.
+configurator.py reads and checks the config, checkpoint.py keeps the run folder.
 """
 
 import math
@@ -42,8 +38,8 @@ final_weights = 'last'  # final.json scores the 'last' weights or the 'best' (be
 divergence_margin = 3.0  # stop when val loss exceeds the best so far by this many nats (0 = never)
 eval_contexts = '1,2,4,8'  # stream data: val loss also at these multiples of block_size ('' = off)
 eval_context_tokens = 65536  # val tokens scored at each of those lengths
-early_stop_acc = 0.0  # examples: end once val accuracy is >= this (0.0 = never) at
-early_stop_evals = 2  # this many evaluations in a row (checkpoint saved, the stop in final.json)
+early_stop_acc = 0.0  # examples: end the run once val accuracy reaches this (0.0 = never)
+early_stop_evals = 2  # evaluations in a row at early_stop_acc that end the run (in final.json)
 init_from = 'scratch'  # 'scratch', 'resume' (out_dir/ckpt.pt), a ckpt.pt to fine-tune, or GPT-2
 overwrite = False  # a scratch run may replace the checkpoints and logs of an earlier run in out_dir
 # data
@@ -98,8 +94,7 @@ config = dict(defaults)  # for logging and the checkpoint
 given = configurator.configure(config, sys.argv[1:])  # config files and --key=value overrides
 run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in configurator.MACHINE
                                     if k in given])  # (the flags that going on needs)
-# read first, before anything in out_dir changes: a ckpt.pt, or GPT-2 by name or in a HF folder
-checkpoint = run.start_from(config['init_from'], read=pretrained.read_source)
+checkpoint = run.start_from(config['init_from'], read=pretrained.read_source)  # read first
 if config['init_from'] == 'resume':  # the run goes on as it was, with its own config
     configurator.resume(config, given, checkpoint, run.ckpt)
 configurator.check(config, given)  # values that cannot work stop here, one line each
@@ -124,20 +119,13 @@ run.open(refuse_earlier_run=config['init_from'] != 'resume' and not config['over
          and not config['eval_only'], lock=not config['eval_only'])  # Ctrl-C: one line
 
 # -----------------------------------------------------------------------------
-# data, and the model's config (a resumed run's, or a fine-tune's source's architecture)
+# data (a token stream, or fixed examples one a row), and the model's config
 if master_process:  # two small data sets are made here on first use, in seconds
     make_on_first_use(config['dataset'])
 if ddp:
     torch.distributed.barrier()
 meta, data = open_data(config['dataset'])  # split -> its tokens (memmap) or None, checked
-model_args = {k: config[k] for k in configurator.MODEL_KEYS if k in config}
-model_args['vocab_size'] = meta['vocab_size']  # the one field that the data set gives
-if checkpoint is not None and config['init_from'] == 'resume':
-    model_args.update({k: v for k, v in checkpoint['model_args'].items() if k != 'attn_impl'})
-elif checkpoint is not None:  # its architecture; a new encoding converts it (pretrained.py)
-    model_args = pretrained.fine_tune_args(checkpoint, model_args, given, config['init_from'],
-                                           meta, f"data/{config['dataset']}")
-config.update({k: model_args[k] for k in config.keys() & model_args.keys()})  # what trains
+model_args = configurator.model_args(config, given, checkpoint, meta)  # and config, what trains
 configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data
 globals().update(config)
 device_type = torch.device(device).type
@@ -145,7 +133,7 @@ torch.manual_seed(seed)
 # under bf16/fp16 autocast, the matmuls it leaves in float32 run on TF32 tensor cores
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = dtype != 'float32'
 ctx = autocast(device, dtype)  # bf16/fp16 autocast on a GPU; none with float32, nor on the CPU
-examples = meta['kind'] == 'examples'  # fixed examples, one a row (else a token stream)
+examples = meta['kind'] == 'examples'
 if examples:  # on the device in the file's dtype (uint8 here), made int64 a batch at a time
     data = {split: d if d is None else
             torch.from_numpy(np.array(d).reshape(-1, meta['row_len'])).to(device)
@@ -276,15 +264,11 @@ raw_model = model  # the plain module: checkpoints, MFU (compile and DDP wrap it
 if compile:
     print("compiling the model... (takes a minute)")
     model = torch.compile(model)
-if ddp:
-    # gradients as views of DDP's buckets (no copy); with compile one graph and the all-reduce after
-    # the backward (the fastest setting measured: results/speed/README.md); the buffers are
-    # constants every process computes alike: none is broadcast
+if ddp:  # settings measured fastest (results/speed/README.md); the buffers are alike everywhere
     torch._dynamo.config.optimize_ddp = False
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None,
                 gradient_as_bucket_view=True, bucket_cap_mb=200, broadcast_buffers=False)
-# evaluation runs on the master alone, past the DDP wrapper (results/speed/README.md)
-eval_model = model.module if ddp else model
+eval_model = model.module if ddp else model  # evaluation: the master alone, past DDP
 n_ctx, ctx_lengths, ctx_note = configurator.context_lengths(
     config, 0 if examples else len(data['val']) - 1)
 if ctx_note and master_process:
@@ -395,14 +379,12 @@ while True:
         if not math.isfinite(lossf):
             run.stop(f"loss is {lossf} at iter {iter_num}")
         now = time.time()
-        dt = (now - t_last) / (iter_num - it_last)
-        t_last, it_last = now, iter_num
+        dt, t_last, it_last = (now - t_last) / (iter_num - it_last), now, iter_num
         mfu = raw_model.estimate_mfu(tokens_per_iter / ddp_world_size, dt)  # of an H100's peak
+        mfu = f"mfu {mfu * 100:.1f}%, " if device_type == 'cuda' else ''
         eta = dt * (max_iters - iter_num)
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms/it, "
-              f"{tokens_per_iter / dt:,.0f} tok/s, "
-              + (f"mfu {mfu * 100:.1f}%, " if device_type == 'cuda' else '')
-              + f"eta {eta // 60:.0f}m{eta % 60:02.0f}s")
+              f"{tokens_per_iter / dt:,.0f} tok/s, {mfu}eta {eta // 60:.0f}m{eta % 60:02.0f}s")
 
 if master_process and not eval_only:
     # the paper's numbers: the last weights' test accuracy (indirect indexing), else the best

@@ -687,7 +687,7 @@ def test_resume_needs_a_whole_checkpoint_of_this_version(workdir, stream_run):
             ('no_optimizer', lambda c: c.pop('optimizer'), 'lacks optimizer, which going on with a run needs'),
             ('no_iter', lambda c: c.pop('iter_num'), 'lacks iter_num'),
             ('unknown_args', lambda c: c['model_args'].update(warp_drive=3),
-             'its model_args name warp_drive, which this model.py does not have')):
+             'its model_args give warp_drive=3, which this model.py does not take')):
         folder, _ = copy_run(stream_run, name)
         ckpt = torch.load(folder / 'ckpt.pt', weights_only=False)
         change(ckpt)
@@ -751,7 +751,7 @@ def test_resuming_a_checkpoint_whose_parts_do_not_fit_is_one_line(workdir, strea
             '--init_from=resume', check=False)
     assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
     assert f'{folder.name}/ckpt.pt does not fit this run (' in p.stderr or \
-        "its model_args give n_layer='1', values of another type" in p.stderr
+        "its model_args give n_layer='1', which this model.py does not take" in p.stderr
 
 
 class _RunsCode:
