@@ -1,18 +1,12 @@
 """
 Length extrapolation (paper Figure 2): perplexity of checkpoints at growing context lengths, on
-windows of each length scored from their own start (docs/training.md, "Evaluation").
+windows of each length scored from their own start (docs/training.md, "Evaluation"). Learned and
+sinusoidal positions stop at block_size. Writes <out>/extrapolation.csv, .json and .png.
 
     python -m eval.extrapolation --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt \\
         --yarn_scale 4 --yarn_scale 1 --label "RoPE+YaRN s=4" --label PoPE
     python -m eval.extrapolation --final out-quick-rope/final.json \\
         --final out-quick-pope/final.json --label RoPE --label PoPE --out out-quick-extrapolation
-
---windows stream: the first --tokens tokens, cut to whole windows of the longest length, tiled by
-windows across document ends; --windows documents: the first longest + 1 tokens of each document
-that long, as many as --tokens allows, the same tokens at every length. Learned and sinusoidal
-positions stop at block_size. --yarn_scale: YaRN for RoPE checkpoints (once, or once per --ckpt),
-from the yarn_orig_ctx of a run trained with YaRN, else from its block_size. --final plots what
-train.py measured at longer contexts. Writes <out>/extrapolation.csv, .json and .png.
 """
 
 import csv
@@ -45,8 +39,11 @@ def main(argv=None):
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))
     p.add_argument('--tokens', type=positive_int, default=1024 * 1024 + 1,
                    help='token budget, the same at every length')
-    p.add_argument('--windows', choices=('stream', 'documents'), default='stream')
-    p.add_argument('--yarn_scale', type=positive_float, action='append')
+    p.add_argument('--windows', choices=('stream', 'documents'), default='stream', help='stream: '
+                   'the first --tokens tokens in windows across document ends; documents: the '
+                   'first longest + 1 tokens of each document that long, as --tokens allows')
+    p.add_argument('--yarn_scale', type=positive_float, action='append', help='YaRN for RoPE, '
+                   'once or once per --ckpt, from its yarn_orig_ctx if trained so, else block_size')
     p.add_argument('--batch_size', type=positive_int, default=1, help='windows per forward pass')
     p.add_argument('--chunk', type=positive_int, default=1024, help='positions per lm_head call')
     p.add_argument('--device', type=device_arg, default=DEVICE)
@@ -71,8 +68,8 @@ def main(argv=None):
         p.error('give --yarn_scale once or once per --ckpt')
     scales = scales * len(args.ckpt) if len(scales) == 1 else scales
     dtype = default_dtype(args.device)  # bfloat16 on a GPU that has it, else float32
-    read = stream if args.windows == 'stream' else documents
-    windows, about = read(args.data, lengths, args.tokens)
+    windows, about = (stream if args.windows == 'stream' else documents)(args.data, lengths,
+                                                                           args.tokens)
     results = []
     for path, label, scale in zip(args.ckpt, labels, scales):
         ckpt = pretrained.read_source(path)  # a ckpt.pt, or a model that pretrained.py reads
@@ -95,8 +92,8 @@ def main(argv=None):
     if all(r['nll'] is None for r in results):
         raise SystemExit(f"no length could be scored ({about['tokens']:,} tokens of {args.data}, "
                          f"lengths {lengths}): give shorter --lengths or more --tokens")
-    about = dict(data=args.data, lengths=lengths, dtype=dtype, **about)
-    return write(args.out, about, results, labels, 'ppl')
+    return write(args.out, dict(data=args.data, lengths=lengths, dtype=dtype, **about), results,
+                 labels, 'ppl')
 
 
 def measured(paths, labels):
@@ -126,23 +123,35 @@ def stream(data, lengths, budget):
 
 
 def documents(data, lengths, budget):
-    """(windows(L), about) of --windows documents."""
+    """(windows(L), about) of --windows documents: the first longest + 1 tokens of the first
+    documents that long, as rows, cut into windows of L from their start (the last one shorter where
+    L does not divide the longest): each length scores the same tokens."""
     longest, tokens = max(lengths), load_tokens(data)  # checked first: the file, its meta.json
     eot = read_json(os.path.join(os.path.dirname(os.path.abspath(data)), 'meta.json')).get('eot')
     if eot is None:
         raise SystemExit(f"{data}: its meta.json names no end-of-document token (eot), so "
                          "documents cannot be told apart: use --windows stream")
-    blocks, eligible, in_all = document_blocks(tokens, eot, longest, budget // longest)
-    if not len(blocks):
+    ends = np.flatnonzero(tokens == eot)
+    starts, ends = np.append(0, ends + 1), np.append(ends, len(tokens))  # (the last: maybe no eot)
+    long = [a for a, b in zip(starts, ends) if b - a > longest]
+    in_all = int(np.sum(ends > starts))
+    rows = [tokens[a:a + longest + 1].astype(np.int64) for a in long[:budget // longest]]
+    if not rows:
         raise SystemExit(f"{data}: no document holds {longest + 1:,} tokens (of {in_all:,}), or "
                          f"--tokens {budget} is below {longest}: give shorter --lengths or more "
                          "--tokens")
+    blocks = torch.from_numpy(np.stack(rows))
     about = dict(windows='documents', tokens=blocks.numel() - len(blocks),  # the predicted ones
-                 documents=len(blocks), documents_long_enough=eligible, documents_in_all=in_all)
+                 documents=len(blocks), documents_long_enough=len(long), documents_in_all=in_all)
     print(f"{data}: the first {longest + 1:,} tokens of {len(blocks):,} documents (of "
-          f"{eligible:,} that long, {in_all:,} in all): {about['tokens']:,} predicted tokens per "
+          f"{len(long):,} that long, {in_all:,} in all): {about['tokens']:,} predicted tokens per "
           f"length, lengths {lengths}")
-    return (lambda L: block_windows(blocks, L)), about
+
+    def windows(L):
+        x, y, full = blocks[:, :-1], blocks[:, 1:], longest // L * L
+        return [(x[:, :full].reshape(-1, L), y[:, :full].reshape(-1, L))] \
+            + [(x[:, full:], y[:, full:])] * (full < longest)
+    return windows, about
 
 
 def yarn_overrides(model_args, scale):
@@ -159,27 +168,6 @@ def stream_windows(tokens, L):
     n = (len(tokens) - 1) // L  # windows of L inputs, each with its L next-token targets
     data = torch.from_numpy(np.asarray(tokens[:n * L + 1], dtype=np.int64))
     return [(data[:-1].view(n, L), data[1:].view(n, L))] if n else []
-
-
-def document_blocks(tokens, eot, length, count):
-    """(blocks, eligible, documents): the first length + 1 tokens of the first `count` documents
-    that have as many, as rows; how many documents have as many; how many there are."""
-    ends = np.flatnonzero(np.asarray(tokens) == eot)
-    starts = np.concatenate([[0], ends + 1])[:len(ends) + 1]
-    ends = np.append(ends, len(tokens))  # the last document may end without its eot
-    long = [int(a) for a, b in zip(starts, ends) if b - a >= length + 1]
-    rows = [np.asarray(tokens[a:a + length + 1], dtype=np.int64) for a in long[:count]]
-    blocks = torch.from_numpy(np.stack(rows)) if rows else torch.zeros(0, length + 1).long()
-    return blocks, len(long), int(np.sum(ends > starts))
-
-
-def block_windows(blocks, L):
-    """[(inputs, targets)] of blocks (rows of Lmax + 1 tokens) cut into windows of L from their
-    start, the last one shorter where L does not divide Lmax: each length scores the same tokens."""
-    x, y = blocks[:, :-1], blocks[:, 1:]
-    full = x.shape[1] // L * L
-    groups = [(x[:, :full].reshape(-1, L), y[:, :full].reshape(-1, L))] if full else []
-    return groups + [(x[:, full:], y[:, full:])] * (full < x.shape[1]) if len(blocks) else []
 
 
 @torch.no_grad()
