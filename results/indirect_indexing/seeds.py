@@ -7,7 +7,6 @@ and curves_seeds.png.
     python results/indirect_indexing/seeds.py results/indirect_indexing
 """
 
-import argparse
 import itertools
 import math
 import os
@@ -16,11 +15,13 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import read_json, save_figure, subplots  # noqa: E402
+from eval import markdown_table, read_json, save_figure, subplots  # noqa: E402
+from prepare.common import parser  # noqa: E402
 
 THRESHOLDS = (0.105, 0.5, 0.9)  # the chance plateau's edge (9.2 %), half, solved
 SCHEDULE = 200_000
 NAMES = {'pope': 'PoPE', 'rope': 'RoPE'}
+RUN_HEAD = ['ended', 'first eval >= 10.5 %', '>= 50 %', '>= 90 %', 'test acc %', 'train acc %']
 
 
 def main(argv=None):
@@ -28,17 +29,12 @@ def main(argv=None):
     runs = {'pope': [], 'rope': []}
     for (_, pe, seed), path in sorted(found_runs(folder, ['leftpad']), key=lambda f: f[1]):
         runs[pe].append(dict(read_run(path), seed=seed))  # (in the order of their names)
-    rows = ['| run | ended | first eval >= 10.5 % | >= 50 % | >= 90 % | test acc % | train acc % | '
-            'probe: worst shift |', '|---|---|---|---|---|---|---|---|']
-    summary = ['| encoding | runs | solved (test >= 90 %), of those not cut short before | steps '
-               'to 90 %: median | range |', '|---|---|---|---|---|']
-    ranked, notes = {}, []
+    rows, summary, ranked, notes = [], [], {}, []
     shown = lambda s: f"{SCHEDULE // 1000}k+" if s == math.inf else fmt_step(int(s))
     for pe, rs in runs.items():
         for r in sorted(rs, key=lambda r: int(r['seed'])):
             probe = f"{100 * r['probe'][0]:.1f} % (shift {r['probe'][1]})" if 'probe' in r else ''
-            rows.append(f"| {NAMES[pe]} s{r['seed']} | {r['ended']} | {steps_to(r)} | "
-                        f"{100 * r['test_acc']:.1f} | {100 * r['train_acc']:.1f} | {probe} |")
+            rows.append([f"{NAMES[pe]} s{r['seed']}", *run_cells(r), probe])
         notes += [f"- {NAMES[pe]} s{r['seed']} " + ('was cut' if r['ended'].startswith('cut') else
                   'stopped early on its val accuracy') + f" at {r['last_iter'] // 1000}k before "
                   f"reaching 90 % (test accuracy {100 * r['test_acc']:.1f} %): in the test as not "
@@ -46,10 +42,9 @@ def main(argv=None):
                   if not r['complete'] and r['to'][0.9] is None]
         ranked[pe] = [steps_to_90(r) for r in rs]
         known = [s if ok else math.inf for (s, ok), r in zip(ranked[pe], rs) if ok or r['complete']]
-        summary.append(f"| {NAMES[pe]} | {len(rs)} | {sum(ok for _, ok in ranked[pe])} of "
-                       f"{len(known)} | " + (shown(statistics.median(known)) if known else '-')
-                       + ' | ' + (f"{shown(min(known))} - {shown(max(known))}" if known else '-')
-                       + ' |')
+        summary.append([NAMES[pe], len(rs), f"{sum(ok for _, ok in ranked[pe])} of {len(known)}",
+                        shown(statistics.median(known)) if known else '-',
+                        f"{shown(min(known))} - {shown(max(known))}" if known else '-'])
     if min(map(len, ranked.values())) >= 2:
         pope_first, rope_first, p_value, n_splits = exact_rank_test(ranked['pope'], ranked['rope'])
         n, m = len(ranked['pope']), len(ranked['rope'])
@@ -62,7 +57,10 @@ def main(argv=None):
     write(folder, 'seeds.md', [
         "# PoPE against RoPE, seeds of the replication's layout (200k-step schedule)", '',
         f"Made by `python results/indirect_indexing/seeds.py {folder}` from the run folders "
-        "`runs/leftpad_<encoding>_s<seed>/`.", '', *rows, '', *summary, '', test, *notes])
+        "`runs/leftpad_<encoding>_s<seed>/`.", '',
+        markdown_table(['run', *RUN_HEAD, 'probe: worst shift'], rows), '',
+        markdown_table(['encoding', 'runs', 'solved (test >= 90 %), of those not cut short before',
+                        'steps to 90 %: median', 'range'], summary), '', test, *notes])
     plot(folder, 'curves_seeds.png', (8, 4.5), "Indirect indexing, replication's layout, 200k-step "
          "schedule: one line per seed", [(r['curve'], dict(
              color=f'C{colour}', label=f"{NAMES[pe]} ({len(rs)} seeds)" if k == 0 else None))
@@ -72,10 +70,8 @@ def main(argv=None):
 
 def parse(doc, page, argv):
     """The study's folder, from the command line."""
-    p = argparse.ArgumentParser(description=doc,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('folder', help=f'results/indirect_indexing (reads runs/, writes {page} and a '
-                   'figure)')
+    p = parser(doc)
+    p.add_argument('folder', help=f'results/indirect_indexing (reads runs/; writes {page}, a png)')
     return p.parse_args(argv).folder
 
 
@@ -114,9 +110,11 @@ def read_run(folder):
     return run
 
 
-def steps_to(run):
-    """The table's cells of the steps to each threshold: '12k', or '-' if never reached."""
-    return ' | '.join(fmt_step(run['to'][t]) for t in THRESHOLDS)
+def run_cells(run):
+    """A run's cells under RUN_HEAD: why it ended, the steps to each threshold ('-': never reached),
+    its last accuracies."""
+    return [run['ended'], *(fmt_step(run['to'][t]) for t in THRESHOLDS),
+            f"{100 * run['test_acc']:.1f}", f"{100 * run['train_acc']:.1f}"]
 
 
 def steps_to_90(run):
