@@ -86,8 +86,7 @@ def train_head(kind, task, seed, d=64, T=48, n=15, steps=1500, lr=3e-2):
 
 
 def head_scores(kind, q, k, tq, delta, base=10000.0):
-    """Causal scores (n, T) of n queries at positions tq (q: n x d) over keys at 0..T-1 (k: T x
-    d)."""
+    """Causal scores (n, T) of queries q (n, d) at positions tq over keys k (T, d) at 0..T-1."""
     T, d = k.shape
     pos = torch.arange(T)
     if kind == 'rope':

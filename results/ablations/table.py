@@ -41,8 +41,8 @@ print('\n'.join(lines))
 fig, ax = subplots(figsize=(6.4, 4.2))
 for run, v in ppl.items():
     m = [mean(v[L]) for L in lengths]
-    ax.errorbar(lengths, m, yerr=[[m[i] - min(v[L]) for i, L in enumerate(lengths)],
-                                  [max(v[L]) - m[i] for i, L in enumerate(lengths)]],
+    ax.errorbar(lengths, m, yerr=[[a - min(v[L]) for a, L in zip(m, lengths)],
+                                  [max(v[L]) - a for a, L in zip(m, lengths)]],
                 marker='o', capsize=3, label=f'{NAMES[run]} ({len(v[base])} seeds)')
 ax.axvline(base, color='grey', ls='--', lw=1, label='training context')
 ax.set(xlabel='context length (tokens)', ylabel='test perplexity (mean; bars: min-max over seeds)',

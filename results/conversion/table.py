@@ -46,10 +46,8 @@ seeds = {r['label'].rsplit('-s', 1)[1] for r in about['results']}
 best = lambda log: min(e['val_loss'] for e in log)
 for path in paths:
     ev = read_json(path)
-    for r in ev['results']:
+    for r in [r for r in ev['results'] if r['length'] == ev['lengths'][0]]:
         run, seed = r['label'].rsplit('-s', 1)
-        if r['length'] != ev['lengths'][0]:
-            continue
         # reproduce.sh's layout: each run's folder beside extrapolation/, named as its ckpt's
         d = os.path.join(os.path.dirname(os.path.dirname(path)),
                          os.path.basename(os.path.dirname(r['ckpt'])))
