@@ -54,8 +54,19 @@ def main(argv=None):
                 + (', not both' if args.ckpt else ''))
     labels = labels_for(args.ckpt or args.final, args.label)
     check_out(args.out)  # before the work
+    results = []
+    for path, label in zip(args.final or [], labels):  # the val losses train.py measured
+        final = read_json(path)
+        rows = [dict(label=label, length=int(k.removeprefix(CTX)), nll=v, ppl=ppl(v),
+                     train_ctx=final.get('block_size')) for k, v in final.items()
+                if k.startswith(CTX)]
+        if not rows:
+            raise SystemExit(f"{path} holds no val losses at longer contexts ({CTX}<L>): its run "
+                             "had eval_contexts off, or examples data; evaluate its ckpt.pt with "
+                             "--ckpt instead")
+        results += rows
     if args.final:
-        return write(args.out, dict(final=args.final), measured(args.final, labels), labels, 'nll')
+        return write(args.out, dict(final=args.final), results, labels, 'nll')
     try:
         lengths = [int(s) for s in args.lengths.split(',') if s.strip()]
     except ValueError:
@@ -70,7 +81,6 @@ def main(argv=None):
     dtype = default_dtype(args.device)  # bfloat16 on a GPU that has it, else float32
     windows, about = (stream if args.windows == 'stream' else documents)(args.data, lengths,
                                                                            args.tokens)
-    results = []
     for path, label, scale in zip(args.ckpt, labels, scales):
         ckpt = pretrained.read_source(path)  # a ckpt.pt, or a model that pretrained.py reads
         check_data(os.path.dirname(os.path.abspath(args.data)), ckpt, path)
@@ -94,22 +104,6 @@ def main(argv=None):
                          f"lengths {lengths}): give shorter --lengths or more --tokens")
     return write(args.out, dict(data=args.data, lengths=lengths, dtype=dtype, **about), results,
                  labels, 'ppl')
-
-
-def measured(paths, labels):
-    """--final's results: the val losses at each context in train.py's final.json."""
-    results = []
-    for path, label in zip(paths, labels):
-        final = read_json(path)
-        rows = [dict(label=label, length=int(k.removeprefix(CTX)), nll=v, ppl=ppl(v),
-                     train_ctx=final.get('block_size')) for k, v in final.items()
-                if k.startswith(CTX)]
-        if not rows:
-            raise SystemExit(f"{path} holds no val losses at longer contexts ({CTX}<L>): its run "
-                             "had eval_contexts off, or examples data; evaluate its ckpt.pt with "
-                             "--ckpt instead")
-        results += rows
-    return results
 
 
 def stream(data, lengths, budget):

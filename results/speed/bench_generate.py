@@ -76,11 +76,10 @@ def main():
         unique_graphs=counters['stats'].get('unique_graphs', 0), args=vars(args))
     meta['compile_note'] = (f"torch.compile: {meta['unique_graphs']} graphs compiled, "
                             f"{meta['cudagraph_skips']} CUDA-graph skips.")
-    with open(os.path.join(args.out, 'generate.json'), 'w') as f:
-        json.dump(result, f, indent=1)
     table = markdown(result)
-    with open(os.path.join(args.out, 'generate.md'), 'w') as f:
-        f.write(table)
+    for file, text in (('generate.json', json.dumps(result, indent=1)), ('generate.md', table)):
+        with open(os.path.join(args.out, file), 'w') as f:
+            f.write(text)
     print('\n' + table)
     log(f'wrote {os.path.join(args.out, "generate.json")} and generate.md')
 
@@ -233,10 +232,8 @@ def gpu_ms(fn):
     """Median ms of fn(): on a GPU the replays of fn captured in one CUDA graph (the GPU's time
     alone), elsewhere calls timed by the clock."""
     if cuda:
-        import triton
-        from bench_attention import cuda_graph
-        graph, _ = cuda_graph(fn)
-        return triton.testing.do_bench(graph.replay, return_mode='median')
+        from bench_attention import cuda_graph, median_ms
+        return median_ms(cuda_graph(fn)[0].replay)
     fn()
     return 1e3 * statistics.median(seconds(fn) for _ in range(5))
 
