@@ -21,8 +21,7 @@ DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'  # the default --device
 
 
 def code_commit(folder):
-    """The commit of the git repository that holds folder ('-dirty' where it has changes), or
-    POPE_COMMIT where set."""
+    """The commit of the git repository that holds folder (+'-dirty'), or POPE_COMMIT where set."""
     if os.environ.get('POPE_COMMIT'):
         return os.environ['POPE_COMMIT']
     git = ['git', '-C', folder, 'describe', '--always', '--dirty', '--exclude=*']
@@ -79,8 +78,7 @@ def check_data(data_dir, ckpt, ckpt_path):
 
 
 def load_tokens(path, count=None, dtype=None):
-    """The first count token ids of a .bin (all without count) read into memory, not mapped: a file
-    rewritten or cut short while an evaluation runs changes nothing of it."""
+    """The first count token ids of a .bin (default all), read into memory, not mapped."""
     tokens = read_tokens(path, dtype)  # checks: the file, its meta.json (without dtype), its size
     n = len(tokens) if count is None else min(count, len(tokens))
     data = np.fromfile(path, dtype=tokens.dtype, count=n)

@@ -117,9 +117,8 @@ def stream(data, lengths, budget):
 
 
 def documents(data, lengths, budget):
-    """(windows(L), about) of --windows documents: the first longest + 1 tokens of the first
-    documents that long, as rows, cut into windows of L from their start (the last one shorter where
-    L does not divide the longest): each length scores the same tokens."""
+    """(windows(L), about) of --windows documents: each length cuts the same rows (the first longest
+    + 1 tokens of the documents that long) into windows from their start, the last one shorter."""
     longest, tokens = max(lengths), load_tokens(data)  # checked first: the file, its meta.json
     eot = read_json(os.path.join(os.path.dirname(os.path.abspath(data)), 'meta.json')).get('eot')
     if eot is None:
@@ -167,8 +166,7 @@ def stream_windows(tokens, L):
 @torch.no_grad()
 def perplexities(model, windows, lengths, batch_size=1, device='cpu', dtype='float32', chunk=1024,
                  desc=''):
-    """{length: (mean NLL, perplexity, predicted tokens), or None where skipped} of the windows of
-    each length (windows(L): [(inputs, targets)] of equal-length windows)."""
+    """{length: (mean NLL, perplexity, predicted tokens), or None where skipped} of windows(L)."""
     out, cfg = {}, model.config
     for L in lengths:
         groups, beyond = windows(L), cfg.pos_emb in ABSOLUTE and L > cfg.block_size
@@ -194,8 +192,7 @@ def ppl(mean_nll):
 
 
 def tokens_scored(ev):
-    """The tokens an extrapolation.json scored, for a table's note: 'the first 58,880 tokens of
-    <data> (at 1024: 58,368, whole windows only)', naming each length that scored fewer."""
+    """A note on the tokens an extrapolation.json scored, and each length that scored fewer."""
     fewer = sorted({(r['length'], r['tokens']) for r in ev['results']
                     if r['nll'] is not None and r['tokens'] < ev['tokens']})
     return f"the first {ev['tokens']:,} tokens of {ev['data']}" + (

@@ -178,33 +178,23 @@ class PopeLM(TemplateLM):
 
     @torch.no_grad()
     def generate_until(self, requests, disable_tqdm=False):
-        """Greedy decoding with a KV cache, one request at a time, cut at the first stop string or
-        <|endoftext|>."""
-        from generate import KVCache
-        out, device = [], self._device
+        """Greedy decoding (generate.generate, top_k=1), cut at <|endoftext|> or a stop string."""
+        from generate import generate
+        out = []
         for req in tqdm(requests, disable=disable_tqdm, desc='generate_until'):
             context, kw = req.args
             until, n_new = kw.get('until') or [], int(kw.get('max_gen_toks', 256))
-            until = [until] if isinstance(until, str) else list(until)
             ids = self.tok_encode(context) or [self.eot_token_id]
             if self.max_length is not None:  # leave room for the answer
                 ids = ids[-max(1, self.max_length - n_new):]
                 n_new = min(n_new, self.max_length - len(ids))
-            cache = KVCache(self.model, 1, len(ids) + n_new, device, torch.float32)
-            fed, pos = torch.tensor([ids], device=device), torch.arange(len(ids), device=device)
-            gen = []
-            for _ in range(n_new):
-                with autocast(device, self.dtype):
-                    logits, _ = self.model(fed, cache=cache, input_pos=pos)
-                nxt = int(logits[0, -1].float().argmax())
-                if nxt == self.eot_token_id:
-                    break
-                gen.append(nxt)
-                if any(s in self.tok_decode(gen) for s in until):
-                    break
-                fed, pos = torch.tensor([[nxt]], device=device), pos[-1:] + 1
-            text = self.tok_decode(gen)
-            out.append(min((text.split(s)[0] for s in until if s), key=len, default=text))  # cut
+            with autocast(self._device, self.dtype):
+                gen = generate(self.model, torch.tensor([ids], device=self._device), n_new,
+                               top_k=1)[0, len(ids):].tolist()
+            text = self.tok_decode(gen[:gen.index(self.eot_token_id)] if self.eot_token_id in gen
+                                   else gen)
+            stops = [until] if isinstance(until, str) else until
+            out.append(min((text.split(s)[0] for s in stops if s), key=len, default=text))
         return out
 
 

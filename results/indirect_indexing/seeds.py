@@ -90,8 +90,7 @@ def found_runs(folder, layouts):
 
 
 def read_run(folder):
-    """One run's numbers: the steps to each threshold, the last evaluation, why it ended, its probe
-    per shift."""
+    """One run's numbers: steps to each threshold, last evaluation, why it ended, probe."""
     log = read_json(os.path.join(folder, 'eval_log.jsonl'), lines=True)
     final_path, probe_path = os.path.join(folder, 'final.json'), os.path.join(folder, 'probe.json')
     final, last = read_json(final_path) if os.path.exists(final_path) else None, log[-1]
@@ -111,8 +110,7 @@ def read_run(folder):
 
 
 def run_cells(run):
-    """A run's cells under RUN_HEAD: why it ended, the steps to each threshold ('-': never reached),
-    its last accuracies."""
+    """A run's cells under RUN_HEAD ('-': a threshold never reached)."""
     return [run['ended'], *(fmt_step(run['to'][t]) for t in THRESHOLDS),
             f"{100 * run['test_acc']:.1f}", f"{100 * run['train_acc']:.1f}"]
 
@@ -124,8 +122,7 @@ def steps_to_90(run):
 
 
 def first(x, y):
-    """+1 if run x (step, solved) certainly got to 90 % before run y, -1 if after, 0 if tied or not
-    known."""
+    """+1 if run x (step, solved) surely got to 90 % before y, -1 if after, else 0."""
     (sx, x_solved), (sy, y_solved) = x, y
     if x_solved and (sx < sy or sx == sy and not y_solved):  # y: solved later, or not by sy >= sx
         return 1

@@ -178,8 +178,7 @@ def generate_rows():
 
 
 def model_config(pos_emb):
-    """GPTConfig of the 124M model of config/owt_<pos_emb>.py (its assignments, run from the
-    repository root), or the smoke run's tiny one."""
+    """GPTConfig of config/owt_<pos_emb>.py's 124M model, or the smoke run's tiny one."""
     if args.smoke:
         return GPTConfig(pos_emb=pos_emb, **SHAPE)
     scope, cwd = {}, os.getcwd()
@@ -229,8 +228,7 @@ def log(msg):
 
 
 def gpu_ms(fn):
-    """Median ms of fn(): on a GPU the replays of fn captured in one CUDA graph (the GPU's time
-    alone), elsewhere calls timed by the clock."""
+    """Median ms of fn(): on a GPU, of its CUDA graph's replays (the GPU's time alone)."""
     if cuda:
         from bench_attention import cuda_graph, median_ms
         return median_ms(cuda_graph(fn)[0].replay)
