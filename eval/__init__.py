@@ -140,6 +140,13 @@ def read_json(path, lines=False):
                          "short? Repair it, or write it again")
 
 
+def write_page(path, lines):
+    """Writes the lines of a markdown page to path, and prints them."""
+    with open(path, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    print('\n'.join(lines))
+
+
 def markdown_row(cells):
     return '| ' + ' | '.join(str(c) for c in cells) + ' |'
 

@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import save_figure, subplots  # noqa: E402
+from eval import save_figure, subplots, write_page  # noqa: E402
 from eval.extrapolation import by_run, tokens_scored  # noqa: E402
 
 PAPER = {'pope': 21.33, 'no_softplus': 21.57, 'relu': 21.55, 'no_delta': 21.42, 'rope': 21.55}
@@ -34,9 +34,7 @@ lines += [f'| {NAMES[run]} | {PAPER[run]} | ' + ' | '.join(
 lines += ['', "Each cell: the mean over seeds (each seed's in brackets); test perplexity on "
           f"{tokens_scored(ev)}, in windows of each length; the paper's column is its 124M "
           "OpenWebText run."]
-with open(os.path.join(out, 'table.md'), 'w') as f:
-    f.write('\n'.join(lines) + '\n')
-print('\n'.join(lines))
+write_page(os.path.join(out, 'table.md'), lines)
 
 fig, ax = subplots(figsize=(6.4, 4.2))
 for run, v in ppl.items():

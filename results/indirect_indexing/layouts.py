@@ -6,8 +6,10 @@ layouts.md and curves_layouts.png.
     python results/indirect_indexing/layouts.py results/indirect_indexing
 """
 
+import os
+
 from seeds import (NAMES, RUN_HEAD, found_runs, markdown_table, parse, plot, read_run, run_cells,
-                   write)
+                   write_page)
 
 # layout (the run folders' prefix) -> its data set and ingredients: a run of pad tokens before the
 # string, the query at one position, the string's lengths, ', ' separators, shifts of 0
@@ -31,7 +33,7 @@ def main(argv=None):
             for (layout, pe, seed), path in found_runs(folder, list(LAYOUTS))]
     rows = [[f"{layout} (`{LAYOUTS[layout][0]}`)", *LAYOUTS[layout][1:], f"{NAMES[pe]} s{seed}",
              *run_cells(r)] for layout, pe, seed, r in runs]
-    write(folder, 'layouts.md', [
+    write_page(os.path.join(folder, 'layouts.md'), [
         "# Which part of the layout decides (200k-step schedule)", '',
         f"Made by `python results/indirect_indexing/layouts.py {folder}` from the run folders "
         "`runs/<layout>_<encoding>_s<seed>/`; `paper200k` is our first layout. Test accuracy's "

@@ -15,7 +15,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import markdown_table, read_json, save_figure, subplots  # noqa: E402
+from eval import markdown_table, read_json, save_figure, subplots, write_page  # noqa: E402
 from prepare.common import parser  # noqa: E402
 
 THRESHOLDS = (0.105, 0.5, 0.9)  # the chance plateau's edge (9.2 %), half, solved
@@ -54,7 +54,7 @@ def main(argv=None):
                 f"two-sided p = {p_value:.3f} over all {n_splits} splits of the pooled runs.")
     else:
         test = "Fewer than two runs of an encoding: no test."
-    write(folder, 'seeds.md', [
+    write_page(os.path.join(folder, 'seeds.md'), [
         "# PoPE against RoPE, seeds of the replication's layout (200k-step schedule)", '',
         f"Made by `python results/indirect_indexing/seeds.py {folder}` from the run folders "
         "`runs/leftpad_<encoding>_s<seed>/`.", '',
@@ -147,12 +147,6 @@ def exact_rank_test(a, b):
 
 def fmt_step(step):
     return '-' if step is None else f"{step // 1000}k"
-
-
-def write(folder, page, lines):
-    with open(os.path.join(folder, page), 'w') as f:
-        f.write('\n'.join(lines) + '\n')
-    print('\n'.join(lines))
 
 
 def plot(folder, name, size, title, lines, **legend):
