@@ -4,9 +4,8 @@ heads and the first --tokens tokens of --data (in windows of block_size); and Po
 
     python -m eval.frequency_usage --rope out-owt-rope/ckpt.pt --pope out-owt-pope/ckpt.pt
 
-RoPE: the norm of each rotated pair i, channels (i, i + d/2), read before the rotation (which keeps
-it); PoPE: the magnitude mu of each channel (|x| for pope_mu='identity': its sign is a phase of pi).
-Frequency index 0 is the highest. Writes <out>.npz, .json, _magnitudes.png and _delta.png.
+Frequency 0 is the highest. RoPE: the norm of pair i, channels (i, i + d/2); PoPE: each channel's
+magnitude mu (|x| for pope_mu='identity'). Writes <out>.npz, .json, _magnitudes.png, _delta.png.
 """
 
 import math

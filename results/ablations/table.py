@@ -1,9 +1,9 @@
 """
 The ablations' table and figure from eval.extrapolation's output: per run (PoPE, an ablation, RoPE)
 the mean test perplexity over seeds at each context length, each seed's beside it, and the paper's.
+Reads DIR/extrapolation/extrapolation.json, writes DIR/table.md and DIR/ablations.png.
 
-    python results/ablations/table.py DIR   # reads DIR/extrapolation/extrapolation.json;
-                                            # writes DIR/table.md and DIR/ablations.png
+    python results/ablations/table.py DIR
 """
 
 import os

@@ -1,8 +1,7 @@
 """
-The seeds of the indirect-indexing comparison, PoPE against RoPE on the replication's layout at the
-200k-step schedule, and their exact rank test (results/indirect_indexing/README.md, "Seeds of the
-replication's layout"): reads the run folders runs/leftpad_<pope|rope>_s<seed>/, writes seeds.md
-and curves_seeds.png.
+PoPE against RoPE, the seeds of the replication's layout at 200k steps, and their exact rank test
+(README.md, "Seeds of the replication's layout"): runs/leftpad_<pope|rope>_s<seed>/ read, seeds.md
+and curves_seeds.png written.
 
     python results/indirect_indexing/seeds.py results/indirect_indexing
 """

@@ -6,8 +6,8 @@ and generate.generate of the 124M model end to end, eager and compiled, RoPE and
     python results/speed/bench_generate.py --out=results/speed/generate     # ~6 minutes, one H200
     python results/speed/bench_generate.py --smoke --device=cpu --out=DIR   # tiny: it runs
 
-Writes DIR/generate.json and DIR/generate.md. A row that fails records its error and the run goes
-on; rows and timed calls that would start after --budget_s seconds are skipped, and marked so.
+Writes DIR/generate.json and .md. A row that fails records its error and the run goes on; a row or
+timed call that would start after --budget_s seconds is skipped, and marked so.
 """
 
 import itertools
