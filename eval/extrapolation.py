@@ -61,9 +61,8 @@ def main(argv=None):
                      train_ctx=final.get('block_size')) for k, v in final.items()
                 if k.startswith(CTX)]
         if not rows:
-            raise SystemExit(f"{path} holds no val losses at longer contexts ({CTX}<L>): its run "
-                             "had eval_contexts off, or examples data; evaluate its ckpt.pt with "
-                             "--ckpt instead")
+            raise SystemExit(f"{path} holds no val losses at longer contexts ({CTX}<L>): "
+                             "evaluate its ckpt.pt with --ckpt instead")
         results += rows
     if args.final:
         return write(args.out, dict(final=args.final), results, labels, 'nll')
@@ -130,9 +129,8 @@ def documents(data, lengths, budget):
     in_all = int(np.sum(ends > starts))
     rows = [tokens[a:a + longest + 1].astype(np.int64) for a in long[:budget // longest]]
     if not rows:
-        raise SystemExit(f"{data}: no document holds {longest + 1:,} tokens (of {in_all:,}), or "
-                         f"--tokens {budget} is below {longest}: give shorter --lengths or more "
-                         "--tokens")
+        raise SystemExit(f"{data}: no document of {longest + 1:,} tokens (of {in_all:,}) fits in "
+                         f"--tokens {budget}: give shorter --lengths or more --tokens")
     blocks = torch.from_numpy(np.stack(rows))
     about = dict(windows='documents', tokens=blocks.numel() - len(blocks),  # the predicted ones
                  documents=len(blocks), documents_long_enough=len(long), documents_in_all=in_all)
