@@ -24,7 +24,7 @@ except ImportError as err:  # an optional package: --help works without it, main
     TemplateLM, NO_LM_EVAL = object, err
 
 from eval import (ABSOLUTE, DEVICE, autocast, check_out, default_dtype, device_arg, labels_for,
-                  load_checkpoint, markdown_table, save_figure, subplots, tokenizer)
+                  load_checkpoint, markdown_table, save_figure, subplots, tokenizer, write_page)
 from prepare.common import encoding, parser, positive_float, positive_int, write_json
 
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}
@@ -86,10 +86,8 @@ def main(argv=None):
         accs = [[t, m.split(',')[0], f'{100 * v:.2f}'] for t, r in res['results'].items()
                 for m, v in r.items() if m.split(',')[0] in ('acc', 'acc_norm') and
                 isinstance(v, float)]
-        md = markdown_table(['task', 'metric', 'value (%)'], accs) + '\n'
-        with open(os.path.join(args.out, f'{label}.md'), 'w') as f:
-            f.write(f'# {label} ({path})\n\n{md}')
-        print(f'\n{label}:\n{md}')
+        write_page(os.path.join(args.out, f'{label}.md'), [
+            f'# {label} ({path})', '', markdown_table(['task', 'metric', 'value (%)'], accs)])
         del lm
     notes = ('\nLAMBADA: greedy last-word acc; BLiMP, CBT: mean acc over subtasks; HellaSwag, '
              'PIQA, ARC-E: acc (not acc_norm).\n'

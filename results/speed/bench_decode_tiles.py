@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 import pope_decode  # noqa: E402
 from bench_attention import cuda_graph  # noqa: E402
-from eval import code_commit  # noqa: E402
+from eval import code_commit, write_page  # noqa: E402
 from model import pope_frequencies  # noqa: E402
 from prepare.common import parser  # noqa: E402
 
@@ -95,7 +95,4 @@ lines += ['', f'| defaults | | | {head} |', '|---|---|---|' + '---|' * len(SHAPE
           f"| PoPE GB/s | | | {cells(DEFAULT, 'pope', gbs)} |",
           f"| RoPE (plain keys) us | | | {cells(DEFAULT, 'rope', us)} |", '',
           f'Total {time.time() - start:.0f} s.']
-table = '\n'.join(lines) + '\n'
-with open(os.path.join(args.out, 'decode_tiles.md'), 'w') as f:
-    f.write(table)
-print('\n' + table)
+write_page(os.path.join(args.out, 'decode_tiles.md'), lines)

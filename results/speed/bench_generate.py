@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from eval import DEVICE, code_commit, device_arg, markdown_table  # noqa: E402
+from eval import DEVICE, code_commit, device_arg, markdown_table, write_page  # noqa: E402
 from generate import generate  # noqa: E402
 from model import GPT, GPTConfig, cache_attention, pope_frequencies  # noqa: E402
 from prepare.common import parser, positive_int  # noqa: E402
@@ -76,11 +76,9 @@ def main():
         unique_graphs=counters['stats'].get('unique_graphs', 0), args=vars(args))
     meta['compile_note'] = (f"torch.compile: {meta['unique_graphs']} graphs compiled, "
                             f"{meta['cudagraph_skips']} CUDA-graph skips.")
-    table = markdown(result)
-    for file, text in (('generate.json', json.dumps(result, indent=1)), ('generate.md', table)):
-        with open(os.path.join(args.out, file), 'w') as f:
-            f.write(text)
-    print('\n' + table)
+    with open(os.path.join(args.out, 'generate.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    write_page(os.path.join(args.out, 'generate.md'), markdown(result))
     log(f'wrote {os.path.join(args.out, "generate.json")} and generate.md')
 
 
@@ -192,6 +190,7 @@ def model_config(pos_emb):
 
 
 def markdown(result):
+    """The lines of generate.md."""
     meta, fmt = result['meta'], lambda x, spec: '' if x is None else format(x, spec)
     lines = [f"# Generation speed ({meta['device']})", '',
              f"torch {meta['torch']}, triton {meta['triton']}, python {meta['python']}, commit "
@@ -220,7 +219,7 @@ def markdown(result):
                  fmt(r.get('warmup_s'), '.1f'), r.get('error', '')] for r in result['generate']]
         lines += [f'## generate.generate, prompt {PROMPT}, top-k {TOP_K}', '',
                   markdown_table(head, rows), '']
-    return '\n'.join(lines + [f"Total {meta['seconds']:.0f} s. {meta['compile_note']}"]) + '\n'
+    return lines + [f"Total {meta['seconds']:.0f} s. {meta['compile_note']}"]
 
 
 def log(msg):
