@@ -149,9 +149,8 @@ class PopeLM(TemplateLM):
         for b in tqdm(range(0, len(order), self.batch_size), disable=disable_tqdm,
                       desc='loglikelihood'):
             ids = order[b:b + self.batch_size]
-            x = torch.zeros(len(ids), max(len(items[i][0]) for i in ids), dtype=torch.long)
-            for row, i in enumerate(ids):  # right padding: causal attention never sees it
-                x[row, :len(items[i][0])] = torch.tensor(items[i][0])
+            inputs = [torch.tensor(items[i][0]) for i in ids]  # padded on the right, after all
+            x = torch.nn.utils.rnn.pad_sequence(inputs, batch_first=True)
             with autocast(self._device, self.dtype):
                 h = self.model.hidden_states(x.to(self._device))
             for row, i in enumerate(ids):
