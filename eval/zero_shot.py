@@ -149,8 +149,8 @@ class PopeLM(TemplateLM):
         for b in tqdm(range(0, len(order), self.batch_size), disable=disable_tqdm,
                       desc='loglikelihood'):
             ids = order[b:b + self.batch_size]
-            inputs = [torch.tensor(items[i][0]) for i in ids]  # padded on the right, after all
-            x = torch.nn.utils.rnn.pad_sequence(inputs, batch_first=True)
+            inputs = [torch.tensor(items[i][0]) for i in ids]
+            x = torch.nn.utils.rnn.pad_sequence(inputs, batch_first=True)  # causal: pads unseen
             with autocast(self._device, self.dtype):
                 h = self.model.hidden_states(x.to(self._device))
             for row, i in enumerate(ids):
