@@ -262,11 +262,10 @@ def measured(row, key, fn):
 
 def over_budget(row=None):
     """True past --budget_s (and row marked skipped)."""
-    if time.time() - start <= args.budget_s:
-        return False
-    if row is not None:
+    over = time.time() - start > args.budget_s
+    if over and row is not None:
         row['error'] = f'skipped: past --budget_s={args.budget_s:.0f}'
-    return True
+    return over
 
 
 if __name__ == '__main__':
