@@ -1,8 +1,6 @@
 """
-Evaluation of trained checkpoints, one command per analysis (python -m eval.<name> --help):
-extrapolation, zero_shot, frequency_usage, learning_curves, indirect_probe, attention_reach. This
-file holds what they share: checks of their input and output, a data set's tokenizer, the autocast
-of a forward pass, markdown tables and figures.
+Evaluation of trained checkpoints, one command per analysis: python -m eval.<name> --help. This file
+holds what they share: checks of input and output, a tokenizer, autocast, markdown tables, figures.
 """
 
 import argparse
@@ -16,22 +14,20 @@ import torch
 
 from checkpoint import load_checkpoint  # noqa: F401 (sample.py and the tests import it from here)
 from model import ABSOLUTE  # noqa: F401 (sample.py imports it from here)
-from prepare.common import check_writable, encoding
+from prepare.common import check_writable, encoding, parser  # noqa: F401 (parser: for sample.py)
 from prepare.data import read_tokens
-from prepare.common import parser  # noqa: F401 (sample.py imports it from here)
 
 DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'  # the default --device
 
 
 def code_commit(folder):
-    """The commit of the git repository that holds folder (a benchmark's own code, wherever it
-    runs from), '-dirty' where its tree has changes; POPE_COMMIT instead where set."""
+    """The commit of the git repository that holds folder (+'-dirty'), or POPE_COMMIT where set."""
     if os.environ.get('POPE_COMMIT'):
         return os.environ['POPE_COMMIT']
     git = ['git', '-C', folder, 'describe', '--always', '--dirty', '--exclude=*']
     try:
-        return subprocess.run(git, capture_output=True, text=True, timeout=10).stdout.strip() \
-            or None
+        out = subprocess.run(git, capture_output=True, text=True, timeout=10).stdout.strip()
+        return out or None
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -61,10 +57,10 @@ def check_out(path, folder=True):
 def check_data(data_dir, ckpt, ckpt_path):
     """The meta.json of data_dir, or one line and an exit where its data set is not of the
     checkpoint's kind: another vocabulary, streams against rows of examples, other rows."""
-    if not os.path.isfile(os.path.join(data_dir, 'meta.json')):
+    path = os.path.join(data_dir, 'meta.json')
+    if not os.path.isfile(path):
         raise SystemExit(f"{data_dir}: no meta.json: make the data with `python -m prepare.<name>`")
-    meta, mine = read_json(os.path.join(data_dir, 'meta.json')), ckpt['meta']
-    trained_on = ckpt.get('config', {}).get('dataset')
+    meta, mine, trained_on = read_json(path), ckpt['meta'], ckpt.get('config', {}).get('dataset')
     advice = f"give the data set it was trained on (data/{trained_on})" if trained_on \
         else "give its data set"
     if meta.get('vocab_size') != ckpt['model_args']['vocab_size']:
@@ -82,8 +78,7 @@ def check_data(data_dir, ckpt, ckpt_path):
 
 
 def load_tokens(path, count=None, dtype=None):
-    """The first count token ids of a .bin (all without count) read into memory, not mapped: a file
-    rewritten or cut short while an evaluation runs changes nothing of it."""
+    """The first count token ids of a .bin (default all), read into memory, not mapped."""
     tokens = read_tokens(path, dtype)  # checks: the file, its meta.json (without dtype), its size
     n = len(tokens) if count is None else min(count, len(tokens))
     data = np.fromfile(path, dtype=tokens.dtype, count=n)
@@ -94,8 +89,7 @@ def load_tokens(path, count=None, dtype=None):
 
 
 def autocast(device, dtype):
-    """The context of train.py's and the eval tools' forward passes: bf16/fp16 autocast on a GPU;
-    with dtype='float32', or on the CPU, none (float32 throughout)."""
+    """The context of every forward pass: autocast to dtype on a GPU, none for float32 or a CPU."""
     if 'cuda' in str(device) and dtype != 'float32':
         return torch.autocast('cuda', dtype=getattr(torch, dtype))
     return contextlib.nullcontext()
@@ -133,8 +127,7 @@ def labels_for(paths, labels):
 
 
 def read_json(path, lines=False):
-    """A JSON file, or with lines=True the records of a JSON-lines one; one line when it is missing
-    or damaged."""
+    """A JSON file (lines=True: a JSON-lines one's records); one line if missing or damaged."""
     if not os.path.isfile(path):
         raise SystemExit(f"{path}: no such file")
     try:  # (a binary file: a UnicodeDecodeError, a ValueError)
@@ -145,6 +138,13 @@ def read_json(path, lines=False):
     except ValueError as err:
         raise SystemExit(f"{path} is not valid JSON{' lines' if lines else ''} ({err}): a file cut "
                          "short? Repair it, or write it again")
+
+
+def write_page(path, lines):
+    """Writes the lines of a markdown page to path, and prints them."""
+    with open(path, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    print('\n'.join(lines))
 
 
 def markdown_row(cells):

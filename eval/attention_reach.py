@@ -1,12 +1,11 @@
 """
 Can one attention head put its peak at an offset that the query's CONTENT chooses, as indirect
-indexing needs ("the letter k places from here", k read from the input)? One PoPE or RoPE head of
-dimension d, no model, trained (Adam, full batch) to attend to a target key; accuracy and attention
-on the target (the mean softmax weight) read after the last step on every query of the task.
+indexing needs? One head of dimension d, no model, trained (Adam, full batch) to attend to a target
+key; its accuracy and mean softmax weight on the target read after the last step, on every query.
 
---tasks: offset (a query at the last position names an offset o in 1..n; the T keys look alike, so
-only position tells them apart), index (a query at position t names the key k < n) and content,
-the control (keys hold random letters, the query names one). Heads, a_ts the score of key s:
+--tasks: offset (a query at the last position names an offset in 1..n; the keys look alike), index
+(a query at position t names the key k < n) and content, the control (keys hold random letters, the
+query names one). Heads, a_ts the score of key s:
     rope         q . R((s - t) theta) k: the content sets each pair's direction, so it can aim the
                  pair's cosine peak at any offset
     pope         sum_c mu_q[c] mu_k[c] cos((s - t) theta_c + delta_c), mu = softplus(W x): the
@@ -86,8 +85,7 @@ def train_head(kind, task, seed, d=64, T=48, n=15, steps=1500, lr=3e-2):
 
 
 def head_scores(kind, q, k, tq, delta, base=10000.0):
-    """Causal scores (n, T) of n queries at positions tq (q: n x d) over keys at 0..T-1 (k: T x
-    d)."""
+    """Causal scores (n, T) of queries q (n, d) at positions tq over keys k (T, d) at 0..T-1."""
     T, d = k.shape
     pos = torch.arange(T)
     if kind == 'rope':

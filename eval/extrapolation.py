@@ -1,18 +1,12 @@
 """
 Length extrapolation (paper Figure 2): perplexity of checkpoints at growing context lengths, on
-windows of each length scored from their own start (docs/training.md, "Evaluation").
+windows of each length scored from their own start (docs/training.md, "Evaluation"). Learned and
+sinusoidal positions stop at block_size. Writes <out>/extrapolation.csv, .json and .png.
 
     python -m eval.extrapolation --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt \\
         --yarn_scale 4 --yarn_scale 1 --label "RoPE+YaRN s=4" --label PoPE
     python -m eval.extrapolation --final out-quick-rope/final.json \\
         --final out-quick-pope/final.json --label RoPE --label PoPE --out out-quick-extrapolation
-
---windows stream: the first --tokens tokens, cut to whole windows of the longest length, tiled by
-windows across document ends; --windows documents: the first longest + 1 tokens of each document
-that long, as many as --tokens allows, the same tokens at every length. Learned and sinusoidal
-positions stop at block_size. --yarn_scale: YaRN for RoPE checkpoints (once, or once per --ckpt),
-from the yarn_orig_ctx of a run trained with YaRN, else from its block_size. --final plots what
-train.py measured at longer contexts. Writes <out>/extrapolation.csv, .json and .png.
 """
 
 import csv
@@ -45,8 +39,11 @@ def main(argv=None):
     p.add_argument('--lengths', default=','.join(str(1024 * i) for i in range(1, 11)))
     p.add_argument('--tokens', type=positive_int, default=1024 * 1024 + 1,
                    help='token budget, the same at every length')
-    p.add_argument('--windows', choices=('stream', 'documents'), default='stream')
-    p.add_argument('--yarn_scale', type=positive_float, action='append')
+    p.add_argument('--windows', choices=('stream', 'documents'), default='stream', help='stream: '
+                   'the first --tokens tokens in windows across document ends; documents: the '
+                   'first longest + 1 tokens of each document that long, as --tokens allows')
+    p.add_argument('--yarn_scale', type=positive_float, action='append', help='YaRN for RoPE, '
+                   'once or once per --ckpt, from its yarn_orig_ctx if trained so, else block_size')
     p.add_argument('--batch_size', type=positive_int, default=1, help='windows per forward pass')
     p.add_argument('--chunk', type=positive_int, default=1024, help='positions per lm_head call')
     p.add_argument('--device', type=device_arg, default=DEVICE)
@@ -57,8 +54,18 @@ def main(argv=None):
                 + (', not both' if args.ckpt else ''))
     labels = labels_for(args.ckpt or args.final, args.label)
     check_out(args.out)  # before the work
+    results = []
+    for path, label in zip(args.final or [], labels):  # the val losses train.py measured
+        final = read_json(path)
+        rows = [dict(label=label, length=int(k.removeprefix(CTX)), nll=v, ppl=ppl(v),
+                     train_ctx=final.get('block_size')) for k, v in final.items()
+                if k.startswith(CTX)]
+        if not rows:
+            raise SystemExit(f"{path} holds no val losses at longer contexts ({CTX}<L>): "
+                             "evaluate its ckpt.pt with --ckpt instead")
+        results += rows
     if args.final:
-        return write(args.out, dict(final=args.final), measured(args.final, labels), labels, 'nll')
+        return write(args.out, dict(final=args.final), results, labels, 'nll')
     try:
         lengths = [int(s) for s in args.lengths.split(',') if s.strip()]
     except ValueError:
@@ -71,9 +78,8 @@ def main(argv=None):
         p.error('give --yarn_scale once or once per --ckpt')
     scales = scales * len(args.ckpt) if len(scales) == 1 else scales
     dtype = default_dtype(args.device)  # bfloat16 on a GPU that has it, else float32
-    read = stream if args.windows == 'stream' else documents
-    windows, about = read(args.data, lengths, args.tokens)
-    results = []
+    windows, about = (stream if args.windows == 'stream' else documents)(args.data, lengths,
+                                                                           args.tokens)
     for path, label, scale in zip(args.ckpt, labels, scales):
         ckpt = pretrained.read_source(path)  # a ckpt.pt, or a model that pretrained.py reads
         check_data(os.path.dirname(os.path.abspath(args.data)), ckpt, path)
@@ -95,24 +101,8 @@ def main(argv=None):
     if all(r['nll'] is None for r in results):
         raise SystemExit(f"no length could be scored ({about['tokens']:,} tokens of {args.data}, "
                          f"lengths {lengths}): give shorter --lengths or more --tokens")
-    about = dict(data=args.data, lengths=lengths, dtype=dtype, **about)
-    return write(args.out, about, results, labels, 'ppl')
-
-
-def measured(paths, labels):
-    """--final's results: the val losses at each context in train.py's final.json."""
-    results = []
-    for path, label in zip(paths, labels):
-        final = read_json(path)
-        rows = [dict(label=label, length=int(k.removeprefix(CTX)), nll=v, ppl=ppl(v),
-                     train_ctx=final.get('block_size')) for k, v in final.items()
-                if k.startswith(CTX)]
-        if not rows:
-            raise SystemExit(f"{path} holds no val losses at longer contexts ({CTX}<L>): its run "
-                             "had eval_contexts off, or examples data; evaluate its ckpt.pt with "
-                             "--ckpt instead")
-        results += rows
-    return results
+    return write(args.out, dict(data=args.data, lengths=lengths, dtype=dtype, **about), results,
+                 labels, 'ppl')
 
 
 def stream(data, lengths, budget):
@@ -126,23 +116,33 @@ def stream(data, lengths, budget):
 
 
 def documents(data, lengths, budget):
-    """(windows(L), about) of --windows documents."""
+    """(windows(L), about) of --windows documents: each length cuts the same rows (the first longest
+    + 1 tokens of the documents that long) into windows from their start, the last one shorter."""
     longest, tokens = max(lengths), load_tokens(data)  # checked first: the file, its meta.json
     eot = read_json(os.path.join(os.path.dirname(os.path.abspath(data)), 'meta.json')).get('eot')
     if eot is None:
         raise SystemExit(f"{data}: its meta.json names no end-of-document token (eot), so "
                          "documents cannot be told apart: use --windows stream")
-    blocks, eligible, in_all = document_blocks(tokens, eot, longest, budget // longest)
-    if not len(blocks):
-        raise SystemExit(f"{data}: no document holds {longest + 1:,} tokens (of {in_all:,}), or "
-                         f"--tokens {budget} is below {longest}: give shorter --lengths or more "
-                         "--tokens")
+    ends = np.flatnonzero(tokens == eot)
+    starts, ends = np.append(0, ends + 1), np.append(ends, len(tokens))  # (the last: maybe no eot)
+    long = [a for a, b in zip(starts, ends) if b - a > longest]
+    in_all = int(np.sum(ends > starts))
+    rows = [tokens[a:a + longest + 1].astype(np.int64) for a in long[:budget // longest]]
+    if not rows:
+        raise SystemExit(f"{data}: no document of {longest + 1:,} tokens (of {in_all:,}) fits in "
+                         f"--tokens {budget}: give shorter --lengths or more --tokens")
+    blocks = torch.from_numpy(np.stack(rows))
     about = dict(windows='documents', tokens=blocks.numel() - len(blocks),  # the predicted ones
-                 documents=len(blocks), documents_long_enough=eligible, documents_in_all=in_all)
+                 documents=len(blocks), documents_long_enough=len(long), documents_in_all=in_all)
     print(f"{data}: the first {longest + 1:,} tokens of {len(blocks):,} documents (of "
-          f"{eligible:,} that long, {in_all:,} in all): {about['tokens']:,} predicted tokens per "
+          f"{len(long):,} that long, {in_all:,} in all): {about['tokens']:,} predicted tokens per "
           f"length, lengths {lengths}")
-    return (lambda L: block_windows(blocks, L)), about
+
+    def windows(L):
+        x, y, full = blocks[:, :-1], blocks[:, 1:], longest // L * L
+        return [(x[:, :full].reshape(-1, L), y[:, :full].reshape(-1, L))] \
+            + [(x[:, full:], y[:, full:])] * (full < longest)
+    return windows, about
 
 
 def yarn_overrides(model_args, scale):
@@ -161,32 +161,10 @@ def stream_windows(tokens, L):
     return [(data[:-1].view(n, L), data[1:].view(n, L))] if n else []
 
 
-def document_blocks(tokens, eot, length, count):
-    """(blocks, eligible, documents): the first length + 1 tokens of the first `count` documents
-    that have as many, as rows; how many documents have as many; how many there are."""
-    ends = np.flatnonzero(np.asarray(tokens) == eot)
-    starts = np.concatenate([[0], ends + 1])[:len(ends) + 1]
-    ends = np.append(ends, len(tokens))  # the last document may end without its eot
-    long = [int(a) for a, b in zip(starts, ends) if b - a >= length + 1]
-    rows = [np.asarray(tokens[a:a + length + 1], dtype=np.int64) for a in long[:count]]
-    blocks = torch.from_numpy(np.stack(rows)) if rows else torch.zeros(0, length + 1).long()
-    return blocks, len(long), int(np.sum(ends > starts))
-
-
-def block_windows(blocks, L):
-    """[(inputs, targets)] of blocks (rows of Lmax + 1 tokens) cut into windows of L from their
-    start, the last one shorter where L does not divide Lmax: each length scores the same tokens."""
-    x, y = blocks[:, :-1], blocks[:, 1:]
-    full = x.shape[1] // L * L
-    groups = [(x[:, :full].reshape(-1, L), y[:, :full].reshape(-1, L))] if full else []
-    return groups + [(x[:, full:], y[:, full:])] * (full < x.shape[1]) if len(blocks) else []
-
-
 @torch.no_grad()
 def perplexities(model, windows, lengths, batch_size=1, device='cpu', dtype='float32', chunk=1024,
                  desc=''):
-    """{length: (mean NLL, perplexity, predicted tokens), or None where skipped} of the windows of
-    each length (windows(L): [(inputs, targets)] of equal-length windows)."""
+    """{length: (mean NLL, perplexity, predicted tokens), or None where skipped} of windows(L)."""
     out, cfg = {}, model.config
     for L in lengths:
         groups, beyond = windows(L), cfg.pos_emb in ABSOLUTE and L > cfg.block_size
@@ -212,8 +190,7 @@ def ppl(mean_nll):
 
 
 def tokens_scored(ev):
-    """The tokens an extrapolation.json scored, for a table's note: 'the first 58,880 tokens of
-    <data> (at 1024: 58,368, whole windows only)', naming each length that scored fewer."""
+    """A note on the tokens an extrapolation.json scored, and each length that scored fewer."""
     fewer = sorted({(r['length'], r['tokens']) for r in ev['results']
                     if r['nll'] is not None and r['tokens'] < ev['tokens']})
     return f"the first {ev['tokens']:,} tokens of {ev['data']}" + (

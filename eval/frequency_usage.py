@@ -4,9 +4,8 @@ heads and the first --tokens tokens of --data (in windows of block_size); and Po
 
     python -m eval.frequency_usage --rope out-owt-rope/ckpt.pt --pope out-owt-pope/ckpt.pt
 
-RoPE: the norm of each rotated pair i, channels (i, i + d/2), read before the rotation (which keeps
-it); PoPE: the magnitude mu of each channel (|x| for pope_mu='identity': its sign is a phase of pi).
-Frequency index 0 is the highest. Writes <out>.npz, .json, _magnitudes.png and _delta.png.
+Frequency 0 is the highest. RoPE: the norm of pair i, channels (i, i + d/2); PoPE: each channel's
+magnitude mu (|x| for pope_mu='identity'). Writes <out>.npz, .json, _magnitudes.png, _delta.png.
 """
 
 import math
@@ -39,9 +38,7 @@ def main(argv=None):
         raise SystemExit(f"{args.data} holds no tokens: prepare the data again "
                          "(python -m prepare.<name>)")
     stats, summary, arrays = {}, {}, {}
-    for name, path in (('RoPE', args.rope), ('PoPE', args.pope)):
-        if not path:
-            continue
+    for name, path in [(n, p) for n, p in (('RoPE', args.rope), ('PoPE', args.pope)) if p]:
         model, ckpt = pretrained.load(path, args.device, attn_impl='auto')  # a ckpt.pt, or GGUF
         check_data(os.path.dirname(os.path.abspath(args.data)), ckpt, path)
         cfg, want = model.config, ('pope',) if name == 'PoPE' else ('rope', 'rope_half')
@@ -60,8 +57,7 @@ def main(argv=None):
     write_json(args.out + '.json', summary)
     np.savez(args.out + '.npz', **arrays)
     plot_magnitudes(stats, args.out + '_magnitudes.png')
-    delta = arrays.get('PoPE_delta')
-    if delta is not None:
+    if (delta := arrays.get('PoPE_delta')) is not None:
         plot_delta(delta, args.out + '_delta.png')
     print(f"wrote {args.out}.npz, .json, _magnitudes.png" + (', _delta.png' * (delta is not None)))
     return stats, delta
@@ -115,10 +111,9 @@ def plot_delta(delta, path):
     cols, rows = min(L, 4), math.ceil(L / min(L, 4))
     fig, axes = subplots(rows, cols, figsize=(4 * cols + 1, 2.8 * rows), squeeze=False,
                          layout='constrained')
-    for l, ax in enumerate(axes.flat):
-        if l >= L:
-            ax.axis('off')
-            continue
+    for ax in axes.flat[L:]:
+        ax.axis('off')
+    for l, ax in enumerate(axes.flat[:L]):
         im = ax.imshow(delta[l], aspect='auto', origin='lower', cmap='twilight',
                        vmin=-2 * math.pi, vmax=0, interpolation='nearest')
         ax.set(title=f'layer {l}: delta (rad)', xlabel='frequency c (0 = highest)', ylabel='head')

@@ -5,19 +5,16 @@ Indirect indexing: probes of checkpoints, the table of a batch of runs, the task
     python -m eval.indirect_probe table out-probe_*      # markdown: a row per run, one per group
     python -m eval.indirect_probe chance                 # every variant of the data, in %
 
-probe, per checkpoint, on the first --n test examples of the data set it was trained on: accuracy
-per shift and per source position (<out>/acc_per_shift.png); per layer and head, the attention from
-the last position (it predicts the target) and from the source letter in the question to the source
-letter in the string and to the target ('weight': the mean weight; 'top': how often that key gets
-the head's largest weight); PoPE: per layer, delta (mean, std, share at the ends of [-2pi, 0]) and
-the magnitudes mu of queries and keys (mean; spread = std over tokens / RMS).
-table, per train.py run folder: the final test accuracy (final.json, else the last evaluation),
-the best, the first evaluated step at 20, 50 and 90 %, the 'window' chance level; then per group
-of seeds (the run's name without _s<seed>): mean +- std.
-chance, exact, from prepare/indirect_indexing.py's draws, what a model scores that knows part of the
-question: letter, a uniform guess among the string's letters (not the source, unless shifts of 0
-occur); position, the likeliest target position for the string's length; window, a uniform guess
-among the L - |shift| positions that the length and the shift allow (the source for a shift of 0).
+probe, on the first --n test examples of the checkpoint's data set: accuracy per shift and source
+position; per layer and head, the attention from the last position and from the question's source
+letter to the string's source letter and to the target (mean weight; 'top': how often it is the
+head's largest); PoPE: delta and the magnitudes mu of queries and keys, per layer.
+table, per run folder: the final and best test accuracy, the first step at 20, 50 and 90 %, the
+'window' chance level; then mean +- std per group of seeds (the run's name without _s<seed>).
+chance, exact: what a model scores that knows part of the question: letter, a uniform guess among
+the string's letters (not the source, unless shifts of 0 occur); position, the likeliest target
+position for the string's length; window, a uniform guess among the L - |shift| positions that the
+length and the shift allow (the source for a shift of 0).
 """
 
 import math
@@ -135,10 +132,8 @@ def read_test_rows(ckpt, data_dir=None, n=None):
 
 
 def parse_rows(rows, meta):
-    """Each padded row's fields: the source's index src in the string, the shift, the token index
-    at which the string starts (after left padding or '<bos>'), and the token indices of the source
-    letter in the question (q_src) and of the last input position (q_last, which predicts the
-    target)."""
+    """Each padded row's fields: the source's index in the string (src), the shift, the string's
+    first token index (start), the question's source letter's (q_src), the last input's (q_last)."""
     itos, sep = meta['itos'], meta['task']['sep']
     out = defaultdict(list)
     for row in rows:
@@ -153,9 +148,8 @@ def parse_rows(rows, meta):
 
 
 def forward_recorded(model, x):
-    """(logits, maps, inputs): maps[l] (B, H, T, T) are layer l's attention probabilities, inputs[l]
-    the normed input of its attention. The model must use attn_impl='torch', whose plain paths call
-    F.softmax once per layer on the scores (the maps are those very numbers)."""
+    """(logits, maps, inputs): maps[l] (B, H, T, T) are layer l's attention probabilities (the
+    F.softmax of attn_impl='torch'), inputs[l] the normed input of its attention."""
     maps, inputs, softmax = [], [], F.softmax
 
     def record(att, *args, **kwargs):
@@ -232,12 +226,12 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
     pct = lambda v: '' if v is None else f"{100 * v:.1f}"
     runs, groups = [], defaultdict(list)
     for folder in sorted(folders):
-        path = os.path.join(folder, 'eval_log.jsonl')
-        log = read_json(path, lines=True) if os.path.exists(path) else []
-        log = [r for r in log if 'test_acc' in r]
+        path, final_path, ckpt_path = (os.path.join(folder, name) for name in
+                                       ('eval_log.jsonl', 'final.json', 'ckpt.pt'))
+        log = [r for r in (read_json(path, lines=True) if os.path.exists(path) else [])
+               if 'test_acc' in r]
         if not log:
             continue
-        final_path, ckpt_path = os.path.join(folder, 'final.json'), os.path.join(folder, 'ckpt.pt')
         final = read_json(final_path).get('test_acc') if os.path.exists(final_path) else None
         read = [(path, k, r.get(k, 0.0 if k == 'train_acc' else None)) for r in log
                 for k in ('iter', 'test_acc', 'train_acc')]  # (train_acc: where the run has it)
@@ -247,12 +241,11 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
             raise SystemExit("{}: {} {!r} where train.py writes a number: not the log of an "
                              "indirect-indexing run; leave {} out, or train it again"
                              .format(*bad, folder))
-        chance = None
-        if os.path.exists(ckpt_path):
-            dataset = torch.load(ckpt_path, map_location='cpu', weights_only=True,
-                                 mmap=True)['config']['dataset']
-            chance = chance_levels(**task_options(dataset)[0])['window'] if dataset in VARIANTS \
-                else None
+        config = torch.load(ckpt_path, map_location='cpu', weights_only=True, mmap=True)['config'] \
+            if os.path.exists(ckpt_path) else {}
+        dataset = config.get('dataset')
+        chance = chance_levels(**task_options(dataset)[0])['window'] if dataset in VARIANTS \
+            else None
         run = os.path.basename(os.path.normpath(folder)).removeprefix('out-')
         acc = log[-1]['test_acc'] if final is None else final
         runs.append([run, f"{log[-1]['iter']}" + (' (cut)' if final is None else ''), pct(acc),
@@ -275,9 +268,7 @@ def table(folders, thresholds=(0.2, 0.5, 0.9)):
 def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', shifts=None,
                   anchor=None, shift_digits=None):
     """Expected accuracy (in [0, 1]) of each guess for make_example's options (sep and shift_digits
-    change nothing). Sub-tasks: content only (shift +-1) has window = letter, a guess among the
-    L - 1 letters; position only (anchor 'start' / 'end') is solved by reading the shift, so
-    'position' is what reading the length alone gives."""
+    change nothing); with an anchor, 'position' is what reading the length alone gives."""
     shifts = shift_choices(max_shift, zero_shift, shifts)
     n_lengths = lengths[1] - lengths[0] + 1
     letter = position = window = Fraction(0)

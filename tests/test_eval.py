@@ -162,7 +162,7 @@ def test_extrapolation_inside_documents(tmp_path):
         ('documents', 3, 4, 6)
     assert about['tokens'] == 75  # the predicted tokens: 25 of each block's 26, not its first
     for data, lengths, message in (  # each one line that says what to do
-            ('data/test.bin', '40', 'no document holds 41 tokens .* give shorter --lengths or more --tokens$'),
+            ('data/test.bin', '40', 'no document of 41 tokens .* give shorter --lengths or more --tokens$'),
             ('none/test.bin', '10', "none/test.bin: no such file; make the data with `python -m prepare.<name>`$")):
         with pytest.raises(SystemExit, match=message):
             extrapolation.main(['--ckpt', ck, '--data', str(tmp_path / data), '--windows', 'documents',

@@ -1,16 +1,16 @@
 """
 The ablations' table and figure from eval.extrapolation's output: per run (PoPE, an ablation, RoPE)
 the mean test perplexity over seeds at each context length, each seed's beside it, and the paper's.
+Reads DIR/extrapolation/extrapolation.json, writes DIR/table.md and DIR/ablations.png.
 
-    python results/ablations/table.py DIR   # reads DIR/extrapolation/extrapolation.json;
-                                            # writes DIR/table.md and DIR/ablations.png
+    python results/ablations/table.py DIR
 """
 
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import save_figure, subplots  # noqa: E402
+from eval import save_figure, subplots, write_page  # noqa: E402
 from eval.extrapolation import by_run, tokens_scored  # noqa: E402
 
 PAPER = {'pope': 21.33, 'no_softplus': 21.57, 'relu': 21.55, 'no_delta': 21.42, 'rope': 21.55}
@@ -34,15 +34,13 @@ lines += [f'| {NAMES[run]} | {PAPER[run]} | ' + ' | '.join(
 lines += ['', "Each cell: the mean over seeds (each seed's in brackets); test perplexity on "
           f"{tokens_scored(ev)}, in windows of each length; the paper's column is its 124M "
           "OpenWebText run."]
-with open(os.path.join(out, 'table.md'), 'w') as f:
-    f.write('\n'.join(lines) + '\n')
-print('\n'.join(lines))
+write_page(os.path.join(out, 'table.md'), lines)
 
 fig, ax = subplots(figsize=(6.4, 4.2))
 for run, v in ppl.items():
     m = [mean(v[L]) for L in lengths]
-    ax.errorbar(lengths, m, yerr=[[m[i] - min(v[L]) for i, L in enumerate(lengths)],
-                                  [max(v[L]) - m[i] for i, L in enumerate(lengths)]],
+    ax.errorbar(lengths, m, yerr=[[a - min(v[L]) for a, L in zip(m, lengths)],
+                                  [max(v[L]) - a for a, L in zip(m, lengths)]],
                 marker='o', capsize=3, label=f'{NAMES[run]} ({len(v[base])} seeds)')
 ax.axvline(base, color='grey', ls='--', lw=1, label='training context')
 ax.set(xlabel='context length (tokens)', ylabel='test perplexity (mean; bars: min-max over seeds)',

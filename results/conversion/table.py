@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import read_json, save_figure, subplots  # noqa: E402
+from eval import read_json, save_figure, subplots, write_page  # noqa: E402
 from eval.extrapolation import by_run, tokens_scored  # noqa: E402
 
 STYLE = {'2': ':', '10': '--', '30': '-'}  # the line of each share of recalibration steps (%)
@@ -46,10 +46,8 @@ seeds = {r['label'].rsplit('-s', 1)[1] for r in about['results']}
 best = lambda log: min(e['val_loss'] for e in log)
 for path in paths:
     ev = read_json(path)
-    for r in ev['results']:
+    for r in [r for r in ev['results'] if r['length'] == ev['lengths'][0]]:
         run, seed = r['label'].rsplit('-s', 1)
-        if r['length'] != ev['lengths'][0]:
-            continue
         # reproduce.sh's layout: each run's folder beside extrapolation/, named as its ckpt's
         d = os.path.join(os.path.dirname(os.path.dirname(path)),
                          os.path.basename(os.path.dirname(r['ckpt'])))
@@ -76,9 +74,7 @@ lines += [f'| {name(run)[0]} | ' + ' | '.join(cell([x[i] for x in v], 2) for i i
           for run, v in start.items()]
 lines += ['', "Val loss: train.py's estimate on eval_iters batches (eval_log.jsonl), mean over "
           'seeds (range).']
-with open(os.path.join(out, 'table.md'), 'w') as f:
-    f.write('\n'.join(lines) + '\n')
-print('\n'.join(lines))
+write_page(os.path.join(out, 'table.md'), lines)
 
 fig, ax = subplots(figsize=(9.6, 4.6))
 for run, v in ppl.items():

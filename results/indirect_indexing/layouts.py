@@ -6,7 +6,10 @@ layouts.md and curves_layouts.png.
     python results/indirect_indexing/layouts.py results/indirect_indexing
 """
 
-from seeds import NAMES, found_runs, parse, plot, read_run, steps_to, write
+import os
+
+from seeds import (NAMES, RUN_HEAD, found_runs, markdown_table, parse, plot, read_run, run_cells,
+                   write_page)
 
 # layout (the run folders' prefix) -> its data set and ingredients: a run of pad tokens before the
 # string, the query at one position, the string's lengths, ', ' separators, shifts of 0
@@ -28,20 +31,18 @@ def main(argv=None):
     folder = parse(__doc__, 'layouts.md', argv)
     runs = [(layout, pe, seed, read_run(path))
             for (layout, pe, seed), path in found_runs(folder, list(LAYOUTS))]
-    rows = ['| layout (data set) | pad prefix | fixed query position | string length | `, ` | '
-            'shifts of 0 | run | ended | first eval >= 10.5 % | >= 50 % | >= 90 % | test acc % | '
-            'train acc % |', '|---' * 13 + '|']
-    rows += [f"| {layout} (`{LAYOUTS[layout][0]}`) | " + ' | '.join(LAYOUTS[layout][1:])
-             + f" | {NAMES[pe]} s{seed} | {r['ended']} | {steps_to(r)} | {100 * r['test_acc']:.1f} "
-             f"| {100 * r['train_acc']:.1f} |" for layout, pe, seed, r in runs]
-    write(folder, 'layouts.md', [
+    rows = [[f"{layout} (`{LAYOUTS[layout][0]}`)", *LAYOUTS[layout][1:], f"{NAMES[pe]} s{seed}",
+             *run_cells(r)] for layout, pe, seed, r in runs]
+    write_page(os.path.join(folder, 'layouts.md'), [
         "# Which part of the layout decides (200k-step schedule)", '',
         f"Made by `python results/indirect_indexing/layouts.py {folder}` from the run folders "
         "`runs/<layout>_<encoding>_s<seed>/`; `paper200k` is our first layout. Test accuracy's "
         "plateau before the rule (the shift read, the source not found: `python -m "
         "eval.indirect_probe chance`, column window) is 9.2 % with shifts of 0 (their rows copy "
         "the source) and 4.95 % without (4.55 % for fixedlen's 30 letters), so 10.5 % marks "
-        "leaving it for the first and twice it for the second.", '', *rows])
+        "leaving it for the first and twice it for the second.", '',
+        markdown_table(['layout (data set)', 'pad prefix', 'fixed query position', 'string length',
+                        '`, `', 'shifts of 0', 'run', *RUN_HEAD], rows)])
     labelled, lines = set(), []
     for layout, pe, _, r in runs:
         label = f"{layout}, {NAMES[pe]}"

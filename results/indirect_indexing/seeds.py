@@ -1,13 +1,11 @@
 """
-The seeds of the indirect-indexing comparison, PoPE against RoPE on the replication's layout at the
-200k-step schedule, and their exact rank test (results/indirect_indexing/README.md, "Seeds of the
-replication's layout"): reads the run folders runs/leftpad_<pope|rope>_s<seed>/, writes seeds.md
-and curves_seeds.png.
+PoPE against RoPE, the seeds of the replication's layout at 200k steps, and their exact rank test
+(README.md, "Seeds of the replication's layout"): runs/leftpad_<pope|rope>_s<seed>/ read, seeds.md
+and curves_seeds.png written.
 
     python results/indirect_indexing/seeds.py results/indirect_indexing
 """
 
-import argparse
 import itertools
 import math
 import os
@@ -16,11 +14,13 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import read_json, save_figure, subplots  # noqa: E402
+from eval import markdown_table, read_json, save_figure, subplots, write_page  # noqa: E402
+from prepare.common import parser  # noqa: E402
 
 THRESHOLDS = (0.105, 0.5, 0.9)  # the chance plateau's edge (9.2 %), half, solved
 SCHEDULE = 200_000
 NAMES = {'pope': 'PoPE', 'rope': 'RoPE'}
+RUN_HEAD = ['ended', 'first eval >= 10.5 %', '>= 50 %', '>= 90 %', 'test acc %', 'train acc %']
 
 
 def main(argv=None):
@@ -28,17 +28,12 @@ def main(argv=None):
     runs = {'pope': [], 'rope': []}
     for (_, pe, seed), path in sorted(found_runs(folder, ['leftpad']), key=lambda f: f[1]):
         runs[pe].append(dict(read_run(path), seed=seed))  # (in the order of their names)
-    rows = ['| run | ended | first eval >= 10.5 % | >= 50 % | >= 90 % | test acc % | train acc % | '
-            'probe: worst shift |', '|---|---|---|---|---|---|---|---|']
-    summary = ['| encoding | runs | solved (test >= 90 %), of those not cut short before | steps '
-               'to 90 %: median | range |', '|---|---|---|---|---|']
-    ranked, notes = {}, []
+    rows, summary, ranked, notes = [], [], {}, []
     shown = lambda s: f"{SCHEDULE // 1000}k+" if s == math.inf else fmt_step(int(s))
     for pe, rs in runs.items():
         for r in sorted(rs, key=lambda r: int(r['seed'])):
             probe = f"{100 * r['probe'][0]:.1f} % (shift {r['probe'][1]})" if 'probe' in r else ''
-            rows.append(f"| {NAMES[pe]} s{r['seed']} | {r['ended']} | {steps_to(r)} | "
-                        f"{100 * r['test_acc']:.1f} | {100 * r['train_acc']:.1f} | {probe} |")
+            rows.append([f"{NAMES[pe]} s{r['seed']}", *run_cells(r), probe])
         notes += [f"- {NAMES[pe]} s{r['seed']} " + ('was cut' if r['ended'].startswith('cut') else
                   'stopped early on its val accuracy') + f" at {r['last_iter'] // 1000}k before "
                   f"reaching 90 % (test accuracy {100 * r['test_acc']:.1f} %): in the test as not "
@@ -46,10 +41,9 @@ def main(argv=None):
                   if not r['complete'] and r['to'][0.9] is None]
         ranked[pe] = [steps_to_90(r) for r in rs]
         known = [s if ok else math.inf for (s, ok), r in zip(ranked[pe], rs) if ok or r['complete']]
-        summary.append(f"| {NAMES[pe]} | {len(rs)} | {sum(ok for _, ok in ranked[pe])} of "
-                       f"{len(known)} | " + (shown(statistics.median(known)) if known else '-')
-                       + ' | ' + (f"{shown(min(known))} - {shown(max(known))}" if known else '-')
-                       + ' |')
+        summary.append([NAMES[pe], len(rs), f"{sum(ok for _, ok in ranked[pe])} of {len(known)}",
+                        shown(statistics.median(known)) if known else '-',
+                        f"{shown(min(known))} - {shown(max(known))}" if known else '-'])
     if min(map(len, ranked.values())) >= 2:
         pope_first, rope_first, p_value, n_splits = exact_rank_test(ranked['pope'], ranked['rope'])
         n, m = len(ranked['pope']), len(ranked['rope'])
@@ -59,10 +53,13 @@ def main(argv=None):
                 f"two-sided p = {p_value:.3f} over all {n_splits} splits of the pooled runs.")
     else:
         test = "Fewer than two runs of an encoding: no test."
-    write(folder, 'seeds.md', [
+    write_page(os.path.join(folder, 'seeds.md'), [
         "# PoPE against RoPE, seeds of the replication's layout (200k-step schedule)", '',
         f"Made by `python results/indirect_indexing/seeds.py {folder}` from the run folders "
-        "`runs/leftpad_<encoding>_s<seed>/`.", '', *rows, '', *summary, '', test, *notes])
+        "`runs/leftpad_<encoding>_s<seed>/`.", '',
+        markdown_table(['run', *RUN_HEAD, 'probe: worst shift'], rows), '',
+        markdown_table(['encoding', 'runs', 'solved (test >= 90 %), of those not cut short before',
+                        'steps to 90 %: median', 'range'], summary), '', test, *notes])
     plot(folder, 'curves_seeds.png', (8, 4.5), "Indirect indexing, replication's layout, 200k-step "
          "schedule: one line per seed", [(r['curve'], dict(
              color=f'C{colour}', label=f"{NAMES[pe]} ({len(rs)} seeds)" if k == 0 else None))
@@ -72,10 +69,8 @@ def main(argv=None):
 
 def parse(doc, page, argv):
     """The study's folder, from the command line."""
-    p = argparse.ArgumentParser(description=doc,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('folder', help=f'results/indirect_indexing (reads runs/, writes {page} and a '
-                   'figure)')
+    p = parser(doc)
+    p.add_argument('folder', help=f'results/indirect_indexing (reads runs/; writes {page}, a png)')
     return p.parse_args(argv).folder
 
 
@@ -94,8 +89,7 @@ def found_runs(folder, layouts):
 
 
 def read_run(folder):
-    """One run's numbers: the steps to each threshold, the last evaluation, why it ended, its probe
-    per shift."""
+    """One run's numbers: steps to each threshold, last evaluation, why it ended, probe."""
     log = read_json(os.path.join(folder, 'eval_log.jsonl'), lines=True)
     final_path, probe_path = os.path.join(folder, 'final.json'), os.path.join(folder, 'probe.json')
     final, last = read_json(final_path) if os.path.exists(final_path) else None, log[-1]
@@ -114,9 +108,10 @@ def read_run(folder):
     return run
 
 
-def steps_to(run):
-    """The table's cells of the steps to each threshold: '12k', or '-' if never reached."""
-    return ' | '.join(fmt_step(run['to'][t]) for t in THRESHOLDS)
+def run_cells(run):
+    """A run's cells under RUN_HEAD ('-': a threshold never reached)."""
+    return [run['ended'], *(fmt_step(run['to'][t]) for t in THRESHOLDS),
+            f"{100 * run['test_acc']:.1f}", f"{100 * run['train_acc']:.1f}"]
 
 
 def steps_to_90(run):
@@ -126,8 +121,7 @@ def steps_to_90(run):
 
 
 def first(x, y):
-    """+1 if run x (step, solved) certainly got to 90 % before run y, -1 if after, 0 if tied or not
-    known."""
+    """+1 if run x (step, solved) surely got to 90 % before y, -1 if after, else 0."""
     (sx, x_solved), (sy, y_solved) = x, y
     if x_solved and (sx < sy or sx == sy and not y_solved):  # y: solved later, or not by sy >= sx
         return 1
@@ -152,12 +146,6 @@ def exact_rank_test(a, b):
 
 def fmt_step(step):
     return '-' if step is None else f"{step // 1000}k"
-
-
-def write(folder, page, lines):
-    with open(os.path.join(folder, page), 'w') as f:
-        f.write('\n'.join(lines) + '\n')
-    print('\n'.join(lines))
 
 
 def plot(folder, name, size, title, lines, **legend):

@@ -1,15 +1,11 @@
 """
 The tiles, warps and splits of pope_decode.decode (results/speed/README.md, "The kernel's tiles"):
 each setting's decode attention, timed as bench_generate.py's, against the defaults' (the geometric
-mean over the shapes of the time ratio); the module's DECODE_BLOCK, DECODE_WARPS[64] and
-MIN_PROGRAMS are set for each.
+mean over the shapes of the time ratio). Writes DIR/decode_tiles.md, the best score first.
 
     python results/speed/bench_decode_tiles.py --out=results/speed/generate   # ~2 minutes, H200
-
-Writes DIR/decode_tiles.md (the table, best score first) and prints a line per shape.
 """
 
-import argparse
 import itertools
 import math
 import os
@@ -24,11 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 import pope_decode  # noqa: E402
 from bench_attention import cuda_graph  # noqa: E402
-from eval import code_commit  # noqa: E402
+from eval import code_commit, write_page  # noqa: E402
 from model import pope_frequencies  # noqa: E402
+from prepare.common import parser  # noqa: E402
 
-p = argparse.ArgumentParser(description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+p = parser(__doc__)
 p.add_argument('--out', required=True, help='folder for decode_tiles.md')
 args = p.parse_args()
 if not torch.cuda.is_available():
@@ -43,7 +39,7 @@ DEFAULT = (pope_decode.DECODE_BLOCK, pope_decode.DECODE_WARPS[D], pope_decode.MI
 start = time.time()
 
 
-def setting(block, warps, per_sm):
+def setting(block, warps, per_sm):  # the module's constants that decode reads
     pope_decode.DECODE_BLOCK, pope_decode.DECODE_WARPS[D] = block, warps
     pope_decode.MIN_PROGRAMS = int(per_sm * SMS)
 
@@ -99,7 +95,4 @@ lines += ['', f'| defaults | | | {head} |', '|---|---|---|' + '---|' * len(SHAPE
           f"| PoPE GB/s | | | {cells(DEFAULT, 'pope', gbs)} |",
           f"| RoPE (plain keys) us | | | {cells(DEFAULT, 'rope', us)} |", '',
           f'Total {time.time() - start:.0f} s.']
-table = '\n'.join(lines) + '\n'
-with open(os.path.join(args.out, 'decode_tiles.md'), 'w') as f:
-    f.write(table)
-print('\n' + table)
+write_page(os.path.join(args.out, 'decode_tiles.md'), lines)

@@ -6,11 +6,11 @@ and generate.generate of the 124M model end to end, eager and compiled, RoPE and
     python results/speed/bench_generate.py --out=results/speed/generate     # ~6 minutes, one H200
     python results/speed/bench_generate.py --smoke --device=cpu --out=DIR   # tiny: it runs
 
-Writes DIR/generate.json and DIR/generate.md. A row that fails records its error and the run goes
-on; rows and timed calls that would start after --budget_s seconds are skipped, and marked so.
+Writes DIR/generate.json and .md. A row that fails records its error and the run goes on; a row or
+timed call that would start after --budget_s seconds is skipped, and marked so.
 """
 
-import argparse
+import itertools
 import json
 import math
 import os
@@ -25,30 +25,24 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-from eval import code_commit, markdown_table  # noqa: E402
+from eval import DEVICE, code_commit, device_arg, markdown_table, write_page  # noqa: E402
 from generate import generate  # noqa: E402
 from model import GPT, GPTConfig, cache_attention, pope_frequencies  # noqa: E402
+from prepare.common import parser, positive_int  # noqa: E402
 
-p = argparse.ArgumentParser(description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+p = parser(__doc__)
 p.add_argument('--out', required=True, help='folder for generate.json and generate.md')
 p.add_argument('--smoke', action='store_true', help='a tiny model and lengths (any device)')
-p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+p.add_argument('--device', type=device_arg, default=DEVICE)
 p.add_argument('--sections', default='attention,generate', help='attention and/or generate')
 p.add_argument('--modes', default='compiled,eager', help='compiled and/or eager')
-p.add_argument('--repeats', type=int, default=3, help='timed calls of each compiled cell and model')
-p.add_argument('--eager_repeats', type=int, default=1, help='the same, eager')
+p.add_argument('--repeats', type=positive_int, default=3, help='timed calls of a compiled cell')
+p.add_argument('--eager_repeats', type=positive_int, default=1, help='the same, eager')
 p.add_argument('--budget_s', type=float, default=420.0, help='nothing starts after so many seconds')
 args = p.parse_args()
 sections, modes = args.sections.split(','), args.modes.split(',')
 if not set(sections) <= {'attention', 'generate'} or not set(modes) <= {'compiled', 'eager'}:
     sys.exit('--sections: attention and/or generate; --modes: compiled and/or eager')
-if min(args.repeats, args.eager_repeats) < 1:
-    sys.exit(f'--repeats={args.repeats}, --eager_repeats={args.eager_repeats}: each must be 1 or '
-             'more')
-if args.device.startswith('cuda') and not torch.cuda.is_available():
-    sys.exit(f'--device={args.device}, but torch finds no CUDA GPU here: use --device=cpu (with '
-             '--smoke)')
 os.makedirs(args.out, exist_ok=True)
 sys.stdout.reconfigure(line_buffering=True)  # a run cut short still leaves every line it printed
 
@@ -71,7 +65,8 @@ def main():
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or 'CPU'
     log(f'{name} | torch {torch.__version__} | triton {triton.__version__} | python '
         f'{platform.python_version()}')
-    result = {'decode_attention': attention_rows() if 'attention' in sections else [],
+    result = {'decode_attention': [attention_row(B, L) for L in LENGTHS for B in BATCHES]
+                                  if 'attention' in sections else [],
               'generate': generate_rows() if 'generate' in sections else []}
     meta = result['meta'] = dict(
         device=name, torch=torch.__version__, triton=triton.__version__,
@@ -83,26 +78,15 @@ def main():
                             f"{meta['cudagraph_skips']} CUDA-graph skips.")
     with open(os.path.join(args.out, 'generate.json'), 'w') as f:
         json.dump(result, f, indent=1)
-    table = markdown(result)
-    with open(os.path.join(args.out, 'generate.md'), 'w') as f:
-        f.write(table)
-    print('\n' + table)
+    write_page(os.path.join(args.out, 'generate.md'), markdown(result))
     log(f'wrote {os.path.join(args.out, "generate.json")} and generate.md')
 
 
-def attention_rows():
-    rows = []
-    for L in LENGTHS:
-        for B in BATCHES:
-            rows.append(dict(batch=B, cache=L))
-            if not over_budget(rows[-1]):
-                attention_row(rows[-1], B, L)
-                log(f'decode attention {rows[-1]}')
-    return rows
-
-
-def attention_row(row, B, L):
-    """The decode attention of a batch of B over caches of L positions, all visible, into row."""
+def attention_row(B, L):
+    """The decode attention of a batch of B over caches of L positions, all visible."""
+    row = dict(batch=B, cache=L)
+    if over_budget(row):
+        return row
     # the layers' caches timed in turn: 12, as the model, or more (200 MB at least, so that no
     # layer's cache is still in the GPU's L2 when it is read again); the time per layer
     layers = max(12, math.ceil(200e6 / (B * H * L * 2 * D * 2))) if cuda else 1
@@ -135,6 +119,8 @@ def attention_row(row, B, L):
         row['pope_model_GBps'] = gb(D if cuda else 2 * D) / (row['pope_model_ms'] / 1e3)
     if row['pope_model_ms'] and row['rope_nomask_ms']:
         row['pope_model_vs_rope_nomask'] = row['pope_model_ms'] / row['rope_nomask_ms']
+    log(f'decode attention {row}')
+    return row
 
 
 def generate_rows():
@@ -153,49 +139,44 @@ def generate_rows():
     # whatever the order of the rows (Dynamo's automatic dynamic shapes, whose record of sizes the
     # models share, would make the first graph static and later ones dynamic).
     rows = []
-    for mode in modes:
+    for mode, B, new in itertools.product(modes, BATCHES, NEW):
         compile = mode == 'compiled'
-        for B in BATCHES:
-            for new in NEW:
-                cell = {pe: dict(mode=mode, batch=B, prompt=PROMPT, new_tokens=new, pos_emb=pe,
-                                 runs_s=[]) for pe in models}
-                rows += cell.values()
-                if all([over_budget(row) for row in cell.values()]):
-                    log(f'generate {mode}, batch {B}, {new} new tokens: skipped')
-                    continue
-                idx = torch.randint(0, models['rope'].config.vocab_size, (B, PROMPT), device=device,
-                                    generator=torch.Generator(device).manual_seed(SEED))
+        cell = {pe: dict(mode=mode, batch=B, prompt=PROMPT, new_tokens=new, pos_emb=pe, runs_s=[])
+                for pe in models}
+        rows += cell.values()
+        if all([over_budget(row) for row in cell.values()]):
+            log(f'generate {mode}, batch {B}, {new} new tokens: skipped')
+            continue
+        idx = torch.randint(0, models['rope'].config.vocab_size, (B, PROMPT), device=device,
+                            generator=torch.Generator(device).manual_seed(SEED))
 
-                def run(m, n):
-                    torch.manual_seed(SEED)
-                    return generate(m, idx, n, top_k=TOP_K, compile=compile)
-                for pe, m in models.items():  # compiled: of the cell's shapes, which compiles
-                    measured(cell[pe], 'warmup_s', lambda: seconds(lambda: run(m, new if compile
-                                                                              else 16)))
-                for _ in range(args.repeats if compile else args.eager_repeats):
-                    for pe, m in models.items():  # in turn: a drift of the machine meets both
-                        row = cell[pe]
-                        if row['warmup_s'] is None or row.get('error') or over_budget():
-                            continue
-                        t = attempt(row, 'timed call', lambda: seconds(lambda: run(m, new)))
-                        if t is not None:
-                            row['runs_s'].append(t)
-                for row in cell.values():
-                    if row['runs_s']:  # tokens/s of each call: the median, and the range
-                        tps = sorted(B * new / s for s in row['runs_s'])
-                        row.update(tokens_per_s=statistics.median(tps), tokens_per_s_min=tps[0],
-                                   tokens_per_s_max=tps[-1],
-                                   ms_per_step=1e3 * B / statistics.median(tps))
-                    log(f'generate {row}')
-                if cell['rope'].get('tokens_per_s') and cell['pope'].get('tokens_per_s'):
-                    cell['pope']['pope_vs_rope'] = (cell['pope']['tokens_per_s']
-                                                    / cell['rope']['tokens_per_s'])
+        def run(m, n):  # the seconds of a call, from the same seed
+            torch.manual_seed(SEED)
+            return seconds(lambda: generate(m, idx, n, top_k=TOP_K, compile=compile))
+        for pe, m in models.items():  # compiled: of the cell's shapes, which compiles
+            measured(cell[pe], 'warmup_s', lambda: run(m, new if compile else 16))
+        for _ in range(args.repeats if compile else args.eager_repeats):
+            for pe, m in models.items():  # in turn: a drift of the machine meets both
+                row = cell[pe]
+                if row['warmup_s'] is None or row.get('error') or over_budget():
+                    continue
+                t = attempt(row, 'timed call', lambda: run(m, new))
+                if t is not None:
+                    row['runs_s'].append(t)
+        for row in cell.values():
+            if row['runs_s']:  # tokens/s of each call: the median, and the range
+                tps = sorted(B * new / s for s in row['runs_s'])
+                row.update(tokens_per_s=statistics.median(tps), tokens_per_s_min=tps[0],
+                           tokens_per_s_max=tps[-1], ms_per_step=1e3 * B / statistics.median(tps))
+            log(f'generate {row}')
+        rope, pope = (cell[pe].get('tokens_per_s') for pe in ('rope', 'pope'))
+        if rope and pope:
+            cell['pope']['pope_vs_rope'] = pope / rope
     return rows
 
 
 def model_config(pos_emb):
-    """GPTConfig of the 124M model of config/owt_<pos_emb>.py (its assignments, run from the
-    repository root), or the smoke run's tiny one."""
+    """GPTConfig of config/owt_<pos_emb>.py's 124M model, or the smoke run's tiny one."""
     if args.smoke:
         return GPTConfig(pos_emb=pos_emb, **SHAPE)
     scope, cwd = {}, os.getcwd()
@@ -209,6 +190,7 @@ def model_config(pos_emb):
 
 
 def markdown(result):
+    """The lines of generate.md."""
     meta, fmt = result['meta'], lambda x, spec: '' if x is None else format(x, spec)
     lines = [f"# Generation speed ({meta['device']})", '',
              f"torch {meta['torch']}, triton {meta['triton']}, python {meta['python']}, commit "
@@ -237,7 +219,7 @@ def markdown(result):
                  fmt(r.get('warmup_s'), '.1f'), r.get('error', '')] for r in result['generate']]
         lines += [f'## generate.generate, prompt {PROMPT}, top-k {TOP_K}', '',
                   markdown_table(head, rows), '']
-    return '\n'.join(lines + [f"Total {meta['seconds']:.0f} s. {meta['compile_note']}"]) + '\n'
+    return lines + [f"Total {meta['seconds']:.0f} s. {meta['compile_note']}"]
 
 
 def log(msg):
@@ -245,13 +227,10 @@ def log(msg):
 
 
 def gpu_ms(fn):
-    """Median ms of fn(): on a GPU the replays of fn captured in one CUDA graph (the GPU's time
-    alone), elsewhere calls timed by the clock."""
+    """Median ms of fn(): on a GPU, of its CUDA graph's replays (the GPU's time alone)."""
     if cuda:
-        import triton
-        from bench_attention import cuda_graph
-        graph, _ = cuda_graph(fn)
-        return triton.testing.do_bench(graph.replay, return_mode='median')
+        from bench_attention import cuda_graph, median_ms
+        return median_ms(cuda_graph(fn)[0].replay)
     fn()
     return 1e3 * statistics.median(seconds(fn) for _ in range(5))
 
@@ -283,11 +262,10 @@ def measured(row, key, fn):
 
 def over_budget(row=None):
     """True past --budget_s (and row marked skipped)."""
-    if time.time() - start <= args.budget_s:
-        return False
-    if row is not None:
+    over = time.time() - start > args.budget_s
+    if over and row is not None:
         row['error'] = f'skipped: past --budget_s={args.budget_s:.0f}'
-    return True
+    return over
 
 
 if __name__ == '__main__':
