@@ -6,6 +6,7 @@ triton (impl='triton').
 
     python bench_attention.py                           # table, GQA, decoding, compile + graphs
     python bench_attention.py --sections graphed,gqa    # GPU time alone (CUDA-graph replays); GQA
+    python bench_attention.py --sections options        # every way to run d 128, against RoPE
 """
 import contextlib
 import functools
@@ -112,6 +113,67 @@ def hybrid_enable_gqa(q, k, v, delta):
                                           enable_gqa=True)
 
 
+def padded_v(q, k, v, delta):
+    """The hybrid with v zero-padded to the width of q', k' (2d): a shape whose backward cuDNN and
+    flash attention take at d 128 (q'/k' 256, v 256), at twice the PV FLOPs."""
+    th = theta(q.shape[-1])
+    qp, kp = pope_kernel.cartesian(q, k, delta, th, *pope_kernel.phase_table(th, k.shape[2]), 0,
+                                   True, "softplus")
+    vp = F.pad(v, (0, qp.shape[-1] - v.shape[-1]))
+    out = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True, scale=q.shape[-1] ** -0.5)
+    return out[..., :v.shape[-1]]
+
+
+@functools.cache
+def flex_causal(T):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, T, T, device="cuda")
+    return torch.compile(flex_attention), mask
+
+
+def flex(q, k, v, delta):
+    """The hybrid with FlexAttention (compiled) in place of SDPA: it takes q', k' 2d and v d."""
+    th = theta(q.shape[-1])
+    qp, kp = pope_kernel.cartesian(q, k, delta, th, *pope_kernel.phase_table(th, k.shape[2]), 0,
+                                   True, "softplus")
+    attend, mask = flex_causal(q.shape[2])
+    return attend(qp, kp, v, block_mask=mask, scale=q.shape[-1] ** -0.5)
+
+
+def run_options(d=128):
+    """Every way to run PoPE attention at head dim d against RoPE's cuDNN attention on the same
+    inputs; TFLOP/s on the useful FLOPs (RoPE's 14, PoPE's 22 T^2 d a head, halved by causality)."""
+    print(f"\n## Options at d {d}: causal bf16, 16k tokens a batch, 12 heads (fwd / fwd+bwd ms, "
+          "median)")
+    print("| T | option | fwd / fwd+bwd ms | / RoPE cuDNN fwd, fwd+bwd | TFLOP/s fwd+bwd |")
+    print("|---|---|---|---|---|")
+    cudnn, flash = SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION
+    options = {"hybrid (SDPA on q', k', v), cuDNN": (PATHS["hybrid"], cudnn),
+               "hybrid, default SDPA backend": (PATHS["hybrid"], None),
+               "all-Triton": (PATHS["triton"], None),
+               "v padded to 2d, cuDNN": (padded_v, cudnn),
+               "v padded to 2d, flash": (padded_v, flash),
+               "FlexAttention (compiled)": (flex, None)}
+    for T in (1024, 4096, 16384):
+        q, k, v, delta = xs = inputs(TOKENS // T, H, H, T, T, d)
+        useful = lambda n: n * (TOKENS // T) * H * T * T * d / 2
+        with sdpa_kernel(cudnn):
+            rope = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v])
+        print(f"| {T} | RoPE, cuDNN | {ms(rope)} | 1.00x, 1.00x | "
+              f"{useful(14) / (rope[1] * 1e-3) / 1e12:.0f} |")
+        for name, (fn, backend) in options.items():
+            try:
+                with sdpa_kernel(backend) if backend else contextlib.nullcontext():
+                    r = bench(lambda: fn(*xs), xs)
+            except Exception as err:  # an option this GPU or library cannot run: say so
+                print(f"| {T} | {name} | cannot run: {type(err).__name__}: "
+                      f"{str(err).splitlines()[0][:120]} | | |")
+                continue
+            print(f"| {T} | {name} | {ms(r)} | {ratio(r, rope)} | "
+                  f"{useful(22) / (r[1] * 1e-3) / 1e12:.0f} |")
+        print(f"(the model's path at d {d}, T {T}: {model.pope_path('auto', q)})")
+
+
 def run_gqa():
     print("\n## GQA: d 64, T 4096, B 4, 12 query heads on 4 kv heads, causal bf16 (fwd / fwd+bwd "
           "ms)")
@@ -194,8 +256,8 @@ def run_graphed():
 
 
 if __name__ == "__main__":
-    sections = dict(table=run_table, gqa=run_gqa, decode=run_decode, compile=run_compile,
-                    graphed=run_graphed)
+    sections = dict(table=run_table, options=run_options, gqa=run_gqa, decode=run_decode,
+                    compile=run_compile, graphed=run_graphed)
     p = parser(__doc__)
     p.add_argument("--sections", default="table,gqa,decode,compile",
                    help="comma-separated: " + ",".join(sections))
