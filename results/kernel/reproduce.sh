@@ -28,7 +28,7 @@ finish() {  # waits for each job started by `on`; a failure names its log
   pids=(); logs=()
 }
 pids=(); logs=()
-on 0 table_gqa.log python bench_attention.py --sections table,gqa
+on 0 table_gqa.log python bench_attention.py --sections table,gqa,options
 on $second graphed_decode_compile.log python bench_attention.py --sections graphed,decode,compile
 finish
 # the compiled kernels against the float64 reference (the CPU suite runs the Triton interpreter)
