@@ -355,6 +355,16 @@ def test_no_script_ends_processes_by_name():
     assert hits == []
 
 
+def test_indirect_study_with_no_run_says_so(sandbox):
+    root, env, log = sandbox
+    script = 'results/indirect_indexing/reproduce.sh'
+    p = run(root, env, script, 'wait', '1', STUDY='st')
+    assert p.returncode == 0 and 'no run in st/: start one with bash' in p.stdout, p.stdout + p.stderr
+    p = run(root, env, script, 'finish', STUDY='st')
+    assert p.returncode == 1 and 'finish: no run in st/ to stop or probe' in p.stderr, p.stdout + p.stderr
+    assert not log.exists()
+
+
 def test_indirect_study_bad_verbs_say_what_is_wrong(sandbox):
     root, env, log = sandbox
     script = 'results/indirect_indexing/reproduce.sh'
