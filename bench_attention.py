@@ -104,11 +104,16 @@ def run_table():
           "choice it measured " + ", ".join(default_backend) + " ms)")
 
 
+def prologue(q, k, delta):
+    """pope_attention_fast's q', k' (time-major, as it gives cuDNN), for the variants below."""
+    th = theta(q.shape[-1])
+    return pope_kernel.cartesian(q, k, delta, th, *pope_kernel.phase_table(th, k.shape[2]), 0,
+                                 True, "softplus")
+
+
 def hybrid_enable_gqa(q, k, v, delta):
     """The hybrid path with SDPA's enable_gqa, where pope_attention_fast copies k', v per head."""
-    th = theta(q.shape[-1])
-    qp, kp = pope_kernel.cartesian(q, k, delta, th, *pope_kernel.phase_table(th, k.shape[2]), 0,
-                                   True, "softplus")
+    qp, kp = prologue(q, k, delta)
     return F.scaled_dot_product_attention(qp, kp, v, is_causal=True, scale=q.shape[-1] ** -0.5,
                                           enable_gqa=True)
 
@@ -116,9 +121,7 @@ def hybrid_enable_gqa(q, k, v, delta):
 def padded_v(q, k, v, delta):
     """The hybrid with v zero-padded to the width of q', k' (2d): a shape whose backward cuDNN and
     flash attention take at d 128 (q'/k' 256, v 256), at twice the PV FLOPs."""
-    th = theta(q.shape[-1])
-    qp, kp = pope_kernel.cartesian(q, k, delta, th, *pope_kernel.phase_table(th, k.shape[2]), 0,
-                                   True, "softplus")
+    qp, kp = prologue(q, k, delta)
     vp = F.pad(v, (0, qp.shape[-1] - v.shape[-1]))
     out = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True, scale=q.shape[-1] ** -0.5)
     return out[..., :v.shape[-1]]
@@ -133,9 +136,7 @@ def flex_causal(T):
 
 def flex(q, k, v, delta):
     """The hybrid with FlexAttention (compiled) in place of SDPA: it takes q', k' 2d and v d."""
-    th = theta(q.shape[-1])
-    qp, kp = pope_kernel.cartesian(q, k, delta, th, *pope_kernel.phase_table(th, k.shape[2]), 0,
-                                   True, "softplus")
+    qp, kp = prologue(q, k, delta)
     attend, mask = flex_causal(q.shape[2])
     return attend(qp, kp, v, block_mask=mask, scale=q.shape[-1] ** -0.5)
 
