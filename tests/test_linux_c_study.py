@@ -152,6 +152,15 @@ def test_the_sizes_pair_their_seeds_and_draw_the_gap(tmp_path):
     assert os.path.getsize(tmp_path / 'sizes.png') > 10000
 
 
+def test_a_size_with_no_pair_says_so_and_draws_no_figure(tmp_path):
+    pytest.importorskip('matplotlib')
+    write_arm(tmp_path, 'pope-16m', 1, 2.0, 2.1, [1.0] * 5, params=16.1)  # no RoPE of its seed
+    study.main([str(tmp_path)])
+    page = (tmp_path / 'results.md').read_text()
+    assert 'No size has both encodings of one seed yet.' in page and 'sizes.png' not in page
+    assert not (tmp_path / 'sizes.png').exists()
+
+
 def test_an_ablation_with_no_pope_of_its_seed(tmp_path):
     """An ablation and a RoPE of its seed, no PoPE: no pair and no difference, its scores listed all the same; a
     folder named as no ablation is no arm's."""

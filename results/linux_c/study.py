@@ -264,8 +264,11 @@ def sizes_section(arms):
     its p-value. Only where an arm of another size than 8 x 512 exists."""
     if not any(a['enc'] in SIZES for a in arms):
         return []
+    pairs = size_pairs(arms)
+    if not pairs:
+        return ['## By model size', '', 'No size has both encodings of one seed yet.', '']
     rows = []
-    for shape, params, pope, rope in size_pairs(arms):
+    for shape, params, pope, rope in pairs:
         row = [shape, f'{params:.1f}M', ', '.join(str(a['seed']) for a in pope)]
         for split in ('val', 'test'):
             p, r = ([a['final'][f'{split}_loss'] for a in side] for side in (pope, rope))
@@ -403,7 +406,7 @@ def plot_sizes(arms, path):
     """The paired val-loss difference PoPE - RoPE against parameters, each seed and the mean, with
     the paper's three sizes on an axis of their own; False where no arm of another size exists."""
     pairs = size_pairs(arms)
-    if not any(a['enc'] in SIZES for a in arms) or not pairs:
+    if not any(a['enc'] in SIZES for a in arms) or not pairs:  # (as sizes_section says)
         return False
     fig, ax = subplots(figsize=(7, 4.5))
     gaps = [[p['final']['val_loss'] - r['final']['val_loss'] for p, r in zip(pope, rope)]
