@@ -135,8 +135,7 @@ start() {
 
 show() {
   [ -s "$STUDY/queue" ] && echo "queued: $(tr '\n' ' ' < "$STUDY/queue")"
-  compgen -G "$STUDY/*/train.log" > /dev/null || [ -s "$STUDY/queue" ] \
-    || echo "no run in $STUDY/: start one with bash $0 start RUN..."
+  any_run || echo "no run in $STUDY/: start one with bash $0 start RUN..."
   for f in "$STUDY"/*/train.log; do
     [ -f "$f" ] || continue
     echo "== $f: $(grep -c '^iter [0-9]* train_loss' "$f") evaluations$(
@@ -146,6 +145,7 @@ show() {
   done
 }
 
+any_run() { compgen -G "$STUDY/*/train.log" > /dev/null || [ -s "$STUDY/queue" ]; }  # or queued
 running() { compgen -G "$STUDY/*/pid" > /dev/null || [ -s "$STUDY/queue" ]; }
 
 wait_for() {
@@ -158,7 +158,7 @@ wait_for() {
 
 finish() {  # ends the study's queue and runs (the process groups it started), then probes them
   local p d
-  compgen -G "$STUDY/*/train.log" > /dev/null || [ -s "$STUDY/queue" ] || {
+  any_run || {
     echo "finish: no run in $STUDY/ to stop or probe: start one with bash $0 start RUN..." >&2
     exit 1; }
   [ -f "$STUDY/queue.pid" ] && kill -- "-$(cat "$STUDY/queue.pid")" 2>/dev/null
