@@ -141,37 +141,55 @@ def flex(q, k, v, delta):
     return attend(qp, kp, v, block_mask=mask, scale=q.shape[-1] ** -0.5)
 
 
+def fa4(q, k, v, delta):
+    """The hybrid with FlashAttention-4 (pip install flash-attn-4; Hopper, Blackwell) in place of
+    SDPA: it takes q', k' 2d and v d, forward and backward, in (B, T, heads, width) layout."""
+    from flash_attn.cute import flash_attn_func
+    qp, kp = prologue(q, k, delta)
+    out, _ = flash_attn_func(qp.transpose(1, 2), kp.transpose(1, 2), v.transpose(1, 2),
+                             softmax_scale=q.shape[-1] ** -0.5, causal=True)
+    return out.transpose(1, 2)
+
+
 def run_options(d=128):
     """Every way to run PoPE attention at head dim d against RoPE's cuDNN attention on the same
     inputs; TFLOP/s on the useful FLOPs (RoPE's 14, PoPE's 22 T^2 d a head, halved by causality)."""
     print(f"\n## Options at d {d}: causal bf16, 16k tokens a batch, 12 heads (fwd / fwd+bwd ms, "
           "median)")
-    print("| T | option | fwd / fwd+bwd ms | / RoPE cuDNN fwd, fwd+bwd | TFLOP/s fwd+bwd |")
-    print("|---|---|---|---|---|")
+    print("| T | option | fwd / fwd+bwd ms | / RoPE cuDNN fwd, fwd+bwd | TFLOP/s fwd+bwd | "
+          "rel. error of out, grads vs the hybrid |")
+    print("|---|---|---|---|---|---|")
     cudnn, flash = SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION
     options = {"hybrid (SDPA on q', k', v), cuDNN": (PATHS["hybrid"], cudnn),
                "hybrid, default SDPA backend": (PATHS["hybrid"], None),
                "all-Triton": (PATHS["triton"], None),
                "v padded to 2d, cuDNN": (padded_v, cudnn),
                "v padded to 2d, flash": (padded_v, flash),
-               "FlexAttention (compiled)": (flex, None)}
+               "FlexAttention (compiled)": (flex, None),
+               "FlashAttention-4": (fa4, None)}
     for T in (1024, 4096, 16384):
         q, k, v, delta = xs = inputs(TOKENS // T, H, H, T, T, d)
         useful = lambda n: n * (TOKENS // T) * H * T * T * d / 2
         with sdpa_kernel(cudnn):
             rope = bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v])
         print(f"| {T} | RoPE, cuDNN | {ms(rope)} | 1.00x, 1.00x | "
-              f"{useful(14) / (rope[1] * 1e-3) / 1e12:.0f} |")
+              f"{useful(14) / (rope[1] * 1e-3) / 1e12:.0f} | |")
+        dout = torch.randn_like(q)
+        out_and_grads = lambda fn: [fn(*xs).detach(), *torch.autograd.grad(fn(*xs), xs, dout)]
+        with sdpa_kernel(cudnn):  # an option that runs but is wrong shows here
+            ref = out_and_grads(PATHS["hybrid"])
         for name, (fn, backend) in options.items():
             try:
                 with sdpa_kernel(backend) if backend else contextlib.nullcontext():
                     r = bench(lambda: fn(*xs), xs)
+                    error = max(((a.float() - b.float()).norm() / b.float().norm()).item()
+                              for a, b in zip(out_and_grads(fn), ref))
             except Exception as err:  # an option this GPU or library cannot run: say so
                 print(f"| {T} | {name} | cannot run: {type(err).__name__}: "
-                      f"{str(err).splitlines()[0][:120]} | | |")
+                      f"{str(err).splitlines()[0][:120]} | | | |")
                 continue
             print(f"| {T} | {name} | {ms(r)} | {ratio(r, rope)} | "
-                  f"{useful(22) / (r[1] * 1e-3) / 1e12:.0f} |")
+                  f"{useful(22) / (r[1] * 1e-3) / 1e12:.0f} | {error:.1e} |")
         print(f"(the model's path at d {d}, T {T}: {model.pope_path('auto', q)})")
 
 
