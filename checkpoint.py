@@ -6,6 +6,7 @@ line that says what is kept and how to go on. read_checkpoint and load_checkpoin
 
 import fcntl
 import json
+import math
 import os
 import pathlib
 import re
@@ -71,6 +72,23 @@ def load_checkpoint(path, device='cpu', **overrides):
     model.project_delta()  # as train.py keeps it
     ckpt['model_args'] = args
     return model.eval().to(device), ckpt
+
+
+def rng_state(device_type):
+    """The random state a checkpoint keeps, for resume_state."""
+    return {'torch': torch.get_rng_state(),
+            'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}
+
+
+def resume_state(checkpoint, optimizer, device_type):
+    """A resumed run's optimizer and random state from its checkpoint: (iter_num, best_val_loss,
+    minutes trained before)."""
+    optimizer.load_state_dict(checkpoint['optimizer'])
+    torch.set_rng_state(checkpoint['rng']['torch'].cpu())
+    if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
+        torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
+    return (int(checkpoint['iter_num']), float(checkpoint['best_val_loss']),
+            float(checkpoint.get('minutes', 0.0)))
 
 
 class RunFolder:
@@ -214,6 +232,21 @@ class RunFolder:
             sys.exit(f"{tokens.filename} changed while the run read it (now {st.st_size} bytes, "
                      f"{seen[1]} when it began): make the data again, and let it be while a run "
                      f"reads it; {self.last_good()}")
+
+    def check_val_loss(self, val_loss, best_val_loss, divergence_margin, iter_num):
+        """Stop a run whose val loss is not finite, or exceeds the best by divergence_margin."""
+        if not math.isfinite(val_loss):
+            self.stop(f"val loss is {val_loss} at iter {iter_num}")
+        if divergence_margin and val_loss > best_val_loss + divergence_margin:
+            self.stop(f"val loss {val_loss:.4g} at iter {iter_num} exceeds the best so far "
+                      f"({best_val_loss:.4g}) by more than divergence_margin={divergence_margin}")
+
+    def early_stop(self, acc, evals):
+        """Why the run ends early: val accuracy of at least acc at the last evals evaluations."""
+        recent = [r.get('val_acc', 0.0) for r in self.records[-evals:]]
+        if acc and len(recent) == evals and min(recent) >= acc:
+            return f"val_acc >= {acc} at {evals} evaluations in a row"
+        return None
 
     def stop(self, why):
         """End a run whose loss went non-finite or diverged, saving nothing."""

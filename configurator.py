@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pretrained
 from eval import device_arg
-from model import ABSOLUTE, WEIGHT_DECAY_ON, GPTConfig
+from model import ABSOLUTE, GPTConfig
 from prepare.data import SPLITS, remake_command
 
 # keys of this command and machine, never taken from a checkpoint; and those resume may not change
@@ -32,7 +32,7 @@ NON_NEGATIVE = ('max_iters', 'warmup_iters', 'lr_decay_iters', 'min_lr', 'weight
                 'grad_clip', 'divergence_margin', 'eval_context_tokens', 'seed')
 CHOICES = {'loss_on': ('target', 'all'), 'final_weights': ('last', 'best'),
            'example_order': ('random', 'epochs'), 'dtype': ('float32', 'bfloat16', 'float16'),
-           'weight_decay_on': WEIGHT_DECAY_ON, 'backend': ('nccl', 'gloo')}
+           'weight_decay_on': ('matrices', 'all'), 'backend': ('nccl', 'gloo')}
 RULES = [
     (lambda c: 0 <= c.dropout < 1, "dropout={dropout}: a probability in [0, 1) (0 = off)"),
     (lambda c: 1 < c.pos_base < math.inf,
@@ -179,8 +179,12 @@ def check(config, given):
     bad += [f"{k}={config[k]!r}: choose one of {', '.join(choices)}"
             for k, choices in CHOICES.items() if config[k] not in choices]
     bad += [line.format(**config) for holds, line in RULES if not holds(c)]
-    if bad:
-        sys.exit(bad[0])
+    world = int(os.environ.get('WORLD_SIZE', 1))  # torchrun's processes: the steps are shared
+    if c.gradient_accumulation_steps % world:
+        bad.append(f"gradient_accumulation_steps={c.gradient_accumulation_steps} counts "
+                   f"micro-steps over all {world} processes: make it a multiple of {world}")
+    if bad:  # (under torchrun said once, by rank 0)
+        sys.exit(bad[0] if int(os.environ.get('RANK', 0)) == 0 else 1)
     try:  # the device as sample.py and the eval tools check it
         device_arg(c.device)
     except ArgumentTypeError as err:

@@ -7,11 +7,13 @@ one CUDA graph a step on a GPU).
 import math
 import os
 import re
+import sys
 
 import torch
 from torch.nn import functional as F
 
 from model import ABSOLUTE, ENCODINGS, pope_decode
+from prepare import indirect_indexing
 
 
 @torch.no_grad()
@@ -156,3 +158,55 @@ def decode_step(model, out, cache, input_pos, temperature, top_k):
 # fullgraph: a graph break is an error); another batch size or top_k compiles again, a new length,
 # temperature or set of tensors compiles nothing (generate marks the lengths dynamic)
 compiled_step = torch.compile(decode_step, mode='reduce-overhead', fullgraph=True)
+
+
+# sample.py's command line: what must hold of its arguments a, and the line when it does not
+SAMPLE_CHECKS = [
+    (lambda a: a.num_samples >= 1, "--num_samples={num_samples}: must be 1 or more"),
+    (lambda a: a.max_new_tokens >= 1, "--max_new_tokens={max_new_tokens}: must be 1 or more"),
+    (lambda a: a.top_k is None or a.top_k >= 1, "--top_k={top_k}: must be 1 or more"),
+    (lambda a: 0 < a.temperature < float('inf'), "--temperature={temperature}: must be a number "
+     "above 0 (for the most likely token use --top_k=1)"),
+    (lambda a: 0 <= a.seed < 2 ** 64, "--seed={seed}: give a whole number from 0 to 2**64 - 1"),
+    (lambda a: a.start != '', "--start is empty: give a prompt (the default is a newline)"),
+    (lambda a: not a.start.startswith('FILE:') or os.path.isfile(a.start[5:]),
+     "--start={start}: no such file"),
+]
+
+
+def check_sample_args(args):
+    """sample.py's arguments, or one line and an exit: one model named (--init_from, or --out_dir
+    with --ckpt, a file name in it), and SAMPLE_CHECKS."""
+    named = ' '.join(f'--{k}={getattr(args, k)}' for k in ('out_dir', 'ckpt') if getattr(args, k))
+    if args.init_from and named:  # two models named: neither is dropped
+        sys.exit(f"--init_from={args.init_from} and {named} each name a model: give one of them "
+                 "(--init_from alone, or --out_dir with --ckpt)")
+    args.out_dir, args.ckpt = args.out_dir or 'out', args.ckpt or 'ckpt.pt'
+    for holds, line in SAMPLE_CHECKS:
+        if not holds(args):
+            sys.exit(line.format(**vars(args)))
+    is_file = os.path.isfile(args.out_dir) or args.out_dir.endswith('.pt')  # a path for a folder
+    path = args.out_dir if is_file else args.ckpt
+    if not args.init_from and (path == args.out_dir or os.path.dirname(args.ckpt)):
+        sys.exit(f"--ckpt is a file name inside --out_dir: for {path} give --out_dir="
+                 f"{os.path.dirname(path) or '.'} --ckpt={os.path.basename(path)}")
+    return args
+
+
+def prompt_ids(start, meta, encode, config):
+    """sample.py's --start (text, or FILE:path) as the model's tokens, or one line and an exit:
+    an indirect-indexing model's (examples') question, else encode(text)."""
+    examples = meta['kind'] == 'examples'
+    try:
+        text = open(start[5:], encoding='utf-8').read() if start.startswith('FILE:') else start
+        ids = indirect_indexing.question(text, meta) if examples else encode(text)
+    except UnicodeDecodeError:
+        sys.exit(f"--start={start} is not UTF-8 text: give a text file")
+    except ValueError as err:  # an ill-posed question
+        sys.exit(f"--start: {err}")
+    if len(ids) == 0:
+        sys.exit("--start encodes to no tokens: give a longer prompt")
+    if (examples or config.pos_emb in ABSOLUTE) and len(ids) > config.block_size:
+        sys.exit(f"--start is {len(ids)} tokens, longer than the {config.block_size} this model "
+                 f"reads ({config.pos_emb} positions stop at block_size): give a shorter prompt")
+    return ids

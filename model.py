@@ -44,7 +44,6 @@ CHOICES = {
     'gelu_approximate': ('none', 'tanh'),
     'mlp': ('gelu', 'swiglu'),
 }
-WEIGHT_DECAY_ON = ('matrices', 'all')  # AdamW's decay: the blocks' Linear weights, or every one
 
 # PoPE -----------------------------------------------------------------------
 
@@ -157,17 +156,17 @@ def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, bet
     return (1 - gamma) * theta / yarn_scale + gamma * theta
 
 
-def rope_angles(pos, theta):
-    ang = pos.to(torch.float64)[:, None] * theta.to(pos.device)[None, :]
-    return ang.cos(), ang.sin()
-
-
 def rope_rotate(x, cos, sin):
     """The pairs (x[i], x[i + n]) of x's first 2n channels rotated by the angles of cos, sin (n)."""
     n = cos.shape[-1]
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2, rest = x[..., :n], x[..., n:2 * n], x[..., 2 * n:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+
+
+def rope_angles(pos, theta):
+    ang = pos.to(torch.float64)[:, None] * theta.to(pos.device)[None, :]
+    return ang.cos(), ang.sin()
 
 
 def alibi_slopes(n_head):
@@ -269,12 +268,17 @@ class CausalSelfAttention(nn.Module):
     def attend_cached(self, q, k, v, cache, input_pos):
         """The tokens at positions input_pos over a KVCache, once their keys and values are in."""
         k, v = cache.update(self.layer, input_pos, k, v)
-        if q.shape[2] == 1 and cache.decode_kernel:
-            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, None, None,
+        if q.shape[2] == 1 and cache.decode_kernel:  # (tables: PoPE's phases, or none)
+            tables = cache.decode_tables[self.layer] or (None, None)
+            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, *tables,
                                       self.scale)[:, :, None]
         s = torch.arange(cache.max_len, device=q.device)
-        visible = s[None, :] <= input_pos[:, None]
+        k, visible = self.cached_keys(k, s).to(v.dtype), s[None, :] <= input_pos[:, None]
         return cache_attention(q.to(v.dtype), k, v, visible, self.bias(input_pos, s), self.scale)
+
+    def cached_keys(self, k, s):
+        """A KVCache's keys (B, H_kv, L, hd) at positions s as attention reads them: as stored."""
+        return k
 
     def decode_tables(self, max_len):
         """The tables pope_decode's kernel reads for this encoding's keys: none for plain keys."""
@@ -292,21 +296,12 @@ class RoPEAttention(CausalSelfAttention):
         n = int(self.hd * self.rotated) // 2
         theta = rope_frequencies(n, config.pos_base, config.yarn_scale, config.yarn_orig_ctx)
         self.register_buffer('theta', theta, persistent=False)
-        # cos, sin of the training context's angles, once (longer contexts compute their own)
-        cos, sin = rope_angles(torch.arange(config.block_size), self.theta)
-        self.register_buffer('rope_cos', cos, persistent=False)
-        self.register_buffer('rope_sin', sin, persistent=False)
         # YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 multiplies q and k alike
         self.yarn_mscale = 0.1 * math.log(config.yarn_scale) + 1.0 if config.yarn_scale > 1 else 1.0
 
     def rotate(self, q, k, input_pos):
-        T = q.shape[1]
-        if input_pos is None and T <= self.rope_cos.shape[0]:
-            cos, sin = self.rope_cos[:T], self.rope_sin[:T]
-        else:
-            pos = torch.arange(T, device=q.device) if input_pos is None else input_pos
-            cos, sin = rope_angles(pos, self.theta)
-        cos, sin = cos[:, None, :], sin[:, None, :]  # (T, 1, n): the same angles for every head
+        pos = torch.arange(q.shape[1], device=q.device) if input_pos is None else input_pos
+        cos, sin = (a[:, None, :] for a in rope_angles(pos, self.theta))  # (T, 1, n): every head
         m = self.yarn_mscale
         return rope_rotate(q, cos, sin) * m, rope_rotate(k, cos, sin) * m
 
@@ -362,19 +357,14 @@ class PoPEAttention(CausalSelfAttention):
                                                mu=self.mu)
 
     def attend_cached(self, q, k, v, cache, input_pos):
-        """The cache holds mu(k) (delta is on the query); a one-token step may run pope_decode's
-        kernel on the cache's phase tables, the plain path forms k' from the whole cache."""
+        """q' over a cache of mu(k) (delta is on the query): pope_decode's kernel forms k' from
+        its phase tables, the plain path from the whole cache (cached_keys)."""
         q = pope_polar(q, input_pos, self.theta, self.delta, self.mu)
         k = POPE_MUS[self.mu](k.to(torch.promote_types(k.dtype, torch.float32)))
-        k, v = cache.update(self.layer, input_pos, k, v)
-        if q.shape[2] == 1 and cache.decode_kernel:
-            t1, t2 = cache.decode_tables[self.layer]
-            return pope_decode.decode(q[:, :, 0], k, v, input_pos + 1, t1, t2,
-                                      self.scale)[:, :, None]
-        s = torch.arange(cache.max_len, device=q.device)
-        k = pope_polar(k, s, self.theta, mu='identity').to(v.dtype)
-        return cache_attention(q.to(v.dtype), k, v, s[None, :] <= input_pos[:, None],
-                               scale=self.scale)
+        return super().attend_cached(q, k, v, cache, input_pos)
+
+    def cached_keys(self, k, s):
+        return pope_polar(k, s, self.theta, mu='identity')
 
     def decode_tables(self, max_len):
         """pope_decode's phase tables at theta now (2 tiles at least: 1 is specialised)."""
@@ -540,17 +530,13 @@ class GPT(nn.Module):
         return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type,
-                             capturable=False, weight_decay_on='matrices'):
+                             capturable=False, decay_all=False):
         """AdamW, its weight decay on the blocks' Linear weights, or on all (the replication's)."""
-        if weight_decay_on not in WEIGHT_DECAY_ON:
-            raise ValueError(f"weight_decay_on={weight_decay_on!r}; choose one of "
-                             f"{WEIGHT_DECAY_ON}")
         matrices = [p for n, p in self.named_parameters() if p.dim() >= 2
                     and not n.startswith(('wte', 'wpe', 'lm_head')) and not n.endswith('delta')]
         rest = [p for p in self.parameters() if all(p is not m for m in matrices)]
-        rest_decay = weight_decay if weight_decay_on == 'all' else 0.0
         groups = [{'params': matrices, 'weight_decay': weight_decay},
-                  {'params': rest, 'weight_decay': rest_decay}]
+                  {'params': rest, 'weight_decay': weight_decay if decay_all else 0.0}]
         if capturable:  # for CUDA graphs: the step count and learning rate live on the GPU
             learning_rate = torch.tensor(learning_rate, device=self.lm_head.weight.device)
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas,
@@ -565,20 +551,3 @@ class GPT(nn.Module):
     def estimate_mfu(self, tokens_per_iter, dt, peak_flops=989e12):
         """Model FLOPs utilisation against the bf16 peak of an H100 / H200 (989 TFLOP/s)."""
         return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops
-
-    def log_probs(self, h):
-        """log-softmax over the vocabulary of hidden states h, in float32 (bf16: ~1e-2 nats off)."""
-        V, b = self.config.vocab_size, self.lm_head.bias
-        with torch.autocast(h.device.type, enabled=False):
-            b = None if b is None else b[:V].float()
-            return F.log_softmax(F.linear(h.float(), self.lm_head.weight[:V].float(), b), dim=-1)
-
-    @torch.no_grad()
-    def sequence_nll(self, idx, targets, chunk=1024):
-        """Summed NLL (float64) per sequence of targets (B, T), chunk positions at a time."""
-        h = self.hidden_states(idx)
-        nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
-        for t0 in range(0, h.size(1), chunk):
-            lp = self.log_probs(h[:, t0:t0 + chunk])
-            nll -= lp.gather(-1, targets[:, t0:t0 + chunk, None]).squeeze(-1).double().sum(1)
-        return nll

@@ -21,8 +21,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import configurator
 import pretrained
-from checkpoint import RunFolder, read_checkpoint
-from eval import autocast
+from checkpoint import RunFolder, read_checkpoint, resume_state, rng_state
+from eval import autocast, context_losses
 from model import GPT, GPTConfig
 from prepare.data import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
 
@@ -106,11 +106,7 @@ if ddp:
     if config['device'] != 'cpu':
         config['device'] = f'cuda:{ddp_local_rank}'
         torch.cuda.set_device(config['device'])
-    steps = config['gradient_accumulation_steps']
-    if steps % ddp_world_size:  # (said once, by rank 0)
-        sys.exit(1 if ddp_rank else f"gradient_accumulation_steps={steps} counts micro-steps over "
-                 f"all {ddp_world_size} processes: make it a multiple of {ddp_world_size}")
-    config['gradient_accumulation_steps'] //= ddp_world_size
+    config['gradient_accumulation_steps'] //= ddp_world_size  # (a multiple: configurator.check)
     run.launch = ['torchrun', f'--nproc_per_node={ddp_world_size}']
 else:
     ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
@@ -196,28 +192,14 @@ def evaluate(split, whole=False, rows=None):
     return out
 
 
-@torch.no_grad()
-def context_losses():
-    """{'val_loss_ctx<L>': mean loss per token} for L in ctx_lengths, in windows of L of the first
-    n val tokens (n a multiple of the longest), on the plain module (no compile: lengths vary)."""
+def val_context_losses():
+    """Val loss at eval_contexts' lengths, on the plain module (no compile: lengths vary)."""
     if not ctx_lengths:
         return {}
-    n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
     run.check_unchanged(data['val'])
-    tokens = torch.from_numpy(data['val'][:n + 1].astype(np.int64))
-    out = {}
-    raw_model.eval()
-    for L in ctx_lengths:
-        x, y = tokens[:-1].view(-1, L), tokens[1:].view(-1, L)
-        per_pass = max(1, batch_size * block_size // L)  # windows per pass: a batch's tokens
-        nll = 0.0
-        for i in range(0, len(x), per_pass):
-            with ctx:
-                xs, ys = x[i:i + per_pass].to(device), y[i:i + per_pass].to(device)
-                nll += raw_model.sequence_nll(xs, ys).sum().item()
-        out[f'val_loss_ctx{L}'] = nll / n
-    raw_model.train()
-    return out
+    n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
+    return context_losses(raw_model, data['val'][:n + 1], ctx_lengths, batch_size * block_size,
+                               device, ctx)
 
 
 def get_lr(it):
@@ -244,14 +226,9 @@ try:  # a bad model flag, or a checkpoint whose parts do not fit: one line
     model.project_delta()  # PoPE's delta in [-2pi, 0], as the steps keep it
     optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2),
                                            device_type, capturable=cuda_graph,
-                                           weight_decay_on=weight_decay_on)
-    if init_from == 'resume':
-        optimizer.load_state_dict(checkpoint['optimizer'])
-        iter_num, best_val_loss = int(checkpoint['iter_num']), float(checkpoint['best_val_loss'])
-        minutes_before = float(checkpoint.get('minutes', 0.0))
-        torch.set_rng_state(checkpoint['rng']['torch'].cpu())
-        if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
-            torch.cuda.set_rng_state(checkpoint['rng']['cuda'].cpu())
+                                           decay_all=weight_decay_on == 'all')
+    if init_from == 'resume':  # the optimizer, counters and random state as they were saved
+        iter_num, best_val_loss, minutes_before = resume_state(checkpoint, optimizer, device_type)
 except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:
     why = ' '.join(str(err).split())[:500]
     sys.exit(why if checkpoint is None else f"{checkpoint['path']} does not fit this run ({why}): "
@@ -341,30 +318,21 @@ while True:
             # examples: the whole val and test splits, and as many rows of train (its first)
             rows = len(data['val']) if split == 'train' else None
             record.update(evaluate(split, whole=examples, rows=rows))
-        record.update(context_losses())
+        record.update(val_context_losses())
         print(' '.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                        for k, v in record.items()))
         if not eval_only:  # an evaluation alone writes nothing
             run.log(record)
         val_loss = record['val_loss']
-        if not math.isfinite(val_loss):
-            run.stop(f"val loss is {val_loss} at iter {iter_num}")
-        if divergence_margin and val_loss > best_val_loss + divergence_margin:
-            run.stop(f"val loss {val_loss:.4g} at iter {iter_num} exceeds the best so far "
-                     f"({best_val_loss:.4g}) by more than divergence_margin={divergence_margin}")
+        run.check_val_loss(val_loss, best_val_loss, divergence_margin, iter_num)  # or stop
         if iter_num > it_first:  # (a resumed run's first evaluation is of its checkpoint)
             is_best, best_val_loss = val_loss < best_val_loss, min(best_val_loss, val_loss)
-            rng = {'torch': torch.get_rng_state(),
-                   'cuda': torch.cuda.get_rng_state() if device_type == 'cuda' else None}
             run.save_checkpoint({
                 'model': raw_model.state_dict(), 'optimizer': optimizer.state_dict(),
                 'model_args': model_args, 'iter_num': iter_num, 'best_val_loss': best_val_loss,
-                'config': config, 'meta': meta, 'rng': rng,
+                'config': config, 'meta': meta, 'rng': rng_state(device_type),
                 'minutes': minutes_before + (time.time() - t_start) / 60}, is_best)
-            recent = [r.get('val_acc', 0.0) for r in run.records[-early_stop_evals:]]
-            if early_stop_acc and len(recent) == early_stop_evals and min(recent) >= early_stop_acc:
-                early_stop = f"val_acc >= {early_stop_acc} at {early_stop_evals} evaluations " \
-                             "in a row"
+            early_stop = run.early_stop(early_stop_acc, early_stop_evals)  # why, or None
         t_last, it_last = time.time(), iter_num  # keep evaluation out of the step timing
     if iter_num >= max_iters or eval_only or early_stop:
         break
@@ -397,13 +365,10 @@ if master_process and not eval_only:
         best = read_checkpoint(run.best)
         raw_model.load_state_dict(best['model'])
         final['weights'], final['weights_of_iter'] = 'best', best['iter_num']
-    for split in ('val', 'test'):
-        if data[split] is not None:
-            final.update(evaluate(split, whole=True))
-    final.update(block_size=block_size, **context_losses())
-    if ctx_note:
-        final['eval_contexts_note'] = ctx_note
-    final['config'] = config
+    for split in [s for s in ('val', 'test') if data[s] is not None]:
+        final.update(evaluate(split, whole=True))
+    final.update(block_size=block_size, **val_context_losses(), eval_contexts_note=ctx_note,
+                 config=config)
     run.finish(final, examples, eval_iters, max_iters, ctx_lengths)  # final.json, and in words
 if ddp:
     destroy_process_group()

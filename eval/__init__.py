@@ -11,9 +11,10 @@ import subprocess
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from checkpoint import load_checkpoint  # noqa: F401 (sample.py and the tests import it from here)
-from model import ABSOLUTE  # noqa: F401 (sample.py imports it from here)
+from model import ABSOLUTE  # noqa: F401 (the tools import it from here)
 from prepare.common import check_writable, encoding, parser  # noqa: F401 (parser: for sample.py)
 from prepare.data import read_tokens
 
@@ -88,6 +89,44 @@ def load_tokens(path, count=None, dtype=None):
     return data
 
 
+def log_probs(model, h):
+    """log-softmax over the vocabulary of a GPT's hidden states h, in float32 (bf16: ~1e-2 nats
+    off)."""
+    V, b = model.config.vocab_size, model.lm_head.bias
+    with torch.autocast(h.device.type, enabled=False):
+        b = None if b is None else b[:V].float()
+        return F.log_softmax(F.linear(h.float(), model.lm_head.weight[:V].float(), b), dim=-1)
+
+
+@torch.no_grad()
+def sequence_nll(model, idx, targets, chunk=1024):
+    """Summed NLL (float64) per sequence of targets (B, T), chunk positions at a time."""
+    h = model.hidden_states(idx)
+    nll = torch.zeros(idx.size(0), dtype=torch.float64, device=idx.device)
+    for t0 in range(0, h.size(1), chunk):
+        lp = log_probs(model, h[:, t0:t0 + chunk])
+        nll -= lp.gather(-1, targets[:, t0:t0 + chunk, None]).squeeze(-1).double().sum(1)
+    return nll
+
+
+@torch.no_grad()
+def context_losses(model, tokens, lengths, batch_tokens, device, ctx):
+    """{'val_loss_ctx<L>': mean loss per token} of tokens (n + 1 ids) in windows of L, about
+    batch_tokens tokens a pass (train.py's longer contexts)."""
+    tokens, out = torch.from_numpy(tokens.astype(np.int64)), {}
+    model.eval()
+    for L in lengths:
+        m = (len(tokens) - 1) // L * L
+        x, y = tokens[:m].view(-1, L), tokens[1:m + 1].view(-1, L)
+        step, nll = max(1, batch_tokens // L), 0.0
+        for i in range(0, len(x), step):
+            with ctx:
+                nll += sequence_nll(model, x[i:i + step].to(device), y[i:i + step].to(device)).sum()
+        out[f'val_loss_ctx{L}'] = nll.item() / x.numel()
+    model.train()
+    return out
+
+
 def autocast(device, dtype):
     """The context of every forward pass: autocast to dtype on a GPU, none for float32 or a CPU."""
     if 'cuda' in str(device) and dtype != 'float32':
@@ -102,6 +141,11 @@ def default_dtype(device):
 def tokenizer(meta):
     """(encode, decode) of a data set's meta.json: a BPE by name (GPT-2's, a GGUF model's), whose
     special tokens a prompt may name, or a token list (itos: characters, music events, 6-mers)."""
+    for key in ('tokenizer', 'itos')[:1 + (meta.get('tokenizer') == 'itos')]:
+        if key not in meta:  # a meta.json of a data set made by hand, say
+            raise SystemExit(f"the model's meta (its data set's meta.json) has no {key!r}: this "
+                             "model cannot turn text into tokens; prepare its data set with "
+                             "`python -m prepare.<name>` and train again")
     if meta['tokenizer'] != 'itos':
         enc = encoding(meta['tokenizer'])
         return (lambda s: enc.encode(s, allowed_special='all')), enc.decode

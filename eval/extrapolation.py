@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 import pretrained
 from eval import (ABSOLUTE, DEVICE, autocast, check_data, check_out, default_dtype, device_arg,
-                  labels_for, load_tokens, read_json, save_figure, subplots)
+                  labels_for, load_tokens, read_json, save_figure, sequence_nll, subplots)
 from prepare.common import parser, positive_float, positive_int, write_json
 from prepare.data import read_tokens
 
@@ -179,7 +179,7 @@ def perplexities(model, windows, lengths, batch_size=1, device='cpu', dtype='flo
             for b in tqdm(range(0, len(inputs), batch_size), desc=f"{desc} L={L}", leave=False):
                 x, y = (t[b:b + batch_size].to(device) for t in (inputs, targets))
                 with autocast(device, dtype):
-                    nll += model.sequence_nll(x, y, chunk).sum().item()
+                    nll += sequence_nll(model, x, y, chunk).sum().item()
             count += inputs.numel()
         out[L] = (nll / count, ppl(nll / count), count)
     return out

@@ -24,7 +24,8 @@ except ImportError as err:  # an optional package: --help works without it, main
     TemplateLM, NO_LM_EVAL = object, err
 
 from eval import (ABSOLUTE, DEVICE, autocast, check_out, default_dtype, device_arg, labels_for,
-                  load_checkpoint, markdown_table, save_figure, subplots, tokenizer, write_page)
+                  load_checkpoint, log_probs, markdown_table, save_figure, subplots, tokenizer,
+                  write_page)
 from prepare.common import encoding, parser, positive_float, positive_int, write_json
 
 OFFLINE = {t: t + '_offline' for t in ('lambada_openai', 'hellaswag', 'piqa', 'arc_easy')}
@@ -155,7 +156,7 @@ class PopeLM(TemplateLM):
                 h = self.model.hidden_states(x.to(self._device))
             for row, i in enumerate(ids):
                 inp, cont = items[i]
-                lp = self.model.log_probs(h[row, len(inp) - len(cont):len(inp)])  # of cont
+                lp = log_probs(self.model, h[row, len(inp) - len(cont):len(inp)])  # of cont
                 target = torch.tensor(cont, device=lp.device)
                 res[i] = (lp.gather(-1, target[:, None]).sum().item(),
                           bool((lp.argmax(-1) == target).all()))

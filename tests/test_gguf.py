@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import pretrained
+from eval import sequence_nll
 from model import GPT, GPTConfig
 from prepare import common, shakespeare
 from prepare.data import remake_command
@@ -288,7 +289,7 @@ def test_smollm2_says_paris_and_reads_english(smollm2):
             x = torch.cat([x, model(x)[0][:, -1].argmax(-1, keepdim=True)], 1)
     assert enc.decode(x[0, -3:].tolist()).startswith(' Paris'), enc.decode(x[0].tolist())
     ids = torch.tensor([enc.encode_ordinary(TEXT)])
-    ppl = math.exp(model.sequence_nll(ids[:, :-1], ids[:, 1:]).item() / (ids.shape[1] - 1))
+    ppl = math.exp(sequence_nll(model, ids[:, :-1], ids[:, 1:]).item() / (ids.shape[1] - 1))
     print(f'SmolLM2-135M-Instruct (Q4_1): perplexity {ppl:.2f} on {ids.shape[1]} tokens')
     assert 5 < ppl < 40, ppl
 

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import model
+from eval import sequence_nll
 from generate import KVCache, generate
 from model import (GPT, POPE_MUS, POS_EMBS, GPTConfig, alibi_slopes, pope_attention_reference, pope_frequencies,
                    pope_polar, rope_angles, rope_frequencies, rope_rotate)
@@ -205,7 +206,7 @@ def test_padded_vocabulary_is_never_scored():
 
 @pytest.mark.parametrize("untied", [False, True])
 def test_sequence_nll_is_the_summed_loss_of_the_models_logits(untied):
-    """GPT.sequence_nll (float32 log-probabilities over the tokenizer's vocabulary, a few positions at a time), as
+    """eval.sequence_nll (float32 log-probabilities over the tokenizer's vocabulary, a few positions at a time), as
     eval/ and train.py's longer contexts use it, is the summed cross-entropy of the model's own logits; an untied
     output layer keeps its bias."""
     m = tiny('rope', bias=untied, tie_embeddings=not untied).double()
@@ -214,7 +215,7 @@ def test_sequence_nll_is_the_summed_loss_of_the_models_logits(untied):
     idx, targets = torch.randint(0, 17, (2, 12)), torch.randint(0, 17, (2, 12))
     with torch.no_grad():
         want = F.cross_entropy(m(idx, targets)[0].transpose(1, 2), targets, reduction='none').sum(1)
-    torch.testing.assert_close(m.sequence_nll(idx, targets, chunk=5), want, rtol=1e-5, atol=0)
+    torch.testing.assert_close(sequence_nll(m, idx, targets, chunk=5), want, rtol=1e-5, atol=0)
 
 
 def test_loss_equals_cross_entropy_over_the_vocabulary():
@@ -301,7 +302,7 @@ def test_weight_decay_on_the_blocks_matrices_or_on_every_parameter():
     decayed = {}
     for on in ('matrices', 'all'):
         m = tiny('pope', norm='layernorm', bias=True, tie_embeddings=False, init='torch')
-        opt = m.configure_optimizers(wd, lr, (0.9, 0.99), 'cpu', weight_decay_on=on)
+        opt = m.configure_optimizers(wd, lr, (0.9, 0.99), 'cpu', decay_all=on == 'all')
         with torch.no_grad():
             for p in m.parameters():
                 p.fill_(-1.0)  # (inside delta's range; no parameter at 0, where decay changes nothing)
@@ -316,8 +317,6 @@ def test_weight_decay_on_the_blocks_matrices_or_on_every_parameter():
     assert rest <= names and decayed['all'] == names
     assert decayed['matrices'] == {f'h.{i}.{w}.weight' for i in range(2)
                                    for w in ('attn.c_attn', 'attn.c_proj', 'mlp.c_fc', 'mlp.c_proj')}
-    with pytest.raises(ValueError, match="weight_decay_on='norms'"):
-        m.configure_optimizers(wd, lr, (0.9, 0.99), 'cpu', weight_decay_on='norms')
 
 
 def test_alibi_half_and_yarn_details():
