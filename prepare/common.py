@@ -1,20 +1,15 @@
 """
-What the prepare/ scripts share: their command line, and writing a data set as prepare/data.py
-reads it. A script's main, run through `run`:
-
-    p = argument_parser(__doc__, 'name', 'what --source takes')  # --out_dir checked here
-    args = p.parse_args(argv)
-    work = start_dataset(args.out_dir)                          # a staging folder of its own
-    counts = write_streams(work, [(split, ids), ...], vocab_size, eot)
-    return write_meta(work, vocab_size=..., tokenizer=..., source=..., tokens=counts)
-
-write_meta swaps the staging folder in for out_dir: a run that fails or is stopped leaves out_dir as
-it was. A full disk, a folder that cannot be replaced and a Ctrl-C (exit status 130) are one line.
+What the prepare/ scripts share: their command line (argument_parser, run), and writing a data set
+as prepare/data.py reads it: start_dataset names a staging folder, write_streams writes the splits'
+tokens into it and write_meta (last) swaps it in for out_dir, so that a run that fails or is stopped
+leaves out_dir as it was. A full disk, a folder that cannot be replaced and a Ctrl-C (exit status
+130) are one line.
 """
 
 import argparse
 import contextlib
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -47,8 +42,8 @@ class SourceMissing(SystemExit):
 
 
 def argument_parser(doc, name, source_help, tokenizer=False):
-    """A script's options: --out_dir (default data/<name>) and --source. With tokenizer=True also
-    --tokenizer, and the script writes to `args.out_dir or data_dir(name, args.tokenizer)`."""
+    """--out_dir (default data/<name>) and --source; with tokenizer, --tokenizer too, and the
+    script writes to `args.out_dir or data_dir(name, args.tokenizer)`."""
     p, default = parser(doc), os.path.join('data', name)
     other = (", or data/<name>_<tag> in another --tokenizer's tokens, e.g. "
              + data_dir(name, next(iter(PACKAGED_GGUF)))) if tokenizer else ''
@@ -62,9 +57,8 @@ def argument_parser(doc, name, source_help, tokenizer=False):
 
 
 def start_dataset(out_dir):
-    """The staging folder `<out_dir>.partial-<pid>-<n>` to write into, made by its first file and
-    swapped in by write_meta. Refuses an out_dir that is no data set or cannot be written, and
-    clears the staging folders of runs that have ended."""
+    """The staging folder to write into (made by its first file); refuses an out_dir that is no
+    data set or cannot be written, and clears the staging folders of runs that have ended."""
     final = check_out_dir(out_dir)
     check_writable(os.path.dirname(os.path.abspath(final)), f'--out_dir {out_dir}')
     for old in glob.glob(glob.escape(final + PARTIAL) + '*'):
@@ -95,16 +89,14 @@ def write_meta(out_dir, *, vocab_size, tokenizer, source, tokens, eot=None, itos
     meta = {'vocab_size': vocab_size, 'dtype': dtype_for_vocab(vocab_size).name, 'kind': 'stream',
             'tokenizer': tokenizer, 'eot': eot, 'source': source, 'tokens': tokens,
             **({} if itos is None else {'itos': list(itos), 'sep': sep}), **extra}
-    final = _staged(out_dir) or out_dir  # out_dir itself when it is no staging folder (tests)
+    final, theirs = _staged(out_dir) or out_dir, None  # (out_dir: no staging folder, in tests)
     with writing(out_dir):  # on an error the staging folder goes, the data set stays as it was
         if sum(tokens.values()) == 0:
             raise SourceMissing(f'the source holds no usable data (0 tokens): {final} not written; '
                                 'check the input')
-        try:
-            with open(os.path.join(final, 'meta.json'), encoding='utf-8') as f:
-                theirs = json.load(f) if final != out_dir else None
-        except (OSError, ValueError):
-            theirs = None
+        with contextlib.suppress(OSError, ValueError), \
+                open(os.path.join(final, 'meta.json'), encoding='utf-8') as f:
+            theirs = json.load(f) if final != out_dir else None
         other = [f"{k} {theirs[k]!r}" for k in ('kind', 'tokenizer', 'vocab_size')
                  if isinstance(theirs, dict) and k in theirs and theirs[k] != meta[k]]
         if other:  # a data set replaces only its own kind (what trained on it still reads it)
@@ -130,8 +122,8 @@ def run(main):
 # the data set's folder: what it may replace, the staging folder swapped in, one line on errors
 
 def check_out_dir(out_dir):
-    """out_dir as a normalised path, or one line refusing it: a data set may replace only a data set
-    (a folder holding a meta.json and no train.py run), an empty folder, or nothing."""
+    """out_dir normalised, or one line: a data set replaces only a data set (a meta.json, no
+    train.py run), an empty folder, or nothing."""
     if not out_dir or not str(out_dir).strip():
         raise SystemExit("the data set's folder is empty text: name one, e.g. "
                          "--out_dir=data/<name>")
@@ -176,9 +168,8 @@ def check_writable(folder, name):
 
 @contextlib.contextmanager
 def writing(work, option='--out_dir'):
-    """Files written into work, a staging folder of start_dataset's or a `<file>.tmp`: on an error
-    work goes, and a full or read-only disk or a Ctrl-C is one line. option: what the command line
-    would change to write elsewhere."""
+    """Writing into work (a staging folder or a `<file>.tmp`): on an error work goes, and a full
+    disk or a Ctrl-C is one line naming option, which writes elsewhere."""
     try:
         yield
     except BaseException as err:
@@ -203,7 +194,9 @@ def interrupted(path):
 def _swap_in(work, final):
     """Puts the data set work in final's place, or one line with final as it was."""
     old = f'{final}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}'
-    with _folder_lock(os.path.dirname(os.path.abspath(final))):  # one swap at a time beside it
+    lock = os.open(os.path.dirname(os.path.abspath(final)), os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one swap at a time beside it: another run waits here
         check_out_dir(final)  # again: the folder may have changed while the data was made
         try:
             if os.path.exists(final):
@@ -217,11 +210,13 @@ def _swap_in(work, final):
         except OSError as err:
             raise SystemExit(f"could not replace {final} ({err.strerror or err}): delete it as its "
                              f"owner, or choose another --out_dir; {final} is as it was") from None
+    finally:
+        os.close(lock)  # (and its lock)
     shutil.rmtree(old, ignore_errors=True)
 
 
 def _staged(out_dir):
-    """The data set's folder of a staging folder of start_dataset's, or None if out_dir is none."""
+    """The data set's folder of a staging folder, or None if out_dir is none."""
     m = re.fullmatch(r'(.+)' + re.escape(PARTIAL) + r'\d+-[0-9a-f]{8}', os.path.normpath(out_dir))
     return m and m.group(1)
 
@@ -241,22 +236,6 @@ def _alive(pid):
     except OSError:  # another user's process
         pass
     return True
-
-
-@contextlib.contextmanager
-def _folder_lock(folder):
-    """An exclusive lock (flock) on a folder while the block runs; none where there is no flock."""
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another run swapping a data set in beside it waits here
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 # --------------------------------------------------------------------------------------------------
@@ -296,12 +275,6 @@ class TokenWriter:
             _remove(self.path + '.tmp')
 
 
-def write_tokens(path, ids, vocab_size):
-    with TokenWriter(path, vocab_size) as w:
-        w.write(ids)
-    return w.count
-
-
 def write_json(path, obj, **kwargs):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w', encoding='utf-8') as f:
@@ -310,8 +283,8 @@ def write_json(path, obj, **kwargs):
 
 
 def split_counts(n, fractions):
-    """Sizes of consecutive groups of n items in the proportions fractions (largest remainders),
-    each group of a positive fraction at least 1 item when n allows."""
+    """Sizes of groups of n items in the proportions fractions (largest remainders), each of a
+    positive fraction 1 or more where n allows."""
     raw = [n * f / sum(fractions) for f in fractions]
     sizes = [int(r) for r in raw]
     by_remainder = sorted(range(len(raw)), key=lambda i: raw[i] - sizes[i], reverse=True)
@@ -352,8 +325,8 @@ def data_dir(name, tokenizer):
 
 
 def _argument_type(convert, wanted=None):
-    """An argparse type: convert(text), else the parser's one-line error: one asking for wanted
-    where convert gives None or raises ValueError, or the line of a check that exits with one."""
+    """An argparse type: convert(text), else a one-line error asking for wanted (convert gave None
+    or a ValueError) or the line of a check that exits."""
     def parse(text):
         try:
             value = convert(text)

@@ -1,13 +1,10 @@
 """
 A prepared data set as train.py, sample.py and eval/ read it (prepare/common.py writes it):
-    data/<name>/train.bin, val.bin, test.bin   token ids (a numpy memmap, no header); a split may
-                                               be missing
-    data/<name>/meta.json    vocab_size, dtype, kind ("stream", or "examples": rows of row_len
-                             padded with pad_id), tokenizer ("gpt2"; "itos" with itos and sep; a
-                             GGUF model's: prepare/bpe.py), eot, source, tokens {split: count}
-`open_data` checks every split against meta.json before a step runs and names the command that
-makes the data set again (`remake_command`); two data sets are made on first use
-(`make_on_first_use`). Scripts are called by their module names: none is imported here.
+data/<name>/{train,val,test}.bin hold token ids (a numpy memmap, no header; a split may be missing)
+and meta.json vocab_size, dtype, kind ("stream", or "examples": rows of row_len padded with pad_id),
+tokenizer ("gpt2", a GGUF model's, or "itos" with itos and sep), eot, source, tokens {split: count}.
+open_data checks it before a step runs, naming the command that makes it again (remake_command).
+The scripts are run by their module names, none imported here.
 """
 
 import functools
@@ -21,10 +18,9 @@ from prepare.bpe import PACKAGED_GGUF
 from prepare.common import SPLITS
 
 
-
 def open_data(dataset):
-    """(meta, {split: its tokens (a memmap), or None where it is missing}) of data/<dataset>; a
-    missing, damaged or foreign data set stops with one line naming the command that remakes it."""
+    """(meta, {split: its tokens (a memmap) or None}) of data/<dataset>; a missing, damaged or
+    foreign data set stops with one line."""
     data_dir, remake = os.path.join('data', dataset), remake_command(dataset)
     if not os.path.exists(os.path.join(data_dir, 'meta.json')):
         raise SystemExit(f"no data in {data_dir}: run `{remake}` first (see the README, Reproduce "
@@ -90,8 +86,8 @@ def dataset_script(dataset):
     """(script, tokenizer) that make data/<dataset>: <script>_<tag> is in a GGUF's tokens."""
     for short, pkg in PACKAGED_GGUF.items():
         script = dataset.removesuffix('_' + pkg['tag'])
-        if script != dataset and os.path.isfile(os.path.join(os.path.dirname(__file__), script
-                                                             + '.py')):
+        if script != dataset and os.path.isfile(os.path.join(os.path.dirname(__file__),
+                                                             f'{script}.py')):
             return script, short
     return dataset, 'gpt2'
 
@@ -122,9 +118,8 @@ def read_tokens(path, dtype=None):
 
 
 def example_batch(rows, pad_id, all_tokens=False):
-    """Inputs and next-token targets of padded example rows (kind 'examples', a (B, row_len) integer
-    tensor, padded on either side): each row's last real token, the other targets -1 (ignored);
-    with all_tokens every next token but the padding."""
+    """Inputs and targets of (B, row_len) example rows padded on either side: each row's last real
+    token, the other targets -1 (ignored); with all_tokens every next token but the padding."""
     rows = rows.long()
     x, nxt = rows[:, :-1], rows[:, 1:]
     if all_tokens:
@@ -135,8 +130,8 @@ def example_batch(rows, pad_id, all_tokens=False):
 
 
 def pass_rows(n, seed, draws):
-    """The rows of a split of n rows taken at draw numbers `draws` (an int array) when each pass
-    over the split is a new permutation, from (*seed, pass) alone: no row twice within a pass."""
+    """The rows of n taken at draw numbers `draws` (an int array), each pass over them a new
+    permutation from (*seed, pass) alone: no row twice within a pass."""
     passes, places = np.divmod(draws, n)
     return np.array([_pass_order(n, tuple(seed), p)[i] for p, i in zip(passes, places)],
                     dtype=np.int64)

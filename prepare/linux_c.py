@@ -10,22 +10,22 @@ linux-source-6.12`; 6.12.118: ~389M train, ~13M val, ~8M test tokens; GPL-2.0):
     python -m prepare.linux_c --source linux-source-6.12/     # an unpacked tree
     python -m prepare.linux_c --export linux_c.tar.xz         # the kept files alone
 
---source takes an export too, and makes the same data set. The split is by folder (many drivers
-are near-copies of their siblings): sha256 of a file's folder cut to its first four parts, mod 100:
-0-1 val, 2-3 test, the rest train. files.tsv lists each file's split, path and tokens in stream
-order; meta.json the kernel version, the source's sha256 and selection_sha256 over the kept files.
+--source takes an export too (the same data set). Split by folder (many drivers are near-copies
+of their siblings): sha256 of a file's folder cut to its first four parts, mod 100: 0-1 val, 2-3
+test, the rest train. files.tsv lists each file's split, path and tokens in stream order.
 """
 
 import hashlib
 import io
 import json
 import os
+import pathlib
 import tarfile
 
 import numpy as np
 
-from prepare.common import (SourceMissing, argument_parser, check_writable, data_dir, encoding,
-                            run, start_dataset, write_meta, write_streams, writing)
+from prepare.common import (SPLITS, SourceMissing, argument_parser, check_writable, data_dir,
+                            encoding, run, start_dataset, write_meta, write_streams, writing)
 
 DEFAULT_SOURCE = '/usr/src/linux-source-6.12.tar.xz'
 EXCLUDED = ('drivers/gpu/drm/amd/include/asic_reg/',)  # generated tables, not written by people
@@ -64,7 +64,7 @@ def main(argv=None):
     if args.export:
         return export(files, makefile, origin, args.export)
 
-    order = sorted(files, key=lambda p: (('train', 'val', 'test').index(split_of(p)), p))
+    order = sorted(files, key=lambda p: (SPLITS.index(split_of(p)), p))
     sizes = []  # (split, path, tokens) in stream order
 
     def pieces():  # (split, ids) of each file in order, a batch of files tokenized on every core
@@ -99,7 +99,7 @@ def split_of(path):
 
 
 def kept(path):
-    """Whether a path of the tree (relative to its top) is hand-written C."""
+    """Whether a path of the tree, from its top, is hand-written C."""
     return path.endswith(('.c', '.h')) and not path.startswith(EXCLUDED)
 
 
@@ -122,8 +122,8 @@ def check_source(source):
 
 
 def read_tree(source):
-    """({kept path: bytes}, the top Makefile's bytes or None, the export's info or None) of a folder
-    or a tarball. A tarball's paths lose their first part when every member shares it."""
+    """({kept path: bytes}, the top Makefile's bytes or None, an export's info or None) of a folder
+    or a tarball (its paths less their first part when every member shares it)."""
     files = {}
     if os.path.isdir(source):
         for folder, _, names in os.walk(source):
@@ -131,8 +131,7 @@ def read_tree(source):
                 path = os.path.relpath(full, source).replace(os.sep, '/')
                 if (kept(path) or path in TOP) and not os.path.islink(full) \
                         and os.path.isfile(full):
-                    with open(full, 'rb') as f:
-                        files[path] = f.read()
+                    files[path] = pathlib.Path(full).read_bytes()
     else:
         try:
             with tarfile.open(source, 'r|*') as tar:  # streamed: one pass over a compressed file
@@ -163,10 +162,8 @@ def kernel_version(makefile):
     """'6.12.118' from the top Makefile's VERSION, PATCHLEVEL, SUBLEVEL and EXTRAVERSION lines."""
     lines = makefile.decode('utf-8', 'replace').splitlines()[:20]
     fields = {k.strip(): v.strip() for k, eq, v in (line.partition('=') for line in lines) if eq}
-    if not all(k in fields for k in ('VERSION', 'PATCHLEVEL', 'SUBLEVEL')):
-        return None
-    return '.'.join(fields[k] for k in ('VERSION', 'PATCHLEVEL', 'SUBLEVEL')) + fields.get(
-        'EXTRAVERSION', '')
+    parts = [fields.get(k) for k in ('VERSION', 'PATCHLEVEL', 'SUBLEVEL')]
+    return None if None in parts else '.'.join(parts) + fields.get('EXTRAVERSION', '')
 
 
 def file_sha256(path):

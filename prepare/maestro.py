@@ -1,12 +1,12 @@
 """
 MAESTRO (paper Table 2): piano performances (MIDI) as REMI tokens (miditok), split 90/5/5 by piece
-with a seeded shuffle of the file paths (the paper's split, not MAESTRO's csv). A piece is BOS,
-its REMI tokens (a file's tracks merged), EOS (the `eot`). The paper gives only the size, 328, of
-"REMI + EOS/BOS/MASK/PAD"; these miditok 3.1.0 settings (`tokenizer`) give 328 for a piano:
-    4 specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the 88
-    piano keys) + Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff = 328
-The paper shifts training pieces by a random -3..+3: our fixed streams hold every training piece 7
-times, once per shift (notes shifted outside 21..108 dropped); val and test are not shifted.
+with a seeded shuffle of the file paths (the paper's split, not MAESTRO's csv); a piece is BOS, its
+REMI tokens (a file's tracks merged), EOS (the `eot`). The paper gives only the size, 328, of
+"REMI + EOS/BOS/MASK/PAD"; these miditok 3.1.0 settings (`tokenizer`) give 328 for a piano: 4
+specials (PAD 0, BOS 1, EOS 2, MASK 3) + Bar 1 + Position 96 + Pitch 88 (21..108, the piano keys) +
+Velocity 32 + Duration 64 + Tempo 32 + TimeSig 9 + Pedal, PedalOff. The paper shifts training
+pieces by a random -3..+3: our streams hold each training piece 7 times, once per shift (notes
+shifted outside 21..108 dropped); val and test are not shifted.
 
 Sources (`--source DIR`): MAESTRO v3.0.0 MIDI (maestro-v3.0.0-midi.zip, unzipped; 1276
 performances), or offline the ten MAESTRO performances in the miditok 3.1.0 sdist's tests (8/1/1):

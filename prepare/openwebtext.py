@@ -28,7 +28,22 @@ def main(argv=None):
                    help='tokenisation processes')
     args = p.parse_args(argv)
     gpt2_encoding()  # fail early, before any download, when the BPE files are missing
-    ds = load_documents(args)
+    if args.source is None:
+        ds = load_dataset(args.hf_name, 'it needs internet (or a filled HF cache), or pass '
+                          '--source with local files', split='train', num_proc=args.num_proc)
+    else:
+        files = [args.source] if os.path.isfile(args.source) else find_files(args.source, '*')
+        for ext, builder in BUILDERS.items():  # the files of the first extension there
+            matching = [f for f in files if f.lower().endswith(ext)]
+            if matching:
+                break
+        else:
+            raise SourceMissing(f'no .parquet, .jsonl, .json or .txt files at {args.source}')
+        kwargs = {'sample_by': 'document'} if builder == 'text' else {}  # a .txt: one document
+        ds = load_dataset(builder, f'check the files at {args.source}', split='train',
+                          data_files=matching, **kwargs)
+    if 'text' not in ds.column_names:
+        raise SourceMissing(f'the documents have no "text" column (columns: {ds.column_names})')
     if len(ds) < 2:
         raise SourceMissing('need at least 2 documents')
     # as nanoGPT: 0.05% of the documents (at least 1) for val
@@ -45,27 +60,6 @@ def main(argv=None):
         source=f'OpenWebText ({args.source or args.hf_name}), GPT-2 tokens with <|endoftext|> '
         f'after every document, {VAL_FRACTION:.4%} of documents for val (seed {SEED}), as nanoGPT',
         documents={k: len(v) for k, v in splits.items()})
-
-
-def load_documents(args):
-    """A datasets.Dataset with one document per row in column 'text'."""
-    if args.source is None:
-        ds = load_dataset(args.hf_name, 'it needs internet (or a filled HF cache), or pass '
-                          '--source with local files', split='train', num_proc=args.num_proc)
-    else:
-        files = [args.source] if os.path.isfile(args.source) else find_files(args.source, '*')
-        for ext, builder in BUILDERS.items():  # the files of the first extension there
-            matching = [f for f in files if f.lower().endswith(ext)]
-            if matching:
-                break
-        else:
-            raise SourceMissing(f'no .parquet, .jsonl, .json or .txt files at {args.source}')
-        kwargs = {'sample_by': 'document'} if builder == 'text' else {}
-        ds = load_dataset(builder, f'check the files at {args.source}', split='train',
-                          data_files=matching, **kwargs)
-    if 'text' not in ds.column_names:
-        raise SourceMissing(f'the documents have no "text" column (columns: {ds.column_names})')
-    return ds
 
 
 def tokenize(batch):

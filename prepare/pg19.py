@@ -17,7 +17,14 @@ def main(argv=None):
     p.add_argument('--hf_name', default='emozilla/pg19', help='on the hub (or deepmind/pg19)')
     args = p.parse_args(argv)
     gpt2_encoding()  # fail early when the BPE files are missing
-    books = [(title, text) for title, text in load_books(args) if text.strip()]  # (not empty)
+    if args.source is None:
+        ds = load_dataset(args.hf_name, 'it needs internet (or a filled HF cache), or pass '
+                          '--source with a folder of .txt books', split='test')
+        books = [(book.get('short_book_title', str(i)), book['text']) for i, book in enumerate(ds)]
+    else:
+        books = [(os.path.relpath(path, args.source), Path(path).read_text('utf-8', 'replace'))
+                 for path in find_files(args.source, '*.txt')]
+    books = [(title, text) for title, text in books if text.strip()]  # (not empty)
     if not books:
         raise SourceMissing(f'no book with any text in {args.source or args.hf_name}: give a '
                             'folder of .txt books')
@@ -29,16 +36,6 @@ def main(argv=None):
         source=f'{len(books)} books from {args.source or args.hf_name + " split test"}, GPT-2 '
         'tokens, <|endoftext|> after every book'
         + ('' if args.source is None else '; a local folder: PG-19 only if it is its test split'))
-
-
-def load_books(args):
-    """[(title, text)] of the books, in a fixed order."""
-    if args.source is None:
-        ds = load_dataset(args.hf_name, 'it needs internet (or a filled HF cache), or pass '
-                          '--source with a folder of .txt books', split='test')
-        return [(book.get('short_book_title', str(i)), book['text']) for i, book in enumerate(ds)]
-    return [(os.path.relpath(path, args.source), Path(path).read_text('utf-8', errors='replace'))
-            for path in find_files(args.source, '*.txt')]
 
 
 if __name__ == '__main__':

