@@ -411,10 +411,9 @@ def plot_sizes(arms, folder):
     paper = ax.twinx()
     paper.plot(list(PAPER_SIZES), [math.log(p / r) for r, p in PAPER_SIZES.values()], color='C3',
                marker='s', ls='--', label="the paper, OpenWebText: log(PoPE's val ppl / RoPE's)")
-    low = min(min(min(g) for g in gaps), -0.03) - 0.005
-    high = max(max(max(g) for g in gaps), 0.0) + 0.005
-    for a in (ax, paper):
-        a.set_ylim(low, high)  # one scale on both axes: the same difference is the same height
+    every = [x for g in gaps for x in g]
+    for a in (ax, paper):  # one scale on both axes: the same difference is the same height
+        a.set_ylim(min(*every, -0.03) - 0.005, max(*every, 0.0) + 0.005)
     ax.axhline(0, color='gray', lw=1)
     ax.set_xscale('log')
     ticks = sorted({round(x) for x in params} | set(PAPER_SIZES))
