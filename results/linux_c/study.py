@@ -236,9 +236,8 @@ def windows_section(arms, by, seeds, windows, title):
 
 
 def size_pairs(arms):
-    """Each model size with a paired seed, smallest first: (shape, parameters in millions, its PoPE
-    arms, its RoPE arms), the arms in the order of their seeds; None where no arm is of another
-    size than 8 x 512."""
+    """Each size with a paired seed, smallest first: (shape, parameters in millions, its PoPE arms,
+    its RoPE arms, by seed); None where every arm is of 8 x 512."""
     if not any(a['enc'] in SIZES for a in arms):
         return None
     by, pairs = {(a['enc'], a['seed']): a for a in arms}, []
@@ -251,8 +250,7 @@ def size_pairs(arms):
 
 
 def sizes_section(arms):
-    """Val and test loss by model size: each encoding's mean +- sd, and the paired difference with
-    its p-value. Only where an arm of another size than 8 x 512 exists."""
+    """Val and test loss by size, PoPE against RoPE (where an arm of another size exists)."""
     pairs = size_pairs(arms)
     if pairs is None:
         return []
@@ -347,8 +345,7 @@ def saved(fig, folder, name, dpi=150):
 
 
 def plot_frequency_usage(usage, folder):
-    """Layer x frequency heatmaps of the mean magnitude over seeds: RoPE's and PoPE's queries and
-    keys (none without usage)."""
+    """Heatmaps (layer x frequency) of RoPE's and PoPE's query and key magnitudes over seeds."""
     if not usage:
         return None
     fig, axes = subplots(2, 2, figsize=(12, 6.5), squeeze=False, layout='constrained')
@@ -365,8 +362,7 @@ def plot_frequency_usage(usage, folder):
 
 
 def plot_extrapolation(arms, folder):
-    """The mean over seeds inside documents of MODELS (the ablations are in the tables); none
-    where no seed has both arms scored so."""
+    """MODELS' test loss inside documents, the mean over the paired seeds; none without a pair."""
     arms = [a for a in arms if 'documents' in a['losses']]
     seeds = paired_seeds(arms)
     if not seeds:
