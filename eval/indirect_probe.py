@@ -5,16 +5,15 @@ Indirect indexing: probes of checkpoints, the table of a batch of runs, the task
     python -m eval.indirect_probe table out-probe_*      # markdown: a row per run, one per group
     python -m eval.indirect_probe chance                 # every variant of the data, in %
 
-probe, on the first --n test examples of the checkpoint's data set: accuracy per shift and source
-position; per layer and head, the attention from the last position and from the question's source
-letter to the string's source letter and to the target (mean weight; 'top': how often it is the
-head's largest); PoPE: delta and the magnitudes mu of queries and keys, per layer.
-table, per run folder: the final and best test accuracy, the first step at 20, 50 and 90 %, the
-'window' chance level; then mean +- std per group of seeds (the run's name without _s<seed>).
-chance, exact: what a model scores that knows part of the question: letter, a uniform guess among
-the string's letters (not the source, unless shifts of 0 occur); position, the likeliest target
-position for the string's length; window, a uniform guess among the L - |shift| positions that the
-length and the shift allow (the source for a shift of 0).
+probe, on the first --n test examples: accuracy per shift and source position; per layer and head,
+the attention from the last position and from the question's source letter to the string's source
+letter and to the target (mean weight; 'top': how often it is the head's largest); PoPE's delta
+and magnitudes mu. table: per run, the final and best test accuracy, the first step at 20, 50 and
+90 %, the 'window' chance level; then mean +- std per group of seeds (the name without _s<seed>).
+chance, exact, of a model that knows part of the question: letter, a uniform guess among the
+string's letters (the source only if shifts of 0 occur); position, the likeliest target position
+for the string's length; window, a uniform guess among the L - |shift| positions the length and
+shift allow (the source for a shift of 0).
 """
 
 import math

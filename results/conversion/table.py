@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import read_json, save_figure, subplots, write_page  # noqa: E402
+from eval import markdown_table, read_json, save_figure, subplots, write_page  # noqa: E402
 from eval.extrapolation import by_run, tokens_scored  # noqa: E402
 
 STYLE = {'2': ':', '10': '--', '30': '-'}  # the line of each share of recalibration steps (%)
@@ -61,20 +61,17 @@ for path in paths:
             start[run].append((best(pre_log), log[0]['val_loss'], best(log)))
 base, mean = lengths[0], lambda v: sum(v) / len(v)  # (base: the training context)
 cell = lambda v, d=1: f'{mean(v):.{d}f} ({min(v):.{d}f}-{max(v):.{d}f})' if v else '-'
-lines = ['| model | steps | ' + ' | '.join(f'test ppl at {L} ({L // base}x)' for L in lengths)
-         + ' |', '|---|---|' + '---|' * len(lengths)]
-lines += [f'| {name(run)[0]} | {steps.get(run, "")} | ' + ' | '.join(cell(v[L]) for L in lengths)
-          + ' |' for run, v in ppl.items()]
-lines += ['', f"Each cell: the mean over {len(seeds)} seeds ({', '.join(sorted(seeds))}), their "
-          f"range in brackets; test perplexity on {tokens_scored(about)}, in windows of each "
-          f"length; '-': learned positions stop at {base}.", '',
-          '| conversion | val loss of the pre-trained model | converted, at step 0 | converted, '
-          'best |', '|---|---|---|---|']
-lines += [f'| {name(run)[0]} | ' + ' | '.join(cell([x[i] for x in v], 2) for i in range(3)) + ' |'
-          for run, v in start.items()]
-lines += ['', "Val loss: train.py's estimate on eval_iters batches (eval_log.jsonl), mean over "
-          'seeds (range).']
-write_page(os.path.join(out, 'table.md'), lines)
+rows = [[name(r)[0], steps.get(r, ''), *(cell(v[L]) for L in lengths)] for r, v in ppl.items()]
+losses = [[name(r)[0], *(cell(column, 2) for column in zip(*v))] for r, v in start.items()]
+write_page(os.path.join(out, 'table.md'), [
+    markdown_table(['model', 'steps', *(f'test ppl at {L} ({L // base}x)' for L in lengths)], rows),
+    '', f"Each cell: the mean over {len(seeds)} seeds ({', '.join(sorted(seeds))}), their range in "
+    f"brackets; test perplexity on {tokens_scored(about)}, in windows of each length; '-': "
+    f"learned positions stop at {base}.", '',
+    markdown_table(['conversion', 'val loss of the pre-trained model', 'converted, at step 0',
+                    'converted, best'], losses), '',
+    "Val loss: train.py's estimate on eval_iters batches (eval_log.jsonl), mean over seeds "
+    '(range).'])
 
 fig, ax = subplots(figsize=(9.6, 4.6))
 for run, v in ppl.items():

@@ -28,8 +28,9 @@ def main(argv=None):
     runs = {'pope': [], 'rope': []}
     for (_, pe, seed), path in sorted(found_runs(folder, ['leftpad']), key=lambda f: f[1]):
         runs[pe].append(dict(read_run(path), seed=seed))  # (in the order of their names)
-    rows, summary, ranked, notes = [], [], {}, []
+    ranked = {pe: [steps_to_90(r) for r in rs] for pe, rs in runs.items()}
     shown = lambda s: f"{SCHEDULE // 1000}k+" if s == math.inf else fmt_step(int(s))
+    rows, summary, notes = [], [], []
     for pe, rs in runs.items():
         for r in sorted(rs, key=lambda r: int(r['seed'])):
             probe = f"{100 * r['probe'][0]:.1f} % (shift {r['probe'][1]})" if 'probe' in r else ''
@@ -39,20 +40,18 @@ def main(argv=None):
                   f"reaching 90 % (test accuracy {100 * r['test_acc']:.1f} %): in the test as not "
                   f"solved by {r['last_iter'] // 1000}k" for r in rs
                   if not r['complete'] and r['to'][0.9] is None]
-        ranked[pe] = [steps_to_90(r) for r in rs]
         known = [s if ok else math.inf for (s, ok), r in zip(ranked[pe], rs) if ok or r['complete']]
         summary.append([NAMES[pe], len(rs), f"{sum(ok for _, ok in ranked[pe])} of {len(known)}",
                         shown(statistics.median(known)) if known else '-',
                         f"{shown(min(known))} - {shown(max(known))}" if known else '-'])
-    if min(map(len, ranked.values())) >= 2:
+    n, m = len(ranked['pope']), len(ranked['rope'])
+    test = "Fewer than two runs of an encoding: no test."
+    if min(n, m) >= 2:
         pope_first, rope_first, p_value, n_splits = exact_rank_test(ranked['pope'], ranked['rope'])
-        n, m = len(ranked['pope']), len(ranked['rope'])
         test = (f"Steps to 90 % test accuracy, PoPE ({n} runs) against RoPE ({m}): of the {n * m} "
                 f"pairs, PoPE got there first in {pope_first}, RoPE in {rope_first}, the rest tied "
                 "or not known; Gehan's test (Mann-Whitney's, for runs that end unsolved), exact "
                 f"two-sided p = {p_value:.3f} over all {n_splits} splits of the pooled runs.")
-    else:
-        test = "Fewer than two runs of an encoding: no test."
     write_page(os.path.join(folder, 'seeds.md'), [
         "# PoPE against RoPE, seeds of the replication's layout (200k-step schedule)", '',
         f"Made by `python results/indirect_indexing/seeds.py {folder}` from the run folders "
@@ -67,8 +66,7 @@ def main(argv=None):
     print(f"wrote {folder}/seeds.md and curves_seeds.png")
 
 
-def parse(doc, page, argv):
-    """The study's folder, from the command line."""
+def parse(doc, page, argv):  # the study's folder, from the command line
     p = parser(doc)
     p.add_argument('folder', help=f'results/indirect_indexing (reads runs/; writes {page}, a png)')
     return p.parse_args(argv).folder
@@ -91,8 +89,8 @@ def found_runs(folder, layouts):
 def read_run(folder):
     """One run's numbers: steps to each threshold, last evaluation, why it ended, probe."""
     log = read_json(os.path.join(folder, 'eval_log.jsonl'), lines=True)
-    final_path, probe_path = os.path.join(folder, 'final.json'), os.path.join(folder, 'probe.json')
-    final, last = read_json(final_path) if os.path.exists(final_path) else None, log[-1]
+    final, probe = (os.path.join(folder, name) for name in ('final.json', 'probe.json'))
+    final, last = read_json(final) if os.path.exists(final) else None, log[-1]
     run = {'name': os.path.basename(os.path.normpath(folder)), 'last_iter': last['iter'],
            'ended': f"cut at {last['iter'] // 1000}k" if final is None else
            f"early stop at {final['early_stop']['iter'] // 1000}k" if 'early_stop' in final else
@@ -102,14 +100,13 @@ def read_run(folder):
            'to': {t: next((r['iter'] for r in log if r['test_acc'] >= t), None)
                   for t in THRESHOLDS},
            'curve': [(r['iter'], r['test_acc']) for r in log]}
-    if os.path.exists(probe_path):
-        shifts = read_json(probe_path)['acc_per_shift']
+    if os.path.exists(probe):
+        shifts = read_json(probe)['acc_per_shift']
         run['probe'] = (min(shifts.values()), min(shifts, key=shifts.get), len(shifts))
     return run
 
 
-def run_cells(run):
-    """A run's cells under RUN_HEAD ('-': a threshold never reached)."""
+def run_cells(run):  # a run's cells under RUN_HEAD ('-': a threshold never reached)
     return [run['ended'], *(fmt_step(run['to'][t]) for t in THRESHOLDS),
             f"{100 * run['test_acc']:.1f}", f"{100 * run['train_acc']:.1f}"]
 
@@ -148,8 +145,7 @@ def fmt_step(step):
     return '-' if step is None else f"{step // 1000}k"
 
 
-def plot(folder, name, size, title, lines, **legend):
-    """Test accuracy against step, a line per (curve, plot's keywords); 90 % dotted."""
+def plot(folder, name, size, title, lines, **legend):  # a line per (curve, plot's keywords)
     fig, ax = subplots(figsize=size, layout=None)
     for curve, style in lines:
         ax.plot([i for i, _ in curve], [100 * a for _, a in curve], alpha=0.8, **style)

@@ -7,6 +7,7 @@ that results/linux_c/reproduce.sh leaves in DIR/runs/ and DIR/frequency_usage_s<
 """
 
 import glob
+import itertools
 import json
 import math
 import os
@@ -52,48 +53,39 @@ def main(argv=None):
              for p in sorted(glob.glob(os.path.join(folder, 'frequency_usage_s*.json')))}
     with open(os.path.join(folder, 'results.md'), 'w') as f:
         f.write('\n'.join([page(arms, folder)] + frequency_section(usage)).rstrip() + '\n')
-    figure = plot_extrapolation(arms, os.path.join(folder, 'extrapolation.png'))
-    plot_val_loss(arms, os.path.join(folder, 'val_loss.png'))
-    sizes = plot_sizes(arms, os.path.join(folder, 'sizes.png'))
-    if usage:
-        plot_frequency_usage(usage, os.path.join(folder, 'frequency_usage.png'))
-    print(f"wrote {folder}/results.md, {'extrapolation.png, ' if figure else ''}val_loss.png"
-          f"{', sizes.png' if sizes else ''}{', frequency_usage.png' if usage else ''} "
-          f"({len(arms)} arms, frequency usage of "
-          f"{named(usage) if usage else 'no seed'}"
-          + ('' if figure else '; no extrapolation.png: no seed has both arms scored inside '
-             'documents') + ')')
+    drawn = [plot_extrapolation(arms, folder), plot_val_loss(arms, folder),
+             plot_sizes(arms, folder), plot_frequency_usage(usage, folder)]  # (None: not drawn)
+    print(f"wrote {folder}/results.md, {', '.join(filter(None, drawn))} ({len(arms)} arms, "
+          f"frequency usage of {named(usage) if usage else 'no seed'}" + ('' if drawn[0] else
+          '; no extrapolation.png: no seed has both arms scored inside documents') + ')')
 
 
 def read_arm(folder):
-    """One arm's numbers: its pre-training's final.json and eval log; where they exist, its
-    fine-tune's final.json and its models' test losses at each length inside documents and across
-    them ({windows: {label: {length: (loss, tokens)}}})."""
-    name = os.path.basename(os.path.normpath(folder))
+    """One arm's numbers: its pre-training's final.json, eval log, size and batch; where they
+    exist, its fine-tune's final.json and its models' test losses at each length inside documents
+    and across them ({windows: {label: {length: (loss, tokens)}}})."""
+    name, path = os.path.basename(os.path.normpath(folder)), lambda *p: os.path.join(folder, *p)
+    ft = path('ft', 'final.json')
     arm = {'name': name, 'enc': name.split('_s')[0], 'seed': int(name.split('_s')[1]),
-           'final': read_json(os.path.join(folder, 'pretrain', 'final.json')),
-           'log': read_json(os.path.join(folder, 'pretrain', 'eval_log.jsonl'), lines=True),
-           'ft_final': None, 'losses': {}, 'about': {}}
-    if os.path.exists(os.path.join(folder, 'ft', 'final.json')):
-        arm['ft_final'] = read_json(os.path.join(folder, 'ft', 'final.json'))
-    log = os.path.join(folder, 'pretrain.log')
+           'final': read_json(path('pretrain', 'final.json')),
+           'log': read_json(path('pretrain', 'eval_log.jsonl'), lines=True),
+           'ft_final': read_json(ft) if os.path.exists(ft) else None, 'losses': {}, 'about': {}}
     try:  # train.py's line '50.93M parameters, pope, 32,768 tokens per iteration, ...'
-        with open(log) as f:
+        with open(path('pretrain.log')) as f:
             found = re.search(r'([\d.]+)M parameters, [^,]+, ([\d,]+) tokens per iteration',
                               f.read())
         arm['params'], arm['tokens_per_iter'] = float(found[1]), int(found[2].replace(',', ''))
     except (OSError, TypeError):
-        raise incomplete(log, "no line '<n>M parameters, <pos_emb>, <n> tokens per iteration'") \
-            from None
-    for stage in ('', 'ft_'):  # the pre-trained model(s), then the fine-tuned one
-        for windows in ('documents', 'stream'):
-            path = os.path.join(folder, stage + windows, 'extrapolation.json')
-            if os.path.exists(path):
-                ex = read_json(path)
-                arm['about'][windows] = {k: v for k, v in ex.items() if k != 'results'}
-                losses = arm['losses'].setdefault(windows, {})
-                for r in ex['results']:
-                    losses.setdefault(r['label'], {})[r['length']] = (r['nll'], r['tokens'])
+        raise incomplete(path('pretrain.log'), "no line '<n>M parameters, <pos_emb>, <n> tokens "
+                         "per iteration'") from None
+    # the pre-trained model(s), then the fine-tuned one
+    for stage, windows in itertools.product(('', 'ft_'), ('documents', 'stream')):
+        if os.path.exists(path(stage + windows, 'extrapolation.json')):
+            ex = read_json(path(stage + windows, 'extrapolation.json'))
+            arm['about'][windows] = {k: v for k, v in ex.items() if k != 'results'}
+            losses = arm['losses'].setdefault(windows, {})
+            for r in ex['results']:
+                losses.setdefault(r['label'], {})[r['length']] = (r['nll'], r['tokens'])
     return arm
 
 
@@ -125,10 +117,9 @@ def t_test_p(t, df):
     over [-|t|, |t|] (Simpson's rule on 20,000 intervals; exact to ~1e-9 for a few seeds' t)."""
     if not math.isfinite(t):
         return 0.0
-    n, a = 20000, abs(t)
+    n, a, h = 20000, abs(t), abs(t) / 20000
     log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
     density = lambda x: math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
-    h = a / n
     total = density(0) + density(a) + sum((4 if i % 2 else 2) * density(i * h) for i in range(1, n))
     return max(0.0, 1 - 2 * total * h / 3)
 
@@ -163,11 +154,12 @@ def paired_seeds(arms):
 
 def page(arms, folder):
     seeds, by = paired_seeds(arms), {(a['enc'], a['seed']): a for a in arms}
+    by_seed = sorted(arms, key=lambda a: (a['seed'], a['enc']))
     lines = ["# The language-modelling study on the Linux kernel's C: the numbers", '',
              f'Made by `python results/linux_c/study.py {folder}` from the files in `runs/`. '
              'Losses in nats per token.', '', '## The runs', '']
     rows = []
-    for a in sorted(arms, key=lambda a: (a['seed'], a['enc'])):
+    for a in by_seed:
         f, ft = a['final'], a['ft_final']
         rows.append([a['name'], f['iter'], f"{f['iter'] * a['tokens_per_iter'] / 1e6:.0f}M",
                      f"{f['minutes']:.1f}", f"{f['val_loss']:.4f}", f"{f['test_loss']:.4f}",
@@ -177,8 +169,7 @@ def page(arms, folder):
               '## In distribution (context 1024, the whole splits)', '']
     rows = []
     for split in ('val', 'test') if seeds else ():
-        pope, rope = ([by[enc, s]['final'][f'{split}_loss'] for s in seeds] for enc in ('pope',
-                                                                                         'rope'))
+        pope, rope = ([by[e, s]['final'][f'{split}_loss'] for s in seeds] for e in ('pope', 'rope'))
         mean, sd, t, p, n = paired(pope, rope)
         test = [f'{sd:.4f}', f'{t:.2f}', f'{p:.3g}'] if n > 1 else \
             ['-', '-', '- (one pair: no test)']
@@ -188,7 +179,7 @@ def page(arms, folder):
               f"The seeds with both arms: {', '.join(map(str, seeds))}; mean +- sd over them, each "
               "seed's value in brackets.", ''] if seeds else ['No seed has pre-trained both arms '
                                                               'yet.', '']
-    lines += ablation_section(arms, by) + sizes_section(arms)
+    lines += ablation_section(by_seed, by) + sizes_section(arms)
     ctx = sorted(int(k.removeprefix('val_loss_ctx')) for k in arms[0]['final']
                  if k.startswith('val_loss_ctx'))
     if ctx:
@@ -199,7 +190,7 @@ def page(arms, folder):
         rows = [[f"{NAMES[enc]} ({named(a['seed'] for a in mine)})"]
                 + [spread([a['final'][f'val_loss_ctx{L}'] for a in mine]) for L in ctx]
                 for enc in ('rope', 'pope', *ABLATIONS)
-                if (mine := sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed']))]
+                if (mine := [a for a in by_seed if a['enc'] == enc])]
         lines += [markdown_table(['model'] + [f'{L} ({L // ctx[0]}x)' for L in ctx], rows), '']
     for windows, title in (('documents', 'inside documents'),
                            ('stream', 'across documents (stream windows)')):
@@ -213,10 +204,9 @@ def windows_section(arms, by, seeds, windows, title):
     scored = lambda label, s: label in by[encoding(label), s]['losses'].get(windows, {})
     have = {label: [s for s in seeds if scored(label, s)] for label in MODELS}
     for enc in (*ABLATIONS, *SIZES):  # RoPE of another size: also with YaRN's scale 10
-        mine = sorted(a['seed'] for a in arms if a['enc'] == enc)
-        for label in [NAMES[enc]] + [f'{NAMES[enc]}+YaRN s=10 (no fine-tune)'] * (enc in SIZES
-                                                                                 and 'rope' in enc):
-            if mine:
+        if mine := sorted(a['seed'] for a in arms if a['enc'] == enc):
+            yarn = [f'{NAMES[enc]}+YaRN s=10 (no fine-tune)'] * enc.startswith('rope')
+            for label in [NAMES[enc], *yarn]:
                 have[label] = [s for s in mine if scored(label, s)]
     if not any(have.values()):
         return [f'## Test loss at 1x-10x the context, {title}', '',
@@ -224,17 +214,15 @@ def windows_section(arms, by, seeds, windows, title):
     about = next(by[encoding(label), mine[0]]['about'][windows] for label, mine in have.items()
                  if mine)
     lengths = about['lengths']
-    lines = [f'## Test loss at 1x-{lengths[-1] // lengths[0]}x the context, {title}', '']
-    if windows == 'documents':
-        lines += [f"The first {lengths[-1] + 1:,} tokens of each of the {about['documents']:,} "
-                  f"test files that have as many ({about['documents_in_all']:,} test files in "
-                  f"all), {about['tokens']:,} predicted tokens at every length: windows of each "
-                  'length from the start of the file, the last one shorter where the length does '
-                  'not divide the longest.', '']
-    else:
-        lines += [f"The first {about['tokens']:,} predicted tokens of the test stream (files one "
-                  'after the other, an <|endoftext|> between two), in windows of each length that '
-                  'run across file ends.', '']
+    lines = [f'## Test loss at 1x-{lengths[-1] // lengths[0]}x the context, {title}', '',
+             f"The first {lengths[-1] + 1:,} tokens of each of the {about['documents']:,} test "
+             f"files that have as many ({about['documents_in_all']:,} test files in all), "
+             f"{about['tokens']:,} predicted tokens at every length: windows of each length from "
+             'the start of the file, the last one shorter where the length does not divide the '
+             'longest.' if windows == 'documents' else
+             f"The first {about['tokens']:,} predicted tokens of the test stream (files one after "
+             'the other, an <|endoftext|> between two), in windows of each length that run across '
+             'file ends.', '']
     loss = lambda label, s, L: by[encoding(label), s]['losses'][windows][label][L]
     rows = [[label if mine == seeds and label in MODELS or not mine else f'{label} ({named(mine)})']
             + ([spread([loss(label, s, L)[0] for s in mine]) for L in lengths] if mine
@@ -248,8 +236,10 @@ def windows_section(arms, by, seeds, windows, title):
 
 
 def size_pairs(arms):
-    """Each model size with a paired seed, smallest first: (shape, parameters in millions, its PoPE
-    arms, its RoPE arms), the arms in the order of their seeds."""
+    """Each size with a paired seed, smallest first: (shape, parameters in millions, its PoPE arms,
+    its RoPE arms, by seed); None where every arm is of 8 x 512."""
+    if not any(a['enc'] in SIZES for a in arms):
+        return None
     by, pairs = {(a['enc'], a['seed']): a for a in arms}, []
     for tag, shape in SHAPES.items():
         seeds = sorted(s for enc, s in by if enc == f'pope{tag}' and (f'rope{tag}', s) in by)
@@ -260,11 +250,10 @@ def size_pairs(arms):
 
 
 def sizes_section(arms):
-    """Val and test loss by model size: each encoding's mean +- sd, and the paired difference with
-    its p-value. Only where an arm of another size than 8 x 512 exists."""
-    if not any(a['enc'] in SIZES for a in arms):
-        return []
+    """Val and test loss by size, PoPE against RoPE (where an arm of another size exists)."""
     pairs = size_pairs(arms)
+    if pairs is None:
+        return []
     if not pairs:
         return ['## By model size', '', 'No size has both encodings of one seed yet.', '']
     rows = []
@@ -296,13 +285,11 @@ def sizes_section(arms):
 def ablation_section(arms, by):
     """Each ablation's val and test loss, and its difference to the PoPE arm of its seed."""
     rows = []
-    for enc in ABLATIONS:
-        for a in sorted((a for a in arms if a['enc'] == enc), key=lambda a: a['seed']):
-            pope, val, test = by.get(('pope', a['seed'])), a['final']['val_loss'], \
-                a['final']['test_loss']
-            rows.append([NAMES[enc], a['seed'], f'{val:.4f}', f'{test:.4f}'] + (
-                [f"{val - pope['final']['val_loss']:+.4f}",
-                 f"{test - pope['final']['test_loss']:+.4f}"] if pope else ['-', '-']))
+    for a in (a for enc in ABLATIONS for a in arms if a['enc'] == enc):  # (arms: by seed)
+        f, pope = a['final'], by.get(('pope', a['seed']))
+        rows.append([NAMES[a['enc']], a['seed'], f"{f['val_loss']:.4f}", f"{f['test_loss']:.4f}"]
+                    + ([f"{f[k] - pope['final'][k]:+.4f}" for k in ('val_loss', 'test_loss')]
+                       if pope else ['-', '-']))
     if not rows:
         return []
     paper = '; '.join(f'{NAMES[enc]} {ppl} ({math.log(ppl / PAPER["pope"]):+.4f})'
@@ -334,14 +321,11 @@ def frequency_section(usage):
              "the largest over the mean; the range over layers, then each layer's peak index.", '']
     half = lambda r: statistics.mean(r[:len(r) // 2]) / statistics.mean(r[len(r) // 2:])
     rows = []
-    for name in ('RoPE', 'PoPE'):
-        for side in ('q', 'k'):
-            for seed, summary in usage.items():
-                m = summary[name][side]
-                ratios, peaks = [half(r) for r in m], [max(r) / statistics.mean(r) for r in m]
-                rows.append([name, side, seed, f'{min(ratios):.2f}-{max(ratios):.2f}',
-                             f'{min(peaks):.2f}-{max(peaks):.2f}',
-                             ' '.join(str(r.index(max(r))) for r in m)])
+    for name, side, (seed, summary) in itertools.product(('RoPE', 'PoPE'), 'qk', usage.items()):
+        m = summary[name][side]
+        ratios, peaks = [half(r) for r in m], [max(r) / statistics.mean(r) for r in m]
+        rows.append([name, side, seed, *(f'{min(x):.2f}-{max(x):.2f}' for x in (ratios, peaks)),
+                     ' '.join(str(r.index(max(r))) for r in m)])
     lines += [markdown_table(['encoding', 'side', 'seed', 'high/low half', 'peak/mean',
                               'peak index per layer'], rows), '']
     deltas = [x for s in usage.values() for layer in s['PoPE'].get('delta', [])
@@ -355,9 +339,15 @@ def frequency_section(usage):
     return lines + ['![frequency usage](frequency_usage.png)', '']
 
 
-def plot_frequency_usage(usage, path):
-    """Layer x frequency heatmaps of the mean magnitude over seeds: RoPE's and PoPE's queries and
-    keys."""
+def saved(fig, folder, name, dpi=150):
+    save_figure(fig, os.path.join(folder, name), dpi=dpi)
+    return name
+
+
+def plot_frequency_usage(usage, folder):
+    """Heatmaps (layer x frequency) of RoPE's and PoPE's query and key magnitudes over seeds."""
+    if not usage:
+        return None
     fig, axes = subplots(2, 2, figsize=(12, 6.5), squeeze=False, layout='constrained')
     for j, name in enumerate(('RoPE', 'PoPE')):
         for i, side in enumerate(('q', 'k')):
@@ -368,16 +358,15 @@ def plot_frequency_usage(usage, path):
             ax.set(title=f'{name} {"queries" if side == "q" else "keys"} '
                    f'({named(usage, mean=True)})', xlabel='frequency index (0 = highest)',
                    ylabel='layer')
-    save_figure(fig, path, dpi=120)
+    return saved(fig, folder, 'frequency_usage.png', dpi=120)
 
 
-def plot_extrapolation(arms, path):
-    """The mean over seeds inside documents of MODELS (the ablations are in the tables); False
-    where no seed has both arms scored so (no figure)."""
+def plot_extrapolation(arms, folder):
+    """MODELS' test loss inside documents, the mean over the paired seeds; none without a pair."""
     arms = [a for a in arms if 'documents' in a['losses']]
     seeds = paired_seeds(arms)
     if not seeds:
-        return False
+        return None
     lengths = arms[0]['about']['documents']['lengths']
     fig, ax = subplots(figsize=(7, 4.5))
     for label in MODELS:
@@ -398,16 +387,15 @@ def plot_extrapolation(arms, path):
            title=f'Linux C, 8 x 512 GPT, {named(seeds, mean=True)}')
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    save_figure(fig, path, dpi=150)
-    return True
+    return saved(fig, folder, 'extrapolation.png')
 
 
-def plot_sizes(arms, path):
+def plot_sizes(arms, folder):
     """The paired val-loss difference PoPE - RoPE against parameters, each seed and the mean, with
-    the paper's three sizes on an axis of their own; False where no arm of another size exists."""
+    the paper's three sizes on an axis of their own; none where no size has a pair."""
     pairs = size_pairs(arms)
-    if not any(a['enc'] in SIZES for a in arms) or not pairs:  # (as sizes_section says)
-        return False
+    if not pairs:
+        return None
     fig, ax = subplots(figsize=(7, 4.5))
     gaps = [[p['final']['val_loss'] - r['final']['val_loss'] for p, r in zip(pope, rope)]
             for _, _, pope, rope in pairs]
@@ -419,10 +407,9 @@ def plot_sizes(arms, path):
     paper = ax.twinx()
     paper.plot(list(PAPER_SIZES), [math.log(p / r) for r, p in PAPER_SIZES.values()], color='C3',
                marker='s', ls='--', label="the paper, OpenWebText: log(PoPE's val ppl / RoPE's)")
-    low = min(min(min(g) for g in gaps), -0.03) - 0.005
-    high = max(max(max(g) for g in gaps), 0.0) + 0.005
-    for a in (ax, paper):
-        a.set_ylim(low, high)  # one scale on both axes: the same difference is the same height
+    every = [x for g in gaps for x in g]
+    for a in (ax, paper):  # one scale on both axes: the same difference is the same height
+        a.set_ylim(min(*every, -0.03) - 0.005, max(*every, 0.0) + 0.005)
     ax.axhline(0, color='gray', lw=1)
     ax.set_xscale('log')
     ticks = sorted({round(x) for x in params} | set(PAPER_SIZES))
@@ -434,11 +421,10 @@ def plot_sizes(arms, path):
     paper.set_ylabel("the paper: log(PoPE's / RoPE's val perplexity)")
     ax.grid(True, alpha=0.3)
     fig.legend(loc='upper left', bbox_to_anchor=(0.12, 0.88), fontsize=8)
-    save_figure(fig, path, dpi=150)
-    return True
+    return saved(fig, folder, 'sizes.png')
 
 
-def plot_val_loss(arms, path):
+def plot_val_loss(arms, folder):
     fig, ax = subplots(figsize=(7, 4.5))
     for a in sorted((a for a in arms if a['enc'] not in SIZES),
                     key=lambda a: (a['enc'], a['seed'])):  # 8 x 512 (the others: sizes.png)
@@ -448,7 +434,7 @@ def plot_val_loss(arms, path):
     ax.set(xlabel='step', ylabel='val loss (nats per token)')
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    save_figure(fig, path, dpi=150)
+    return saved(fig, folder, 'val_loss.png')
 
 
 if __name__ == '__main__':

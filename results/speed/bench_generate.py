@@ -34,21 +34,21 @@ p = parser(__doc__)
 p.add_argument('--out', required=True, help='folder for generate.json and generate.md')
 p.add_argument('--smoke', action='store_true', help='a tiny model and lengths (any device)')
 p.add_argument('--device', type=device_arg, default=DEVICE)
-p.add_argument('--sections', default='attention,generate', help='attention and/or generate')
 p.add_argument('--modes', default='compiled,eager', help='compiled and/or eager')
 p.add_argument('--repeats', type=positive_int, default=3, help='timed calls of a compiled cell')
 p.add_argument('--eager_repeats', type=positive_int, default=1, help='the same, eager')
 p.add_argument('--budget_s', type=float, default=420.0, help='nothing starts after so many seconds')
 args = p.parse_args()
-sections, modes = args.sections.split(','), args.modes.split(',')
-if not set(sections) <= {'attention', 'generate'} or not set(modes) <= {'compiled', 'eager'}:
-    sys.exit('--sections: attention and/or generate; --modes: compiled and/or eager')
+modes = args.modes.split(',')
+if not set(modes) <= {'compiled', 'eager'}:
+    sys.exit('--modes: compiled and/or eager')
 os.makedirs(args.out, exist_ok=True)
 sys.stdout.reconfigure(line_buffering=True)  # a run cut short still leaves every line it printed
 
 device = torch.device(args.device)
 cuda = device.type == 'cuda'
 dtype = torch.bfloat16 if cuda else torch.float32
+sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
 if args.smoke:
     H, D, LENGTHS, BATCHES, PROMPT, NEW = 4, 16, (64, 128), (1, 2), 16, (8, 24)
     SHAPE = dict(n_layer=2, n_head=4, n_embd=64, block_size=64, vocab_size=256)
@@ -65,9 +65,8 @@ def main():
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or 'CPU'
     log(f'{name} | torch {torch.__version__} | triton {triton.__version__} | python '
         f'{platform.python_version()}')
-    result = {'decode_attention': [attention_row(B, L) for L in LENGTHS for B in BATCHES]
-                                  if 'attention' in sections else [],
-              'generate': generate_rows() if 'generate' in sections else []}
+    result = {'decode_attention': [attention_row(B, L) for L in LENGTHS for B in BATCHES],
+              'generate': generate_rows()}
     meta = result['meta'] = dict(
         device=name, torch=torch.__version__, triton=triton.__version__,
         python=platform.python_version(), commit=code_commit(ROOT), dtype=str(dtype),
@@ -134,10 +133,8 @@ def generate_rows():
         log(f'{pe}: {m.get_num_params() / 1e6:.1f}M parameters, {cfg.n_layer} layers x '
             f'{cfg.n_head} heads x {cfg.n_embd}, block_size {cfg.block_size}, attn_impl '
             f'{cfg.attn_impl}, {dtype}')
-    # Under torch.compile each model compiles one graph per batch size: generate marks the lengths
-    # of its cache and output dynamic from the first graph on, so both models' graphs are alike
-    # whatever the order of the rows (Dynamo's automatic dynamic shapes, whose record of sizes the
-    # models share, would make the first graph static and later ones dynamic).
+    # Compiled, each model makes one graph per batch size, alike whatever the order of the rows:
+    # generate marks its cache's and output's lengths dynamic from the first graph on.
     rows = []
     for mode, B, new in itertools.product(modes, BATCHES, NEW):
         compile = mode == 'compiled'
@@ -196,29 +193,27 @@ def markdown(result):
              f"torch {meta['torch']}, triton {meta['triton']}, python {meta['python']}, commit "
              f"{meta['commit']}; {meta['dtype']}; `{meta['command']}`"
              + (' (smoke: a tiny model and lengths)' if args.smoke else ''), '']
-    if result['decode_attention']:
-        clock = 'GPU time of CUDA-graph replays' if cuda else 'wall clock'
-        head = ['batch', 'cache', 'RoPE model', 'PoPE model', 'PoPE / RoPE (model)',
-                'RoPE sdpa, exact length, no mask', 'PoPE model / RoPE no mask', 'RoPE plain path',
-                'PoPE plain path', 'GB/s RoPE, PoPE (model)', 'note']
-        rows = [[r['batch'], r['cache'], *(fmt(r.get(k), f) for k, f in (
-            ('rope_model_ms', '.4f'), ('pope_model_ms', '.4f'), ('pope_vs_rope_model', '.2f'),
-            ('rope_nomask_ms', '.4f'), ('pope_model_vs_rope_nomask', '.2f'),
-            ('rope_plain_ms', '.4f'), ('pope_plain_ms', '.4f'))),
-            f"{fmt(r.get('rope_model_GBps'), '.0f')}, {fmt(r.get('pope_model_GBps'), '.0f')}",
-            r.get('error', '')] for r in result['decode_attention']]
-        lines += [f'## Decode attention: one query over a full cache, {H} heads, head dim {D}, '
-                  f'ms a layer ({clock})', '', markdown_table(head, rows), '']
-    if result['generate']:
-        head = ['mode', 'batch', 'new tokens', 'encoding', 'tokens / s (median)', 'min-max',
-                'timed calls', 'ms / step', 'PoPE / RoPE tokens/s (medians)', 'warm-up s', 'note']
-        rows = [[r['mode'], r['batch'], r['new_tokens'], r['pos_emb'],
-                 fmt(r.get('tokens_per_s'), '.1f'), f"{r['tokens_per_s_min']:.1f}-"
-                 f"{r['tokens_per_s_max']:.1f}" if r.get('tokens_per_s') else '', len(r['runs_s']),
-                 fmt(r.get('ms_per_step'), '.2f'), fmt(r.get('pope_vs_rope'), '.3f'),
-                 fmt(r.get('warmup_s'), '.1f'), r.get('error', '')] for r in result['generate']]
-        lines += [f'## generate.generate, prompt {PROMPT}, top-k {TOP_K}', '',
-                  markdown_table(head, rows), '']
+    clock = 'GPU time of CUDA-graph replays' if cuda else 'wall clock'
+    head = ['batch', 'cache', 'RoPE model', 'PoPE model', 'PoPE / RoPE (model)',
+            'RoPE sdpa, exact length, no mask', 'PoPE model / RoPE no mask', 'RoPE plain path',
+            'PoPE plain path', 'GB/s RoPE, PoPE (model)', 'note']
+    rows = [[r['batch'], r['cache'], *(fmt(r.get(k), f) for k, f in (
+        ('rope_model_ms', '.4f'), ('pope_model_ms', '.4f'), ('pope_vs_rope_model', '.2f'),
+        ('rope_nomask_ms', '.4f'), ('pope_model_vs_rope_nomask', '.2f'),
+        ('rope_plain_ms', '.4f'), ('pope_plain_ms', '.4f'))),
+        f"{fmt(r.get('rope_model_GBps'), '.0f')}, {fmt(r.get('pope_model_GBps'), '.0f')}",
+        r.get('error', '')] for r in result['decode_attention']]
+    lines += [f'## Decode attention: one query over a full cache, {H} heads, head dim {D}, '
+              f'ms a layer ({clock})', '', markdown_table(head, rows), '']
+    head = ['mode', 'batch', 'new tokens', 'encoding', 'tokens / s (median)', 'min-max',
+            'timed calls', 'ms / step', 'PoPE / RoPE tokens/s (medians)', 'warm-up s', 'note']
+    rows = [[r['mode'], r['batch'], r['new_tokens'], r['pos_emb'],
+             fmt(r.get('tokens_per_s'), '.1f'), f"{r['tokens_per_s_min']:.1f}-"
+             f"{r['tokens_per_s_max']:.1f}" if r.get('tokens_per_s') else '', len(r['runs_s']),
+             fmt(r.get('ms_per_step'), '.2f'), fmt(r.get('pope_vs_rope'), '.3f'),
+             fmt(r.get('warmup_s'), '.1f'), r.get('error', '')] for r in result['generate']]
+    lines += [f'## generate.generate, prompt {PROMPT}, top-k {TOP_K}', '',
+              markdown_table(head, rows), '']
     return lines + [f"Total {meta['seconds']:.0f} s. {meta['compile_note']}"]
 
 
@@ -236,12 +231,10 @@ def gpu_ms(fn):
 
 
 def seconds(fn):
-    if cuda:
-        torch.cuda.synchronize(device)
+    sync()
     t0 = time.perf_counter()
     fn()
-    if cuda:
-        torch.cuda.synchronize(device)
+    sync()
     return time.perf_counter() - t0
 
 
