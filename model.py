@@ -156,17 +156,17 @@ def rope_frequencies(n, base, yarn_scale=1.0, yarn_orig_ctx=1024, alpha=1.0, bet
     return (1 - gamma) * theta / yarn_scale + gamma * theta
 
 
+def rope_angles(pos, theta):
+    ang = pos.to(torch.float64)[:, None] * theta.to(pos.device)[None, :]
+    return ang.cos(), ang.sin()
+
+
 def rope_rotate(x, cos, sin):
     """The pairs (x[i], x[i + n]) of x's first 2n channels rotated by the angles of cos, sin (n)."""
     n = cos.shape[-1]
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2, rest = x[..., :n], x[..., n:2 * n], x[..., 2 * n:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
-
-
-def rope_angles(pos, theta):
-    ang = pos.to(torch.float64)[:, None] * theta.to(pos.device)[None, :]
-    return ang.cos(), ang.sin()
 
 
 def alibi_slopes(n_head):
@@ -225,7 +225,8 @@ class GPTConfig:  # the defaults are train.py's
 
 class CausalSelfAttention(nn.Module):
     """Attention with no positions of its own ('none', and the ABSOLUTE encodings). Each encoding
-    is a subclass overriding what it changes: rotate (RoPE), bias (ALiBi), attend* (PoPE)."""
+    is a subclass overriding what it changes: rotate (RoPE), bias (ALiBi), attend* and cached_keys
+    (PoPE)."""
 
     qk_width = 1  # q and k are hd wide (PoPE's q', k': 2 hd), for flops_per_token
     decodes = True  # a one-token step over a cache may run pope_decode's kernel (no score bias)
