@@ -16,6 +16,7 @@ from dataclasses import fields
 from types import SimpleNamespace
 
 import pretrained
+from checkpoint import RunFolder
 from eval import device_arg
 from model import ABSOLUTE, GPTConfig
 from prepare.data import SPLITS, remake_command
@@ -57,6 +58,21 @@ RULES = [
     (lambda c: not c.device.startswith('cpu') or c.attn_impl not in ('fused', 'triton'),
      "attn_impl={attn_impl!r} is PoPE's CUDA kernel: on the CPU use attn_impl='sdpa' (or 'auto')"),
 ]
+
+
+def read(defaults, argv):
+    """The run's config in one merge, checked: train.py's defaults, then config files and
+    --key=value (argv), then with init_from='resume' the checkpoint's own. Returns (config, the keys
+    the command line set, the run's RunFolder, the checkpoint init_from names or None)."""
+    config = dict(defaults)
+    given = configure(config, argv)
+    run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in MACHINE
+                                        if k in given])  # (the flags that going on needs)
+    checkpoint = run.start_from(config['init_from'], read=pretrained.read_source)  # read first
+    if config['init_from'] == 'resume':  # the run goes on as it was, with its own config
+        resume(config, given, checkpoint, run.ckpt)
+    check(config, given)  # values that cannot work stop here, one line each
+    return config, given, run, checkpoint
 
 
 def configure(config, args):

@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import configurator
 import pretrained
-from checkpoint import RunFolder, read_checkpoint, resume_state, rng_state
+from checkpoint import read_checkpoint, resume_state, rng_state
 from eval import autocast, context_losses
 from model import GPT, GPTConfig
 from prepare.data import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
@@ -90,14 +90,8 @@ seed = 1337  # model init and batch order
 # -----------------------------------------------------------------------------
 defaults = {k: v for k, v in globals().items()
             if not k.startswith('_') and isinstance(v, (int, float, bool, str))}
-config = dict(defaults)  # for logging and the checkpoint
-given = configurator.configure(config, sys.argv[1:])  # config files and --key=value overrides
-run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in configurator.MACHINE
-                                    if k in given])  # (the flags that going on needs)
-checkpoint = run.start_from(config['init_from'], read=pretrained.read_source)  # read first
-if config['init_from'] == 'resume':  # the run goes on as it was, with its own config
-    configurator.resume(config, given, checkpoint, run.ckpt)
-configurator.check(config, given)  # values that cannot work stop here, one line each
+# the config (for logging and the checkpoint): files, --key=value, a resumed run's own; checked
+config, given, run, checkpoint = configurator.read(defaults, sys.argv[1:])
 ddp = int(os.environ.get('RANK', -1)) != -1  # torchrun: one process per GPU, as nanoGPT
 if ddp:
     init_process_group(backend=config['backend'])
