@@ -13,7 +13,6 @@ import torch
 from torch.nn import functional as F
 
 from model import ABSOLUTE, ENCODINGS, pope_decode
-from prepare import indirect_indexing
 
 
 @torch.no_grad()
@@ -193,13 +192,12 @@ def check_sample_args(args):
     return args
 
 
-def prompt_ids(start, meta, encode, config):
-    """sample.py's --start (text, or FILE:path) as the model's tokens, or one line and an exit:
-    an indirect-indexing model's (examples') question, else encode(text)."""
-    examples = meta['kind'] == 'examples'
+def prompt_ids(start, encode, config, examples):
+    """sample.py's --start (text, or FILE:path) as encode makes it tokens (examples: a question of
+    indirect indexing), or one line and an exit."""
     try:
         text = open(start[5:], encoding='utf-8').read() if start.startswith('FILE:') else start
-        ids = indirect_indexing.question(text, meta) if examples else encode(text)
+        ids = encode(text)
     except UnicodeDecodeError:
         sys.exit(f"--start={start} is not UTF-8 text: give a text file")
     except ValueError as err:  # an ill-posed question

@@ -25,7 +25,9 @@ def main(args):
     if examples:
         args.max_new_tokens, args.top_k = 1, 1  # the most likely answer
     encode, decode = tokenizer(meta)  # GPT-2's BPE, a GGUF model's, or its token list
-    ids = prompt_ids(args.start, meta, encode, config)
+    if examples:
+        encode = lambda text: indirect_indexing.question(text, meta)  # its question
+    ids = prompt_ids(args.start, encode, config, examples)
     dtype = args.dtype or default_dtype(args.device)
     refuse_what_cannot_fit(config, args.num_samples, len(ids), args.max_new_tokens, args.device,
                            dtype)

@@ -122,7 +122,7 @@ def context_losses(model, tokens, lengths, batch_tokens, device, ctx):
         for i in range(0, len(x), step):
             with ctx:
                 nll += sequence_nll(model, x[i:i + step].to(device), y[i:i + step].to(device)).sum()
-        out[f'val_loss_ctx{L}'] = nll.item() / x.numel()
+        out[f'val_loss_ctx{L}'] = float(nll) / x.numel()
     model.train()
     return out
 
@@ -141,11 +141,12 @@ def default_dtype(device):
 def tokenizer(meta):
     """(encode, decode) of a data set's meta.json: a BPE by name (GPT-2's, a GGUF model's), whose
     special tokens a prompt may name, or a token list (itos: characters, music events, 6-mers)."""
-    for key in ('tokenizer', 'itos')[:1 + (meta.get('tokenizer') == 'itos')]:
-        if key not in meta:  # a meta.json of a data set made by hand, say
-            raise SystemExit(f"the model's meta (its data set's meta.json) has no {key!r}: this "
-                             "model cannot turn text into tokens; prepare its data set with "
-                             "`python -m prepare.<name>` and train again")
+    missing = [k for k in ['tokenizer'] + ['itos'] * (meta.get('tokenizer') == 'itos')
+               if k not in meta]  # (a meta.json of a data set made by hand, say)
+    if missing:
+        raise SystemExit(f"the model's meta (its data set's meta.json) has no {missing[0]!r}: this "
+                         "model cannot turn text into tokens; prepare its data set with "
+                         "`python -m prepare.<name>` and train again")
     if meta['tokenizer'] != 'itos':
         enc = encoding(meta['tokenizer'])
         return (lambda s: enc.encode(s, allowed_special='all')), enc.decode
