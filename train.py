@@ -162,12 +162,11 @@ def evaluate(split, whole=False, rows=None):
     """{split}_loss per target token (and {split}_acc for examples), on eval_iters fixed batches or
     the whole split (examples: or its first `rows` rows)."""
     eval_model.eval()
-    if whole:
-        n = min(rows or len(data[split]), len(data[split])) if examples \
-            else (len(data[split]) - 1) // block_size
-        starts = np.arange(n) if examples else np.arange(n) * block_size
+    if whole:  # examples: every row (or the first `rows`); a stream: windows back to back
+        starts = np.arange(len(data[split]))[:rows] if examples \
+            else np.arange(0, len(data[split]) - block_size, block_size)
         bs = 16 * batch_size if examples else batch_size  # examples are short: big batches
-        chunks = np.array_split(starts, max(1, math.ceil(n / bs)))
+        chunks = np.array_split(starts, max(1, math.ceil(len(starts) / bs)))
         batches = (torch.from_numpy(ix).to(device) if examples else ix for ix in chunks)
     else:
         batches = (sample_ix(split, k, purpose=1) for k in range(eval_iters))

@@ -267,6 +267,21 @@ def test_the_end_of_a_run_says_which_numbers_are_which_and_where_the_files_are(s
     assert "n_embd=32" in said and "dataset='stream'" in said and 'pope_mu' not in said
 
 
+def test_the_final_val_loss_is_the_whole_split_in_windows_of_block_size(stream_run):
+    """final.json's val_loss: the last weights' mean loss per token over the val split cut into windows of block_size
+    back to back (the tokens past the last whole window and its target left out)."""
+    d, _ = stream_run
+    ckpt = torch.load(d / 'ckpt.pt', weights_only=False)  # the last weights (iter 4)
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model'])
+    val = torch.from_numpy(np.fromfile(d.parent / 'data' / 'stream' / 'val.bin', dtype=np.uint8).astype(np.int64))
+    T = ckpt['model_args']['block_size']
+    n = (len(val) - 1) // T * T
+    with torch.no_grad():
+        loss = model(val[:n].view(-1, T), val[1:n + 1].view(-1, T))[1].item()
+    assert json.load(open(d / 'final.json'))['val_loss'] == pytest.approx(loss, rel=1e-5)
+
+
 def test_a_busy_out_dir_stops_a_second_run(workdir):
     busy = workdir / 'busy'
     busy.mkdir()
@@ -472,6 +487,18 @@ def test_final_scores_the_best_checkpoint_when_final_weights_is_best(workdir):
     assert final['iter'] == 8 and final['weights_of_iter'] == best
     assert log[best]['val_loss'] == min(r['val_loss'] for k, r in log.items() if k > 0)
     assert final['test_acc'] == pytest.approx(log[best]['test_acc'])  # whole test split, those weights
+    # recomputed from best.pt: every row of test, and of train as many rows as val has (300), its first
+    ckpt = torch.load(workdir / 'best_only' / 'best.pt', weights_only=False)
+    model = GPT(GPTConfig(**ckpt['model_args']))
+    model.load_state_dict(ckpt['model'])
+    for split, scores, n in (('test', final, None), ('train', log[best], 300)):
+        tokens = np.fromfile(workdir / 'data' / 'indirect_indexing' / f'{split}.bin', dtype=np.uint8)
+        x, y = example_batch(torch.from_numpy(tokens.astype(np.int64).reshape(-1, ROW_LEN))[:n], PAD)
+        with torch.no_grad():
+            logits, loss = model(x, y)
+        acc = ((logits.argmax(-1) == y).sum() / (y != -1).sum()).item()
+        assert scores[f'{split}_acc'] == pytest.approx(acc)
+        assert scores[f'{split}_loss'] == pytest.approx(loss.item(), rel=1e-5)
 
 
 def test_early_stop_ends_a_run_at_the_val_accuracy_threshold(workdir):
