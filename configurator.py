@@ -255,10 +255,12 @@ def check_data(config, meta, data, ddp, checkpoint):
                  "float32, and a data set kept on the GPU (kind 'examples')")
 
 
-def context_lengths(config, n_val):
+def context_lengths(config, meta, data):
     """(n_ctx, lengths, note): the lengths (multiples of block_size, eval_contexts) at which the
-    val loss of stream data (n_val tokens) is scored, on its first n_ctx tokens."""
+    val loss of stream data is scored, on its first n_ctx tokens (a multiple of the longest length:
+    every length scores the same tokens); none for examples."""
     c = SimpleNamespace(**config)
+    n_val = 0 if meta['kind'] == 'examples' else len(data['val']) - 1  # (the last: a target)
     n_ctx = min(c.eval_context_tokens, n_val)
     lengths = [int(m) * c.block_size for m in c.eval_contexts.split(',') if m.strip() and n_val]
     skipped = [L for L in lengths if L > c.block_size and c.pos_emb in ABSOLUTE]
@@ -268,4 +270,6 @@ def context_lengths(config, n_val):
         (short, f"{n_ctx} val tokens to score (eval_context_tokens or the split): lengths {short}"))
         if cut]
     note = 'eval_contexts: ' + '; '.join(f"{n} skipped" for n in notes) if notes else None
-    return n_ctx, [L for L in lengths if L not in skipped + short], note
+    lengths = [L for L in lengths if L not in skipped + short]
+    longest = max(lengths, default=1)
+    return n_ctx // longest * longest, lengths, note

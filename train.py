@@ -190,9 +190,8 @@ def val_context_losses():
     if not ctx_lengths:
         return {}
     run.check_unchanged(data['val'])
-    n = n_ctx // max(ctx_lengths) * max(ctx_lengths)
-    return context_losses(raw_model, data['val'][:n + 1], ctx_lengths, batch_size * block_size,
-                               device, ctx)
+    return context_losses(raw_model, data['val'][:n_ctx + 1], ctx_lengths, batch_size * block_size,
+                          device, ctx)
 
 
 def get_lr(it):
@@ -239,8 +238,7 @@ if ddp:  # settings measured fastest (results/speed/README.md); the buffers are 
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None,
                 gradient_as_bucket_view=True, bucket_cap_mb=200, broadcast_buffers=False)
 eval_model = model.module if ddp else model  # evaluation: the master alone, past DDP
-n_ctx, ctx_lengths, ctx_note = configurator.context_lengths(
-    config, 0 if examples else len(data['val']) - 1)
+n_ctx, ctx_lengths, ctx_note = configurator.context_lengths(config, meta, data)
 if ctx_note and master_process:
     print(ctx_note)
 
