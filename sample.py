@@ -21,12 +21,11 @@ def main(args):
     model, ckpt = pretrained.load(args.init_from, args.device) if args.init_from else \
         load_checkpoint(os.path.join(args.out_dir, args.ckpt), args.device)
     meta, config = ckpt['meta'], model.config
-    examples = meta['kind'] == 'examples'  # indirect indexing: a question, one answer token
-    if examples:
-        args.max_new_tokens, args.top_k = 1, 1  # the most likely answer
     encode, decode = tokenizer(meta)  # GPT-2's BPE, a GGUF model's, or its token list
-    if examples:
-        encode = lambda text: indirect_indexing.question(text, meta)  # its question
+    examples = meta['kind'] == 'examples'  # indirect indexing: a question, one answer token
+    if examples:  # its question, and the most likely answer
+        encode = lambda text: indirect_indexing.question(text, meta)
+        args.max_new_tokens, args.top_k = 1, 1
     ids = prompt_ids(args.start, encode, config, examples)
     dtype = args.dtype or default_dtype(args.device)
     refuse_what_cannot_fit(config, args.num_samples, len(ids), args.max_new_tokens, args.device,
