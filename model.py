@@ -74,7 +74,7 @@ def pope_attention_reference(q, k, v, delta, theta, *, causal=True, sm_scale=Non
     s = torch.arange(k.shape[-2], device=k.device)
     qp, kp = pope_polar(q, t, theta, delta, mu), pope_polar(k, s, theta, mu=mu)
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale  # d, not 2d
-    return attention(qp, kp, v, causal, q_offset, scale=sm_scale, explicit=explicit)
+    return attention(qp, kp, v, sm_scale, causal, q_offset, explicit=explicit)
 
 
 def pope_path(attn_impl, q):
@@ -104,12 +104,11 @@ def repeat_kv(x, n_head):
     return x[:, :, None].expand(-1, -1, n_head // x.shape[1], -1, -1).flatten(1, 2)
 
 
-def attention(q, k, v, causal=True, q_offset=0, bias=None, scale=None, explicit=False):
+def attention(q, k, v, scale, causal=True, q_offset=0, bias=None, explicit=False):
     """softmax(scale q k^T + bias) v, q (B, H, Tq, w) at positions q_offset.. over k (B, H_kv, Tk,
     w), v; bias (H, Tq, Tk) or None. explicit: scores as a tensor (attn_impl='torch'), else SDPA."""
     H, Tq, Tk = q.shape[1], q.shape[-2], k.shape[-2]
     k, v = repeat_kv(k, H), repeat_kv(v, H)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     if explicit:
         att = (q @ k.transpose(-2, -1)) * scale
         if bias is not None:
@@ -264,7 +263,7 @@ class CausalSelfAttention(nn.Module):
     def attend(self, q, k, v):
         """Causal attention of a whole sequence at positions 0..T-1."""
         pos = torch.arange(q.shape[2], device=q.device)
-        return attention(q, k, v, bias=self.bias(pos, pos), explicit=self.explicit)
+        return attention(q, k, v, self.scale, bias=self.bias(pos, pos), explicit=self.explicit)
 
     def attend_cached(self, q, k, v, cache, input_pos):
         """The tokens at positions input_pos over a KVCache, once their keys and values are in."""
