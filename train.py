@@ -24,7 +24,8 @@ import pretrained
 from checkpoint import read_checkpoint, resume_state, rng_state
 from eval import autocast, context_losses
 from model import GPT, GPTConfig
-from prepare.data import SPLITS, example_batch, make_on_first_use, open_data, pass_rows
+from prepare.data import (SPLITS, example_batch, make_on_first_use, open_data, pass_rows,
+                          stream_batch)
 
 # -----------------------------------------------------------------------------
 # default config: the paper's indirect-indexing run with PoPE
@@ -137,11 +138,7 @@ def batch_from(split, ix, all_tokens=False):
         return example_batch(data[split][ix], meta.get('pad_id'), all_tokens)
     d = data[split]
     run.check_unchanged(d)  # a file cut short under the run would end it with a bus error
-    x = torch.stack([torch.from_numpy(d[i:i + block_size].astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy(d[i + 1:i + 1 + block_size].astype(np.int64)) for i in ix])
-    if device_type == 'cuda':
-        x, y = x.pin_memory(), y.pin_memory()
-    return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    return stream_batch(d, ix, block_size, device)
 
 
 def sample_ix(split, step, purpose=0):

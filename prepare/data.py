@@ -13,6 +13,7 @@ import json
 import os
 
 import numpy as np
+import torch
 
 from prepare.bpe import PACKAGED_GGUF
 from prepare.common import SPLITS
@@ -127,6 +128,16 @@ def example_batch(rows, pad_id, all_tokens=False):
     real = rows != pad_id
     last = rows.shape[1] - 1 - real.flip(1).int().argmax(1, keepdim=True)  # the last real token
     return x, nxt.new_full(nxt.shape, -1).scatter_(1, last - 1, rows.gather(1, last))
+
+
+def stream_batch(tokens, ix, block_size, device='cpu'):
+    """Inputs and targets (int64, (len(ix), block_size)) of a token stream's windows at offsets ix,
+    each target the token after its input, on device (through pinned memory to a GPU)."""
+    x = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
+    y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
+    if torch.device(device).type == 'cuda':
+        x, y = x.pin_memory(), y.pin_memory()
+    return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
 def pass_rows(n, seed, draws):

@@ -20,7 +20,7 @@ import torch
 
 import checkpoint
 from model import GPT, GPTConfig
-from prepare.data import example_batch
+from prepare.data import example_batch, stream_batch
 from prepare.indirect_indexing import (ITOS, LETTERS, PAD, ROW_LEN, VARIANTS, decode, make_example, make_split,
                                        prepare, row_length)
 
@@ -188,6 +188,14 @@ def test_example_batch_targets():
     assert y.tolist() == [[-1, -1, 8, -1, -1], [-1, -1, -1, -1, 0]]  # the last real token alone
     x, y = example_batch(rows, pad, all_tokens=True)
     assert y.tolist() == [[6, 7, 8, -1, -1], [2, 3, 4, 9, 0]]  # every next token but the padding
+
+
+def test_stream_batch_targets_are_the_next_tokens():
+    tokens = np.arange(20, dtype=np.uint16)
+    x, y = stream_batch(tokens, np.array([0, 7]), 4)
+    assert x.dtype == y.dtype == torch.int64 and x.device.type == 'cpu'
+    assert x.tolist() == [[0, 1, 2, 3], [7, 8, 9, 10]]
+    assert y.tolist() == [[1, 2, 3, 4], [8, 9, 10, 11]]  # each input's next token
 
 
 def test_splits_are_deterministic_padded_and_decodable():
