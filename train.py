@@ -115,7 +115,7 @@ if master_process:  # two small data sets are made here on first use, in seconds
     make_on_first_use(config['dataset'])
 if ddp:
     torch.distributed.barrier()
-meta, data = open_data(config['dataset'])  # split -> its tokens (memmap) or None, checked
+meta, data = open_data(config['dataset'], config['device'])  # checked; examples on the device
 model_args = configurator.model_args(config, given, checkpoint, meta)  # and config, what trains
 configurator.check_data(config, meta, data, ddp, checkpoint)  # the config against the data
 globals().update(config)
@@ -125,10 +125,6 @@ torch.manual_seed(seed)
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = dtype != 'float32'
 ctx = autocast(device, dtype)  # bf16/fp16 autocast on a GPU; none with float32, nor on the CPU
 examples = meta['kind'] == 'examples'
-if examples:  # on the device in the file's dtype (uint8 here), made int64 a batch at a time
-    data = {split: d if d is None else
-            torch.from_numpy(np.array(d).reshape(-1, meta['row_len'])).to(device)
-            for split, d in data.items()}
 
 
 def batch_from(split, ix, all_tokens=False):

@@ -19,9 +19,10 @@ from prepare.bpe import PACKAGED_GGUF
 from prepare.common import SPLITS
 
 
-def open_data(dataset):
-    """(meta, {split: its tokens (a memmap) or None}) of data/<dataset>; a missing, damaged or
-    foreign data set stops with one line."""
+def open_data(dataset, device='cpu'):
+    """(meta, {split: its tokens (a memmap), or for examples its rows of row_len (a tensor on
+    device), or None}) of data/<dataset>; a missing, damaged or foreign data set stops with one
+    line."""
     data_dir, remake = os.path.join('data', dataset), remake_command(dataset)
     if not os.path.exists(os.path.join(data_dir, 'meta.json')):
         raise SystemExit(f"no data in {data_dir}: run `{remake}` first (see the README, Reproduce "
@@ -54,6 +55,8 @@ def open_data(dataset):
         if problem:
             raise SystemExit(f"{path} holds {problem} ({dtype} tokens): the data is damaged or of "
                              f"another preparation; run `{remake}` again")
+        if examples:  # in the file's dtype (uint8 here), made int64 a batch at a time
+            splits[split] = torch.from_numpy(np.array(splits[split]).reshape(-1, row)).to(device)
     return meta, splits
 
 
