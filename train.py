@@ -159,8 +159,7 @@ def evaluate(split, whole=False, rows=None):
         starts = np.arange(len(data[split]))[:rows] if examples \
             else np.arange(0, len(data[split]) - block_size, block_size)
         bs = 16 * batch_size if examples else batch_size  # examples are short: big batches
-        chunks = np.array_split(starts, max(1, math.ceil(len(starts) / bs)))
-        batches = (torch.from_numpy(ix).to(device) if examples else ix for ix in chunks)
+        batches = np.array_split(starts, max(1, math.ceil(len(starts) / bs)))
     else:
         batches = (sample_ix(split, k, purpose=1) for k in range(eval_iters))
     loss_sum, correct, count = 0.0, 0, 0
