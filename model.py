@@ -395,7 +395,6 @@ ENCODINGS = {
     'sinusoidal': CausalSelfAttention,
     'none': CausalSelfAttention,
 }
-POS_EMBS = tuple(ENCODINGS)
 ABSOLUTE = ('learned', 'sinusoidal')
 
 

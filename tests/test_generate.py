@@ -14,7 +14,7 @@ from torch.nn import functional as F
 import generate as gen
 from eval import code_commit
 from generate import KVCache, decode_step, generate, sample
-from model import ENCODINGS, GPT, POPE_MUS, POS_EMBS, GPTConfig, pope_frequencies
+from model import ENCODINGS, GPT, POPE_MUS, GPTConfig, pope_frequencies
 
 F64 = torch.float64
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,7 +40,7 @@ def prefill_then_decode(m, idx, cache, n_prompt, chunk=5):
     return torch.cat(out, 1)
 
 
-CASES = [dict(pos_emb=p, n_kv_head=h) for p in POS_EMBS for h in (0, 2)] + [
+CASES = [dict(pos_emb=p, n_kv_head=h) for p in ENCODINGS for h in (0, 2)] + [
     dict(pos_emb='pope', n_kv_head=2, pope_mu='relu', pope_delta='none'),
     dict(pos_emb='pope', n_kv_head=2, pope_mu='identity'),
     dict(pos_emb='pope', pope_delta='none')]
@@ -94,7 +94,7 @@ def test_the_decode_kernel_runs_on_a_gpu_for_every_encoding_but_alibi():
     dtypes and head dims, every encoding but ALiBi (the kernel has no bias); never on the CPU or in float64."""
     pope_decode = pytest.importorskip('pope_decode')
     from generate import decode_kernel_for
-    for pos_emb in POS_EMBS:
+    for pos_emb in ENCODINGS:
         cfg = GPTConfig(n_embd=64, n_head=4, pos_emb=pos_emb)  # head dim 16
         for dtype in (torch.float16, torch.bfloat16, torch.float32):
             for device in ('cuda', torch.device('cuda', 1)):
@@ -207,7 +207,7 @@ def test_positions_past_the_current_length_are_masked(pos_emb):
     torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("pos_emb", POS_EMBS)
+@pytest.mark.parametrize("pos_emb", ENCODINGS)
 def test_generate_logits_equal_recomputation(pos_emb):
     """Every step's logits in generate (the KV cache; absolute positions re-encoded past block_size) are those of a
     plain forward pass over the sequence so far: all of it, or for learned/sinusoidal positions its last block_size
