@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import torch
-from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import configurator
@@ -94,8 +93,9 @@ defaults = {k: v for k, v in globals().items()
 # the config (for logging and the checkpoint): files, --key=value, a resumed run's own; checked
 config, given, run, checkpoint = configurator.read(defaults, sys.argv[1:])
 ddp = int(os.environ.get('RANK', -1)) != -1  # torchrun: one process per GPU, as nanoGPT
+ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1  # (one process without torchrun)
 if ddp:
-    init_process_group(backend=config['backend'])
+    torch.distributed.init_process_group(backend=config['backend'])
     ddp_rank, ddp_local_rank, ddp_world_size = (int(os.environ[k]) for k in
                                                 ('RANK', 'LOCAL_RANK', 'WORLD_SIZE'))
     if config['device'] != 'cpu':
@@ -103,8 +103,6 @@ if ddp:
         torch.cuda.set_device(config['device'])
     config['gradient_accumulation_steps'] //= ddp_world_size  # (a multiple: configurator.check)
     run.launch = ['torchrun', f'--nproc_per_node={ddp_world_size}']
-else:
-    ddp_rank, ddp_local_rank, ddp_world_size = 0, 0, 1
 master_process = run.master = ddp_rank == 0
 run.open(refuse_earlier_run=config['init_from'] != 'resume' and not config['overwrite']
          and not config['eval_only'], lock=not config['eval_only'])  # Ctrl-C: one line
@@ -354,4 +352,4 @@ if master_process and not eval_only:
                  config=config)
     run.finish(final, examples, eval_iters, max_iters, ctx_lengths)  # final.json, and in words
 if ddp:
-    destroy_process_group()
+    torch.distributed.destroy_process_group()
