@@ -352,9 +352,8 @@ class PoPEAttention(CausalSelfAttention):
         if path in ('torch', 'sdpa'):
             return pope_attention_reference(q, k, v, self.delta, self.theta, mu=self.mu,
                                             explicit=path == 'torch')
-        impl = 'sdpa' if path == 'fused' else 'triton'
-        return pope_kernel.pope_attention_fast(q, k, v, self.delta, self.theta, impl=impl,
-                                               mu=self.mu)
+        return pope_kernel.pope_attention_fast(q, k, v, self.delta, self.theta, mu=self.mu,
+                                               impl='sdpa' if path == 'fused' else 'triton')
 
     def attend_cached(self, q, k, v, cache, input_pos):
         """q' over a cache of mu(k) (delta is on the query): pope_decode's kernel forms k' from
@@ -368,8 +367,7 @@ class PoPEAttention(CausalSelfAttention):
 
     def decode_tables(self, max_len):
         """pope_decode's phase tables at theta now (2 tiles at least: 1 is specialised)."""
-        L = max(max_len, 2 * pope_decode.DECODE_BLOCK)
-        return pope_decode.decode_tables(self.theta.detach(), L)
+        return pope_decode.decode_tables(self.theta, max(max_len, 2 * pope_decode.DECODE_BLOCK))
 
 
 class PoPEHalfAttention(PoPEAttention):

@@ -468,6 +468,13 @@ def test_decode_bf16_cache(q_dtype):
                                atol=1e-2)
 
 
+def test_decode_tables_of_a_learnable_theta_hold_no_graph():
+    """decode_tables detaches theta: the tables of a learnable theta (a fork's, docs/encodings.md) are data, as the
+    cache they are read with, and the model passes its theta as it is."""
+    t1, t2 = pope_decode.decode_tables(pope_frequencies(16, device=DEVICE).requires_grad_(), 40)
+    assert not t1.requires_grad and not t2.requires_grad
+
+
 @pytest.mark.skipif(pope_kernel.INTERPRET, reason="long caches: on a GPU only (too slow for the interpreter)")
 @pytest.mark.parametrize("d", [64, 128])
 def test_decode_long_bf16_cache_on_gpu(d):
