@@ -454,7 +454,11 @@ class GPT(nn.Module):
         tied = config.tie_embeddings
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias and not tied)
         if config.init == 'gpt2':  # else every module keeps PyTorch's own init
-            self.apply(self._init_weights)
+            for module in self.modules():  # N(0, 0.02) weights, zero biases
+                if isinstance(module, (nn.Linear, nn.Embedding)):
+                    torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if isinstance(module, nn.Linear) and module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
             for pn, p in self.named_parameters():  # scaled init of the residual projections
                 if pn.endswith('c_proj.weight'):
                     torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
@@ -468,12 +472,6 @@ class GPT(nn.Module):
             self.wte.weight = self.lm_head.weight
         padding = torch.arange(config.vocab_size + n_pad) >= config.vocab_size
         self.register_buffer('vocab_padding', padding, persistent=False)
-
-    def _init_weights(self, module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            torch.nn.init.zeros_(module.bias)
 
     def forward(self, idx, targets=None, cache=None, input_pos=None):
         """(logits, loss): with targets (-1 ignored) the loss and every position's logits, detached;
