@@ -490,14 +490,8 @@ class GPT(nn.Module):
         return logits[..., :V].detach(), loss
 
     def hidden_states(self, idx, cache=None, input_pos=None):
-        """The final normed hidden states (B, T, n_embd) of idx, before the output layer."""
-        x = self.embed(idx, cache, input_pos)
-        for block in self.h:
-            x = block(x, cache, input_pos)
-        return self.ln_f(x)
-
-    def embed(self, idx, cache=None, input_pos=None):
-        """The token embeddings of idx (B, T), plus an absolute encoding's positions."""
+        """The final normed hidden states (B, T, n_embd) of idx (B, T), before the output layer:
+        its token embeddings, plus an absolute encoding's positions, through the blocks."""
         if (cache is None) != (input_pos is None):
             raise ValueError("a KVCache and input_pos (the positions of idx's tokens) go together: "
                              "give both or none")
@@ -510,7 +504,10 @@ class GPT(nn.Module):
                                  f"block_size={self.config.block_size}, got {n} positions")
             table = self.wpe.weight if self.wpe is not None else self.sin_table
             x = x + (table[:T] if input_pos is None else table[input_pos])
-        return self.drop(x)
+        x = self.drop(x)
+        for block in self.h:
+            x = block(x, cache, input_pos)
+        return self.ln_f(x)
 
     @torch.no_grad()
     def project_delta(self):
