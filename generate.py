@@ -99,16 +99,17 @@ class KVCache:
         return self.k[layer], self.v[layer]
 
 
-def refuse_what_cannot_fit(config, B, T, max_new_tokens, device, dtype):
-    """One line, before anything is allocated, where generate's KV cache, output and prompt pass
-    would take more than 80 % of the device's free memory."""
+def refuse_what_cannot_fit(config, idx, max_new_tokens, dtype):
+    """One line, before generate(model, idx, max_new_tokens) allocates anything, where its KV cache,
+    output and prompt pass would take more than 80 % of the free memory of idx's device."""
+    (B, T), device = idx.shape, idx.device
     L = T + max_new_tokens
     cache_len = min(L, config.block_size) if config.pos_emb in ABSOLUTE else L
     hd, Hkv = config.n_embd // config.n_head, config.n_kv_head or config.n_head
     cache = 2 * config.n_layer * B * Hkv * cache_len * hd * (4 if dtype == 'float32' else 2)
     need = cache + 8 * B * L + 4 * B * (16 * T * config.n_embd + 2 * config.vocab_size)
-    if torch.device(device).type == 'cuda':
-        free = torch.cuda.mem_get_info(torch.device(device))[0]
+    if device.type == 'cuda':
+        free = torch.cuda.mem_get_info(device)[0]
     else:  # MemAvailable (the page cache counts as free); the free pages where /proc is not
         try:
             free = int(re.search(r'MemAvailable:\s+(\d+)', open('/proc/meminfo').read())[1]) * 1024

@@ -27,10 +27,9 @@ def main(args):
         encode = lambda text: indirect_indexing.question(text, meta)
         args.max_new_tokens, args.top_k = 1, 1
     ids = prompt_ids(args.start, encode, config, examples)
-    dtype = args.dtype or default_dtype(args.device)
-    refuse_what_cannot_fit(config, args.num_samples, len(ids), args.max_new_tokens, args.device,
-                           dtype)
     x = torch.tensor(ids, dtype=torch.long, device=args.device).expand(args.num_samples, -1)
+    dtype = args.dtype or default_dtype(args.device)
+    refuse_what_cannot_fit(config, x, args.max_new_tokens, dtype)
     with torch.no_grad(), autocast(args.device, dtype):
         y = generate(model, x, args.max_new_tokens,
                      temperature=args.temperature, top_k=args.top_k, compile=args.compile == 'True')
