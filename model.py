@@ -539,7 +539,3 @@ class GPT(nn.Module):
         qk_width = ENCODINGS[self.config.pos_emb].qk_width
         attn = 6 * (qk_width + 1) * self.config.n_layer * self.config.n_embd * T
         return 6 * self.get_num_params() + attn
-
-    def estimate_mfu(self, tokens_per_iter, dt, peak_flops=989e12):
-        """Model FLOPs utilisation against the bf16 peak of an H100 / H200 (989 TFLOP/s)."""
-        return self.flops_per_token(self.config.block_size) * tokens_per_iter / dt / peak_flops

@@ -329,7 +329,8 @@ while True:
             run.stop(f"loss is {lossf} at iter {iter_num}")
         now = time.time()
         dt, t_last, it_last = (now - t_last) / (iter_num - it_last), now, iter_num
-        mfu = raw_model.estimate_mfu(tokens_per_iter / ddp_world_size, dt)  # of an H100's peak
+        # model FLOPs utilisation of each GPU, against the bf16 peak of an H100 / H200 (989 TFLOP/s)
+        mfu = raw_model.flops_per_token(block_size) * tokens_per_iter / ddp_world_size / dt / 989e12
         mfu = f"mfu {mfu * 100:.1f}%, " if device_type == 'cuda' else ''
         eta = dt * (max_iters - iter_num)
         print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.1f} ms/it, "
