@@ -37,7 +37,8 @@ train_into() {  # NAME FLAGS...: train.py into $OUT/NAME, its output in $OUT/NAM
 
 pack() {  # with $OUT set (a GPU machine: its files come back), the study's small files in a tarball
   [ -n "${OUT:-}" ] || return 0
-  tar czf "$OUT/study.tgz" --exclude='*.pt' "$STUDY" 2>/dev/null
+  # (a checkpoint being saved is *.pt.tmp until it is renamed)
+  tar czf "$OUT/study.tgz" --exclude='*.pt' --exclude='*.pt.tmp' "$STUDY" 2>/dev/null
 }
 
 final_summary() {  # FINAL_JSON...: a line per run: its val and test loss (and accuracy)

@@ -375,3 +375,20 @@ def test_indirect_study_bad_verbs_say_what_is_wrong(sandbox):
         p = run(root, env, script, *args, STUDY='st')
         assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith(line), p.stderr
     assert not log.exists()
+
+
+def test_a_study_packs_its_small_files_and_no_checkpoint(sandbox):
+    """With $OUT set (a GPU machine), wait packs the study for the trip back: logs and results, never a
+    checkpoint, nor one caught mid-save (its .tmp), which would not fit what comes back."""
+    root, env, log = sandbox
+    arm = root / 'st' / 'runs' / 'pope_s1337'  # (the script works from the repository root)
+    os.makedirs(arm / 'pretrain')
+    for name in ('arm.log', 'done', 'pretrain/final.json', 'pretrain/ckpt.pt', 'pretrain/best.pt.tmp'):
+        (arm / name).write_text('x')
+    out = root.parent / 'out'
+    out.mkdir()
+    p = run(root, env, 'results/linux_c/reproduce.sh', 'wait', '1', STUDY='st', OUT=str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    packed = subprocess.run(['tar', 'tzf', str(out / 'study.tgz')], capture_output=True, text=True).stdout.split()
+    assert 'st/runs/pope_s1337/pretrain/final.json' in packed and 'st/runs/pope_s1337/arm.log' in packed
+    assert not [f for f in packed if '.pt' in f], packed
