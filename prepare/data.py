@@ -136,8 +136,8 @@ def example_batch(rows, pad_id, all_tokens=False):
 def stream_batch(tokens, ix, block_size, device='cpu'):
     """Inputs and targets (int64, (len(ix), block_size)) of a token stream's windows at offsets ix,
     each target the token after its input, on device (through pinned memory to a GPU)."""
-    x = torch.from_numpy(np.stack([tokens[i:i + block_size] for i in ix]).astype(np.int64))
-    y = torch.from_numpy(np.stack([tokens[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
+    w = torch.from_numpy(np.stack([tokens[i:i + block_size + 1] for i in ix]).astype(np.int64))
+    x, y = w[:, :-1].contiguous(), w[:, 1:].contiguous()  # (each window read once)
     if torch.device(device).type == 'cuda':
         x, y = x.pin_memory(), y.pin_memory()
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
