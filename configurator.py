@@ -199,8 +199,8 @@ def check(config, given):
     if c.gradient_accumulation_steps % world:
         bad.append(f"gradient_accumulation_steps={c.gradient_accumulation_steps} counts "
                    f"micro-steps over all {world} processes: make it a multiple of {world}")
-    if bad:  # (under torchrun said once, by rank 0)
-        sys.exit(bad[0] if int(os.environ.get('RANK', 0)) == 0 else 1)
+    if bad:  # (under torchrun by every process: the first to exit has the others stopped)
+        sys.exit(bad[0])
     try:  # the device as sample.py and the eval tools check it
         device_arg(c.device)
     except ArgumentTypeError as err:
