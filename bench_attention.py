@@ -10,6 +10,7 @@ triton (impl='triton').
 """
 import contextlib
 import functools
+import itertools
 import math
 import os
 import sys
@@ -80,26 +81,25 @@ def run_table():
           "expanded, hybrid, triton | the model's path |")
     print("|" + "---|" * 13)
     default_backend = []  # the hybrid with PyTorch's own choice of SDPA backend
-    for d in (64, 128):
-        for T in (1024, 4096, 16384):
-            B = TOKENS // T
-            q, k, v, delta = xs = inputs(B, H, H, T, T, d)
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                r = {"rope": bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                                   [q, k, v]),
-                     "expanded": bench(lambda: model.pope_attention_reference(
-                         *xs, theta(d), explicit=False), xs),
-                     "hybrid": bench(lambda: PATHS["hybrid"](*xs), xs)}
-            r["triton"] = bench(lambda: PATHS["triton"](*xs), xs)
-            default_backend.append(f"d{d}/T{T} {ms(bench(lambda: PATHS['hybrid'](*xs), xs))}")
-            # fwd + bwd FLOPs per head: RoPE (4 + 10) Tq Tk d, PoPE (6 + 16) Tq Tk d; causal halves
-            flops = {n: (14 if n == "rope" else 22) * B * H * T * T * d / 2 for n in r}
-            path = model.pope_path('auto', q)  # the path the model runs here
-            print(f"| {d} | {T} | {B} | " + " | ".join(ms(r[n]) for n in r)
-                  + f" | {ratio(r['hybrid'], r['rope'])} | {ratio(r['triton'], r['rope'])} "
-                  f"| {r['hybrid'][1] / r['expanded'][1]:.2f}x | "
-                  + ", ".join(f"{flops[n] / (r[n][1] * 1e-3) / 1e12:.0f}" for n in r) + " | "
-                  + ", ".join(f"{r[n][2]:.0f}" for n in r) + f" | {path} |")
+    for d, T in itertools.product((64, 128), (1024, 4096, 16384)):
+        B = TOKENS // T
+        q, k, v, delta = xs = inputs(B, H, H, T, T, d)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            r = {"rope": bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                               [q, k, v]),
+                 "expanded": bench(lambda: model.pope_attention_reference(
+                     *xs, theta(d), explicit=False), xs),
+                 "hybrid": bench(lambda: PATHS["hybrid"](*xs), xs)}
+        r["triton"] = bench(lambda: PATHS["triton"](*xs), xs)
+        default_backend.append(f"d{d}/T{T} {ms(bench(lambda: PATHS['hybrid'](*xs), xs))}")
+        # fwd + bwd FLOPs per head: RoPE (4 + 10) Tq Tk d, PoPE (6 + 16) Tq Tk d; causal halves
+        flops = {n: (14 if n == "rope" else 22) * B * H * T * T * d / 2 for n in r}
+        path = model.pope_path('auto', q)  # the path the model runs here
+        print(f"| {d} | {T} | {B} | " + " | ".join(ms(r[n]) for n in r)
+              + f" | {ratio(r['hybrid'], r['rope'])} | {ratio(r['triton'], r['rope'])} "
+              f"| {r['hybrid'][1] / r['expanded'][1]:.2f}x | "
+              + ", ".join(f"{flops[n] / (r[n][1] * 1e-3) / 1e12:.0f}" for n in r) + " | "
+              + ", ".join(f"{r[n][2]:.0f}" for n in r) + f" | {path} |")
     print("(hybrid: SDPA restricted to cuDNN, as RoPE and expanded; with PyTorch's default backend "
           "choice it measured " + ", ".join(default_backend) + " ms)")
 
@@ -212,14 +212,13 @@ def run_decode():
           "k'), batch 16, fwd ms")
     print("| d | Tk | RoPE SDPA | PoPE hybrid | PoPE triton | hybrid / RoPE | triton / RoPE |")
     print("|---|---|---|---|---|---|---|")
-    for d in (64, 128):
-        for Tk in (4096, 8192, 16384, 32768):
-            q, k, v, delta = (x.detach() for x in inputs(16, H, H, 1, Tk, d))
-            rope = median_ms(lambda: F.scaled_dot_product_attention(q, k, v))
-            t = {name: median_ms(lambda: attend(q, k, v, delta, q_offset=Tk - 1))
-                 for name, attend in PATHS.items()}
-            print(f"| {d} | {Tk} | {rope:.3f} | {t['hybrid']:.3f} | {t['triton']:.3f} "
-                  f"| {t['hybrid'] / rope:.2f}x | {t['triton'] / rope:.2f}x |")
+    for d, Tk in itertools.product((64, 128), (4096, 8192, 16384, 32768)):
+        q, k, v, delta = (x.detach() for x in inputs(16, H, H, 1, Tk, d))
+        rope = median_ms(lambda: F.scaled_dot_product_attention(q, k, v))
+        t = {name: median_ms(lambda: attend(q, k, v, delta, q_offset=Tk - 1))
+             for name, attend in PATHS.items()}
+        print(f"| {d} | {Tk} | {rope:.3f} | {t['hybrid']:.3f} | {t['triton']:.3f} "
+              f"| {t['hybrid'] / rope:.2f}x | {t['triton'] / rope:.2f}x |")
 
 
 def run_compile():
@@ -227,10 +226,10 @@ def run_compile():
     cfg = model.GPTConfig(block_size=256, vocab_size=512, n_layer=2, n_head=4, n_kv_head=2,
                           n_embd=256, pos_emb="pope", attn_impl="triton")
     idx = torch.randint(0, 512, (4, 256), device="cuda")
-    for (name, attend), impl in zip(PATHS.items(), ("sdpa", "triton")):
+    for (name, attend), impl in zip(PATHS.items(), ("fused", "triton")):
         gpt = model.GPT(cfg).cuda()
         for block in gpt.h:  # pin the path
-            block.attn.attn_impl = 'fused' if impl == 'sdpa' else impl
+            block.attn.attn_impl = impl
         with torch.autocast("cuda", torch.bfloat16):  # compiled (fullgraph), then eager
             losses = [net(idx, idx)[1] for net in (torch.compile(gpt, fullgraph=True), gpt)]
         grads = [torch.autograd.grad(loss, list(gpt.parameters())) for loss in losses]
@@ -263,15 +262,14 @@ def run_graphed():
     print("| d | T | RoPE cuDNN fwd / fwd+bwd | PoPE hybrid | PoPE all-Triton | hybrid / RoPE fwd, "
           "fwd+bwd | triton / RoPE fwd, fwd+bwd |")
     print("|---|---|---|---|---|---|---|")
-    for d in (64, 128):
-        for T in (1024, 4096):
-            q, k, v, delta = xs = inputs(TOKENS // T, H, H, T, T, d)
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                rope = graphed_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                                  [q, k, v])
-            t = {name: graphed_ms(lambda: attend(*xs), xs) for name, attend in PATHS.items()}
-            print(f"| {d} | {T} | {ms(rope)} | {ms(t['hybrid'])} | {ms(t['triton'])} "
-                  f"| {ratio(t['hybrid'], rope)} | {ratio(t['triton'], rope)} |")
+    for d, T in itertools.product((64, 128), (1024, 4096)):
+        q, k, v, delta = xs = inputs(TOKENS // T, H, H, T, T, d)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            rope = graphed_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                              [q, k, v])
+        t = {name: graphed_ms(lambda: attend(*xs), xs) for name, attend in PATHS.items()}
+        print(f"| {d} | {T} | {ms(rope)} | {ms(t['hybrid'])} | {ms(t['triton'])} "
+              f"| {ratio(t['hybrid'], rope)} | {ratio(t['triton'], rope)} |")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from eval import save_figure, subplots, write_page  # noqa: E402
+from eval import markdown_table, save_figure, subplots, write_page  # noqa: E402
 from eval.extrapolation import by_run, tokens_scored  # noqa: E402
 
 PAPER = {'pope': 21.33, 'no_softplus': 21.57, 'relu': 21.55, 'no_delta': 21.42, 'rope': 21.55}
@@ -26,15 +26,14 @@ if not os.path.exists(path):
              'eval.extrapolation, writes it)')
 ev, ppl, lengths = by_run([path])  # run -> length -> each seed's perplexity; the lengths
 base, mean = lengths[0], lambda v: sum(v) / len(v)  # (base: the training context)
-lines = ['| run | paper: 124M, OpenWebText val ppl | ' + ' | '.join(
-    f'test ppl at {L} ({L // base}x)' for L in lengths) + ' |', '|---|---|' + '---|' * len(lengths)]
-lines += [f'| {NAMES[run]} | {PAPER[run]} | ' + ' | '.join(
-    f"{mean(v[L]):.1f} ({', '.join(f'{x:.1f}' for x in v[L])})" for L in lengths) + ' |'
-    for run, v in ppl.items()]
-lines += ['', "Each cell: the mean over seeds (each seed's in brackets); test perplexity on "
-          f"{tokens_scored(ev)}, in windows of each length; the paper's column is its 124M "
-          "OpenWebText run."]
-write_page(os.path.join(out, 'table.md'), lines)
+rows = [[NAMES[run], PAPER[run], *(f"{mean(v[L]):.1f} ({', '.join(f'{x:.1f}' for x in v[L])})"
+                                   for L in lengths)] for run, v in ppl.items()]
+write_page(os.path.join(out, 'table.md'), [
+    markdown_table(['run', 'paper: 124M, OpenWebText val ppl',
+                    *(f'test ppl at {L} ({L // base}x)' for L in lengths)], rows), '',
+    "Each cell: the mean over seeds (each seed's in brackets); test perplexity on "
+    f"{tokens_scored(ev)}, in windows of each length; the paper's column is its 124M OpenWebText "
+    "run."])
 
 fig, ax = subplots(figsize=(6.4, 4.2))
 for run, v in ppl.items():
