@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -35,14 +36,10 @@ def code_commit(folder):
 
 def device_arg(text):
     """argparse type of --device: cpu, cuda or cuda:<n> that torch finds here."""
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):  # not a device string at all
-        device = None
-    if device is None or device.type not in ('cpu', 'cuda'):
+    if not re.fullmatch(r'(cpu|cuda)(:(0|[1-9]\d*))?', text):  # as torch.device reads them
         raise argparse.ArgumentTypeError(f"{text!r}: use cpu, cuda or cuda:<n>")
     n = torch.cuda.device_count()
-    if device.type == 'cuda' and (device.index or 0) >= n:
+    if text.startswith('cuda') and int(text.partition(':')[2] or 0) >= n:
         found = f"{n} CUDA GPUs here" if n else "no CUDA GPU here: use --device=cpu"
         raise argparse.ArgumentTypeError(f"{text!r}, but torch finds {found}")
     return text
@@ -90,8 +87,7 @@ def load_tokens(path, count=None, dtype=None):
 
 
 def log_probs(model, h):
-    """log-softmax over the vocabulary of a GPT's hidden states h, in float32 (bf16: ~1e-2 nats
-    off)."""
+    """log-softmax over the vocabulary of a GPT's hidden states h, in float32 (bf16: ~1e-2 off)."""
     V, b = model.config.vocab_size, model.lm_head.bias
     with torch.autocast(h.device.type, enabled=False):
         b = None if b is None else b[:V].float()

@@ -19,7 +19,7 @@ shift allow (the source for a shift of 0).
 import math
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from fractions import Fraction
 from unittest import mock
 
@@ -83,19 +83,17 @@ def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
     rows, meta = read_test_rows(ckpt, data_dir, n), ckpt['meta']
     f = {k: v.to(device) for k, v in parse_rows(rows.numpy(), meta).items()}
     rows = rows.to(device)
-    correct, weights, tops, pope = [], defaultdict(float), defaultdict(float), None
+    correct, att, pope = [], defaultdict(float), None  # att: summed (weight, top) per query->key
     for i in range(0, len(rows), batch):
         x, y = example_batch(rows[i:i + batch], meta['pad_id'])
         logits, maps, inputs = forward_recorded(model, x)
         g = {k: v[i:i + batch] for k, v in f.items()}
         b = torch.arange(len(x), device=device)
         correct.append(logits[b, g['q_last']].argmax(-1) == y[b, g['q_last']])
+        keys = {'src': g['start'] + g['src'], 'target': g['start'] + g['src'] + g['shift']}
         for qn in ('q_last', 'q_src'):
-            for kn, k in (('src', g['start'] + g['src']),
-                          ('target', g['start'] + g['src'] + g['shift'])):
-                w, t = attention_to(maps, g[qn], k)
-                weights[f'{qn}->{kn}'] += w * len(x)
-                tops[f'{qn}->{kn}'] += t * len(x)
+            for kn, k in keys.items():
+                att[f'{qn}->{kn}'] += torch.stack(attention_to(maps, g[qn], k)) * len(x)
         if i == 0 and isinstance(model.h[0].attn, PoPEAttention):  # mu from the first batch
             pope = pope_stats(model, inputs, x != meta['pad_id'])
     correct = torch.cat(correct).float()
@@ -104,8 +102,8 @@ def probe(ckpt_path, data_dir=None, n=2000, batch=500, device='cpu'):
               'pos_emb': ckpt['model_args']['pos_emb'], 'iter': ckpt['iter_num'],
               'examples': len(rows), 'acc': correct.mean().item(), 'acc_per_shift': per('shift'),
               'acc_per_source_position': per('src'),
-              'attention': {k: {'weight': (weights[k] / len(rows)).tolist(),
-                                'top': (tops[k] / len(rows)).tolist()} for k in weights},
+              'attention': {k: {'weight': (v[0] / len(rows)).tolist(),
+                                'top': (v[1] / len(rows)).tolist()} for k, v in att.items()},
               'uniform_weight_at_q_last': (1.0 / (f['q_last'] + 1)).mean().item()}
     return dict(result, pope=pope) if pope else result
 
@@ -269,18 +267,14 @@ def chance_levels(*, lengths=(20, 40), max_shift=15, zero_shift=False, sep=',', 
     """Expected accuracy (in [0, 1]) of each guess for make_example's options (sep and shift_digits
     change nothing); with an anchor, 'position' is what reading the length alone gives."""
     shifts = shift_choices(max_shift, zero_shift, shifts)
-    n_lengths = lengths[1] - lengths[0] + 1
-    letter = position = window = Fraction(0)
+    total = dict.fromkeys(('letter', 'position', 'window'), Fraction(0))  # summed over lengths
     for L in range(lengths[0], lengths[1] + 1):
         pairs = [(src, s) for src in source_choices(L, anchor) for s in shifts if 0 <= src + s < L]
-        at = [0] * L  # how many pairs put the target at each position
-        for src, s in pairs:
-            at[src + s] += 1
-        letter += Fraction(1, L if 0 in shifts else L - 1) / n_lengths
-        position += Fraction(max(at), len(pairs)) / n_lengths
-        window += sum(Fraction(1, L - abs(s)) if s else 1 for _, s in pairs) / len(pairs) \
-            / n_lengths
-    return {'letter': float(letter), 'position': float(position), 'window': float(window)}
+        at = Counter(src + s for src, s in pairs)  # how many pairs put the target at each position
+        total['letter'] += Fraction(1, L if 0 in shifts else L - 1)
+        total['position'] += Fraction(max(at.values()), len(pairs))
+        total['window'] += sum(Fraction(1, L - abs(s)) if s else 1 for _, s in pairs) / len(pairs)
+    return {k: float(v / (lengths[1] - lengths[0] + 1)) for k, v in total.items()}
 
 
 if __name__ == '__main__':

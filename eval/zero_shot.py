@@ -136,9 +136,6 @@ class PopeLM(TemplateLM):
     def tok_encode(self, string, **kwargs):
         return self.encode(string)
 
-    def tok_decode(self, tokens, **kwargs):
-        return self.decode(tokens)
-
     @torch.no_grad()
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kwargs):
         """requests: ((context, continuation), context ids, continuation ids); of each,
@@ -189,8 +186,8 @@ class PopeLM(TemplateLM):
             with autocast(self._device, self.dtype):
                 gen = generate(self.model, torch.tensor([ids], device=self._device), n_new,
                                top_k=1)[0, len(ids):].tolist()
-            text = self.tok_decode(gen[:gen.index(self.eot_token_id)] if self.eot_token_id in gen
-                                   else gen)
+            text = self.decode(gen[:gen.index(self.eot_token_id)] if self.eot_token_id in gen
+                               else gen)
             stops = [until] if isinstance(until, str) else until
             out.append(min((text.split(s)[0] for s in stops if s), key=len, default=text))
         return out
