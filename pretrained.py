@@ -108,8 +108,8 @@ def convert(ckpt, model, source, say=print):
 
 
 def load(init_from, device='cpu', ckpt=None, **overrides):
-    """(model, ckpt) in eval mode on device, of a ckpt.pt or what read_source reads (or read: ckpt);
-    overrides replace GPTConfig fields."""
+    """(model, ckpt) of a ckpt.pt or of what read_source reads (ckpt: read already), in eval mode
+    on device; overrides replace GPTConfig fields."""
     if os.path.isfile(init_from) and not init_from.endswith('.gguf'):  # train.py's own
         return load_checkpoint(init_from, device, **overrides)
     ckpt = ckpt or read_source(init_from)
