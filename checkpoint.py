@@ -59,18 +59,18 @@ def code_refused(err):
     return code and code[1]
 
 
-def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (attn_impl...)."""
-    ckpt = read_checkpoint(path)
-    args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
+def load_checkpoint(path, device='cpu', ckpt=None, weights=None, **overrides):
+    """(model, ckpt) in eval mode from a train.py ckpt.pt, or from ckpt read already with its state
+    dict weights(ckpt, model); overrides replace GPTConfig fields (attn_impl...)."""
+    ckpt = ckpt or read_checkpoint(path)
+    ckpt['model_args'] = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
     try:
-        model = GPT(GPTConfig(**args))
-        model.load_state_dict(ckpt['model'])
+        model = GPT(GPTConfig(**ckpt['model_args']))
+        model.load_state_dict(weights(ckpt, model) if weights else ckpt['model'])
     except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:
         sys.exit(f"{path}: its weights do not fit the model its model_args describe "
                  f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again")
     model.project_delta()  # as train.py keeps it
-    ckpt['model_args'] = args
     return model.eval().to(device), ckpt
 
 
