@@ -59,18 +59,18 @@ def code_refused(err):
     return code and code[1]
 
 
-def load_checkpoint(path, device='cpu', **overrides):
-    """(model, ckpt) from a train.py ckpt.pt; overrides replace GPTConfig fields (attn_impl...)."""
-    ckpt = read_checkpoint(path)
-    args = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
+def load_checkpoint(path, device='cpu', ckpt=None, weights=None, **overrides):
+    """(model, ckpt) in eval mode from a train.py ckpt.pt, or from ckpt read already with its state
+    dict weights(ckpt, model); overrides replace GPTConfig fields (attn_impl...)."""
+    ckpt = ckpt or read_checkpoint(path)
+    ckpt['model_args'] = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
     try:
-        model = GPT(GPTConfig(**args))
-        model.load_state_dict(ckpt['model'])
+        model = GPT(GPTConfig(**ckpt['model_args']))
+        model.load_state_dict(weights(ckpt, model) if weights else ckpt['model'])
     except (TypeError, ValueError, RuntimeError, KeyError, AttributeError) as err:
         sys.exit(f"{path}: its weights do not fit the model its model_args describe "
                  f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again")
     model.project_delta()  # as train.py keeps it
-    ckpt['model_args'] = args
     return model.eval().to(device), ckpt
 
 
@@ -81,8 +81,7 @@ def rng_state(device_type):
 
 
 def resume_state(checkpoint, optimizer, device_type):
-    """A resumed run's optimizer and random state from its checkpoint: (iter_num, best_val_loss,
-    minutes trained before)."""
+    """A resumed run's optimizer and random state; (iter_num, best_val_loss, minutes before)."""
     optimizer.load_state_dict(checkpoint['optimizer'])
     torch.set_rng_state(checkpoint['rng']['torch'].cpu())
     if device_type == 'cuda' and checkpoint['rng']['cuda'] is not None:
@@ -110,8 +109,8 @@ class RunFolder:
         self.saving = self.signal_waiting = False  # a signal during ckpt.pt's save waits for it
 
     def open(self, refuse_earlier_run, lock=True):
-        """Before anything runs: lock an out_dir that exists (a new one is made when training
-        starts), refuse to replace an earlier run's files, and catch Ctrl-C and SIGTERM."""
+        """Before anything runs: lock an existing out_dir (a new one is made when training starts),
+        refuse to replace an earlier run's files, catch Ctrl-C and SIGTERM."""
         if self.master and lock and os.path.isdir(self.out_dir):  # (eval_only writes nothing)
             self.take_lock()
         if refuse_earlier_run and any(os.path.exists(f) for f in self.files):
@@ -173,8 +172,8 @@ class RunFolder:
         for path in self.files if new else ():
             with suppress(FileNotFoundError):
                 os.remove(path)
-        lines = open(self.log_path).read().split('\n') if os.path.exists(self.log_path) else []
-        lines = [line for line in lines if line.strip()]
+        text = open(self.log_path).read() if os.path.exists(self.log_path) else ''
+        lines = [line for line in text.split('\n') if line.strip()]
         for i, line in enumerate(lines):
             try:
                 record = json.loads(line)
@@ -194,8 +193,8 @@ class RunFolder:
         self.save(self.log_path, lambda tmp: pathlib.Path(tmp).write_text(text))
 
     def save(self, path, write):
-        """write(path + '.tmp'), then rename it to path: a crash mid-save leaves the previous file
-        whole; a failed write stops the run with one line and leaves no partial file."""
+        """write(path + '.tmp'), renamed to path: a crash mid-save leaves the previous file whole; a
+        failed write stops the run with one line and leaves no partial file."""
         try:
             write(path + '.tmp')
             os.replace(path + '.tmp', path)
@@ -255,8 +254,7 @@ class RunFolder:
 
     def interrupted(self, signum, frame):
         """Ctrl-C or SIGTERM: one line that says what is kept, the shell's exit status (130, 143).
-        The first one during ckpt.pt's save waits for it, so that the line names the file on
-        disk."""
+        The first during ckpt.pt's save waits for it, so that the line names the file on disk."""
         if self.saving and not self.signal_waiting:
             self.signal_waiting = signum
             return

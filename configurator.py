@@ -1,8 +1,8 @@
 """
 train.py's configuration, nanoGPT's way: train.py's defaults, then config files (plain Python
-assignments) and --key=value overrides in the order given, then (init_from='resume') the run's own
-config where the command line does not change it. Every value is checked once against the tables
-below; a bad one stops the run with one line. `python train.py --help` lists the keys.
+assignments) and --key=value overrides in order, then (init_from='resume') the run's own config
+where the command line does not change it. Every value is checked once against the tables below;
+a bad one stops the run with one line. `python train.py --help` lists the keys.
 """
 
 import math
@@ -61,23 +61,21 @@ RULES = [
 
 
 def read(defaults, argv):
-    """The run's config in one merge, checked: train.py's defaults, then config files and
-    --key=value (argv), then with init_from='resume' the checkpoint's own. Returns (config, the keys
-    the command line set, the run's RunFolder, the checkpoint init_from names or None)."""
+    """The run's config, merged and checked: (config, the keys the command line set, the run's
+    RunFolder, the checkpoint init_from names or None)."""
     config = dict(defaults)
     given = configure(config, argv)
-    run = RunFolder(config['out_dir'], [f'--{k}={config[k]}' for k in MACHINE
-                                        if k in given])  # (the flags that going on needs)
+    resume_flags = [f'--{k}={config[k]}' for k in MACHINE if k in given]  # what going on needs
+    run = RunFolder(config['out_dir'], resume_flags)
     checkpoint = run.start_from(config['init_from'], read=pretrained.read_source)  # read first
-    if config['init_from'] == 'resume':  # the run goes on as it was, with its own config
+    if config['init_from'] == 'resume':
         resume(config, given, checkpoint, run.ckpt)
-    check(config, given)  # values that cannot work stop here, one line each
+    check(config, given)
     return config, given, run, checkpoint
 
 
 def configure(config, args):
-    """Config files and --key=value overrides, in order, applied to config (in place); returns the
-    keys they set. --help prints the keys and exits."""
+    """Config files and --key=value overrides applied to config in place; returns the keys set."""
     if '-h' in args or '--help' in args:
         print(help_text(config))
         sys.exit(0)
@@ -136,9 +134,9 @@ def read_file(path):
             if not k.startswith('_') and not callable(v) and type(v).__name__ != 'module']
 
 
-def help_text(config, source=os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')):
+def help_text(config):
     """Every key with its default and the comment beside it (or above it) in train.py."""
-    text = open(source).read()
+    text = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'train.py')).read()
     comments = {k: c for c, k in re.findall(r"^# (.*)\n(\w+) = ", text, re.M)}
     comments.update(re.findall(r"^(\w+) = .*?  # (.*)$", text, re.M))
     lines = [f"  {f'--{k}={v!r}':<34} {comments.get(k, '')}" for k, v in config.items()]
@@ -149,8 +147,7 @@ def help_text(config, source=os.path.join(os.path.dirname(os.path.abspath(__file
 
 
 def resume(config, given, checkpoint, init_path):
-    """init_from='resume': the checkpoint's config where the command line does not change it; the
-    command line may not change the model or the data."""
+    """The checkpoint's config where the command line does not set it; the model and data stay."""
     saved = checkpoint.get('config', {})
     fine_tune = f"fine-tune from it with --init_from={init_path} and a new out_dir"
     unknown = sorted(set(saved) - set(config))
@@ -173,9 +170,8 @@ def resume(config, given, checkpoint, init_path):
 
 
 def model_args(config, given, checkpoint, meta):
-    """The model's config: train.py's and the data set's vocabulary, a resumed run's own, or a
-    fine-tune's source's architecture (a new encoding converts it: pretrained.py). config takes
-    what trains."""
+    """The model's config: train.py's with the data set's vocabulary, a resumed run's own, or a
+    fine-tune's (pretrained.fine_tune_args). config takes what trains."""
     args = {k: config[k] for k in MODEL_KEYS if k in config} | {'vocab_size': meta['vocab_size']}
     if checkpoint is not None and config['init_from'] == 'resume':
         args.update({k: v for k, v in checkpoint['model_args'].items() if k != 'attn_impl'})

@@ -17,11 +17,10 @@ from model import ABSOLUTE, ENCODINGS, pope_decode
 
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, compile=False):
-    """max_new_tokens sampled after idx (B, T) (see sample): the prompt in one forward pass, then
-    one token a step (compile: compiled_step) into an output allocated once. Learned or sinusoidal
-    positions stop at block_size: past it each token is predicted from the last block_size tokens,
-    re-encoded whole from position 0."""
-    temperature = check_temperature(temperature)  # (before anything runs)
+    """idx (B, T) and max_new_tokens sampled after it (see sample), in an output allocated once.
+    Learned or sinusoidal positions stop at block_size: past it each token is predicted from the
+    last block_size tokens, re-encoded whole from position 0."""
+    temperature = check_temperature(temperature)
     if max_new_tokens < 1:
         return idx
     B, T = idx.size()
@@ -75,9 +74,8 @@ class KVCache:
             raise ValueError(f"decode_kernel=True with pos_emb={config.pos_emb!r}: the decode "
                              "kernel has no score bias; leave decode_kernel None (or False)")
         self.decode_kernel = decode_kernel
-        # each layer's tables for the kernel, from its module's frequencies as they are now
         self.decode_tables = [block.attn.decode_tables(max_len) if decode_kernel else None
-                              for block in model.h]
+                              for block in model.h]  # of each layer's frequencies as they are now
         tables = [t for pair in self.decode_tables if pair for t in pair]
         # under torch.compile: written (or read) in place by the CUDA graph, never copied in, and
         # the lengths (the caches', the tables' rows) symbols from the first graph on
@@ -134,8 +132,7 @@ def check_temperature(temperature):
 def sample(logits, temperature, top_k=None):
     """Next tokens (B,) drawn from softmax(logits / temperature) (B, V) over the top_k most likely,
     in float32, as argmax p_i / E_i with E_i ~ Exponential(1): exact, and unlike torch.multinomial
-    free of checks that wait for the GPU (a CUDA graph). A 0-d tensor temperature was checked where
-    it was made (generate's: a check here would wait for the GPU at every step)."""
+    free of host syncs (a CUDA graph). A tensor temperature was checked where it was made."""
     if not torch.is_tensor(temperature):
         check_temperature(temperature)
     logits = logits.float() / temperature
@@ -147,16 +144,14 @@ def sample(logits, temperature, top_k=None):
 
 
 def decode_step(model, out, cache, input_pos, temperature, top_k):
-    """One step in place: the token out[:, input_pos] through the cache, the next one sampled into
-    out[:, input_pos + 1], input_pos moved on to it."""
+    """In place: out[:, input_pos] through the cache, the next token into out[:, input_pos + 1]."""
     logits, _ = model(out.index_select(1, input_pos), cache=cache, input_pos=input_pos)
     input_pos += 1
     out.index_copy_(1, input_pos, sample(logits[:, -1], temperature, top_k)[:, None])
 
 
-# decode_step compiled on its first call ('reduce-overhead': one CUDA graph a step on a GPU;
-# fullgraph: a graph break is an error); another batch size or top_k compiles again, a new length,
-# temperature or set of tensors compiles nothing (generate marks the lengths dynamic)
+# one CUDA graph a step on a GPU (fullgraph: a graph break is an error); another batch size or
+# top_k compiles again, a new length, temperature or set of tensors does not
 compiled_step = torch.compile(decode_step, mode='reduce-overhead', fullgraph=True)
 
 

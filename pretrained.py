@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from checkpoint import code_refused, load_checkpoint, read_checkpoint
-from model import ENCODINGS, GPT, GPTConfig, PoPEAttention
+from model import ENCODINGS, GPTConfig, PoPEAttention
 from prepare.bpe import GPT2_VOCAB, PACKAGED_GGUF, encoding, gguf_field, gguf_path, gguf_reader
 
 # a fine-tune keeps these of its model, takes these of its own config, and converts with these
@@ -34,8 +34,7 @@ READ = {**asdict(GPTConfig()), 'dropout': 0.0, 'pope_delta': 'zero'}
 
 
 def read_source(init_from):
-    """The checkpoint a run starts from: GPT-2 by name (the hub), a Hugging Face folder, a GGUF
-    file (a path or a short name), or a train.py ckpt.pt."""
+    """The checkpoint of GPT-2 by name, a Hugging Face folder, a GGUF file or a ckpt.pt."""
     if init_from in PACKAGED_GGUF or init_from.endswith('.gguf'):
         return read_gguf(init_from)
     if init_from in GPT2_MODELS:
@@ -108,16 +107,12 @@ def convert(ckpt, model, source, say=print):
 
 
 def load(init_from, device='cpu', ckpt=None, **overrides):
-    """(model, ckpt) in eval mode on device, of a ckpt.pt or what read_source reads (or read: ckpt);
-    overrides replace GPTConfig fields."""
+    """(model, ckpt) of a ckpt.pt or of what read_source reads (ckpt: read already), in eval mode
+    on device; overrides replace GPTConfig fields."""
     if os.path.isfile(init_from) and not init_from.endswith('.gguf'):  # train.py's own
-        return load_checkpoint(init_from, device, **overrides)
-    ckpt = ckpt or read_source(init_from)
-    ckpt['model_args'] = {**ckpt['model_args'], **overrides, 'dropout': 0.0}
-    model = GPT(GPTConfig(**ckpt['model_args']))
-    model.load_state_dict(convert(ckpt, model, init_from, say=lambda line: None))
-    model.project_delta()
-    return model.eval().to(device), ckpt
+        return load_checkpoint(init_from, device, ckpt, **overrides)
+    weights = lambda ckpt, model: convert(ckpt, model, init_from, say=lambda line: None)
+    return load_checkpoint(init_from, device, ckpt or read_source(init_from), weights, **overrides)
 
 
 def is_pope(pos_emb):
@@ -208,11 +203,11 @@ def read_weights(folder):
     """The tensors of folder's model.safetensors (or pytorch_model.bin), or one line why not."""
     paths = [f'{folder}/{name}' for name in ('model.safetensors', 'pytorch_model.bin')]
     path = next(filter(os.path.exists, paths), None)
-    if path is not None and not os.path.isfile(path):
-        sys.exit(f"{path} is not a file: copy the model's weights file there")
     if path is None:
         sys.exit(f"{folder} holds no model.safetensors or pytorch_model.bin: copy the model's "
                  "weights there")
+    if not os.path.isfile(path):
+        sys.exit(f"{path} is not a file: copy the model's weights file there")
     try:
         if path.endswith('.safetensors'):
             from safetensors.torch import load_file
