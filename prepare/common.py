@@ -243,8 +243,7 @@ def _alive(pid):
 
 def dtype_for_vocab(vocab_size):
     """The smallest unsigned dtype that holds the ids 0..vocab_size-1."""
-    return np.dtype(next(t for t in (np.uint8, np.uint16, np.uint32)
-                         if vocab_size <= np.iinfo(t).max + 1))
+    return np.min_scalar_type(vocab_size - 1)
 
 
 class TokenWriter:
