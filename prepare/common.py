@@ -1,9 +1,8 @@
 """
 What the prepare/ scripts share: their command line (argument_parser, run), and writing a data set
-as prepare/data.py reads it: start_dataset names a staging folder, write_streams writes the splits'
-tokens into it and write_meta (last) swaps it in for out_dir, so that a run that fails or is stopped
-leaves out_dir as it was. A full disk, a folder that cannot be replaced and a Ctrl-C (exit status
-130) are one line.
+as prepare/data.py reads it into a staging folder that write_meta, last, swaps in for out_dir, so
+that a run that fails or is stopped leaves out_dir as it was. A full disk, a folder that cannot be
+replaced and a Ctrl-C (exit status 130) are one line.
 """
 
 import argparse
@@ -243,8 +242,7 @@ def _alive(pid):
 
 def dtype_for_vocab(vocab_size):
     """The smallest unsigned dtype that holds the ids 0..vocab_size-1."""
-    return np.dtype(next(t for t in (np.uint8, np.uint16, np.uint32)
-                         if vocab_size <= np.iinfo(t).max + 1))
+    return np.min_scalar_type(vocab_size - 1)
 
 
 class TokenWriter:

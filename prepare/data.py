@@ -46,7 +46,7 @@ def open_data(dataset, device='cpu'):
         elif counted is not None and n != counted:
             problem = f"{n:,} tokens where meta.json says {counted:,}"
         else:  # every id, or past 2^24 tokens 256 stretches of 2^16 over the file
-            splits[split] = np.memmap(path, dtype=dtype, mode='r') if n else np.zeros(0, dtype)
+            splits[split] = read_tokens(path, dtype)
             seen = splits[split] if n <= 1 << 24 else np.concatenate(
                 [splits[split][i:i + 65536] for i in np.linspace(0, n - 65536, 256, dtype=int)])
             top = int(seen.max()) if n else 0
@@ -65,25 +65,21 @@ def make_on_first_use(dataset):
     data_dir = os.path.join('data', dataset)
     if os.path.exists(os.path.join(data_dir, 'meta.json')):
         return
-    if dataset in _variants():
-        importlib.import_module('prepare.indirect_indexing').prepare(data_dir, variant=dataset)
+    indirect = importlib.import_module('prepare.indirect_indexing')
+    if dataset in indirect.VARIANTS:
+        indirect.prepare(data_dir, variant=dataset)
     elif dataset == 'shakespeare_char':
         importlib.import_module('prepare.shakespeare_char').prepare(data_dir)
 
 
 def remake_command(dataset):
     """The command that makes (or remakes) data/<dataset>."""
-    if dataset in _variants():
+    if dataset in importlib.import_module('prepare.indirect_indexing').VARIANTS:
         return f"python -m prepare.indirect_indexing --variant={dataset}"
     script, tokenizer = dataset_script(dataset)
     source = {'genome': ' --source=hg38.fa.gz', 'maestro': ' --source=maestro-v3.0.0/'}  # needed
     return f"python -m prepare.{script}{source.get(script, '')}" + (
         '' if tokenizer == 'gpt2' else f" --tokenizer={tokenizer}")
-
-
-def _variants():
-    """The data sets of prepare/indirect_indexing.py, each a --variant of it."""
-    return importlib.import_module('prepare.indirect_indexing').VARIANTS
 
 
 def dataset_script(dataset):

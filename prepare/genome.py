@@ -16,6 +16,7 @@ import re
 import zlib
 
 import numpy as np
+from tqdm import tqdm
 
 from prepare.bpe import package_file
 from prepare.common import (SourceMissing, argument_parser, positive_int, run, start_dataset,
@@ -45,7 +46,6 @@ def main(argv=None):
     work = start_dataset(args.out_dir)
 
     def pieces():
-        from tqdm import tqdm
         for name, seq in tqdm(records, desc='records'):
             kept.append((name.split()[0], len(seq)))
             for i, split in enumerate(chunk_split(max(1, -(-len(seq) // args.chunk)))):

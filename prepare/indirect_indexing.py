@@ -171,24 +171,23 @@ def decode(ids, itos=ITOS + [' ']):
 def question(text, meta):
     """The input tokens of a question 'string,source,shift,' (spaces and the shift's sign optional)
     as the rows of meta's data set hold them up to the target; ValueError if it is not one."""
-    fields = [f.strip() for f in text.split(',')]
-    if len(fields) == 4 and fields[3] == '':
-        fields = fields[:3]  # the closing separator is the query: written or not, it is added
+    # the closing separator is the query: written or not, it is added
+    fields = [f.strip() for f in text.strip().removesuffix(',').split(',')]
     try:
-        fields[2] = shift_text(int(fields[2]), meta.get('task', {}).get('shift_digits'))
-    except (IndexError, ValueError):
-        fields = []
-    if len(fields) != 3 or not all(fields):
+        string, source, shift = fields
+        shift = int(shift)
+    except ValueError:
+        string = source = ''
+    if not string or not source:
         raise ValueError(f"{text!r} is not a question 'string,source,shift,', e.g. "
                          "'NZTUIGWkXFrhCJDzscat,N,+4,'")
     task, itos = {**make_example.__kwdefaults__, **meta.get('task', {})}, meta['itos']
     sep, stoi = task['sep'], {t: i for i, t in enumerate(itos)}
-    chars = list(sep.join(fields) + sep)
+    chars = list(sep.join([string, source, shift_text(shift, task['shift_digits'])]) + sep)
     unknown = sorted({c for c in chars if c not in stoi})
     if unknown:
         raise ValueError(f"{unknown} are not in this data set's vocabulary: letters, digits, ,+-")
-    string, source, shift = fields[0], fields[1], int(fields[2])
-    lengths = task.get('lengths', (0, len(string)))
+    lengths = task['lengths']
     repeated = ''.join(sorted({c for c in string if string.count(c) > 1}))
     choices = shift_choices(task['max_shift'], task['zero_shift'], task['shifts'])
     target = string.index(source) + shift if source in string else 0

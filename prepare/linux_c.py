@@ -23,6 +23,7 @@ import pathlib
 import tarfile
 
 import numpy as np
+from tqdm import tqdm
 
 from prepare.common import (SPLITS, SourceMissing, argument_parser, check_writable, data_dir,
                             encoding, run, start_dataset, write_meta, write_streams, writing)
@@ -68,7 +69,6 @@ def main(argv=None):
     sizes = []  # (split, path, tokens) in stream order
 
     def pieces():  # (split, ids) of each file in order, a batch of files tokenized on every core
-        from tqdm import tqdm
         bar = tqdm(total=len(order), desc='tokenizing', unit=' files')
         for i in range(0, len(order), 2048):
             paths = order[i:i + 2048]
@@ -126,12 +126,10 @@ def read_tree(source):
     or a tarball (its paths less their first part when every member shares it)."""
     files = {}
     if os.path.isdir(source):
-        for folder, _, names in os.walk(source):
-            for full in (os.path.join(folder, name) for name in names):
-                path = os.path.relpath(full, source).replace(os.sep, '/')
-                if (kept(path) or path in TOP) and not os.path.islink(full) \
-                        and os.path.isfile(full):
-                    files[path] = pathlib.Path(full).read_bytes()
+        for full in pathlib.Path(source).rglob('*'):
+            path = full.relative_to(source).as_posix()
+            if (kept(path) or path in TOP) and full.is_file() and not full.is_symlink():
+                files[path] = full.read_bytes()
     else:
         try:
             with tarfile.open(source, 'r|*') as tar:  # streamed: one pass over a compressed file

@@ -10,6 +10,7 @@ import math
 import os
 
 import numpy as np
+from tqdm import tqdm
 
 from prepare.bpe import GPT2_EOT, GPT2_VOCAB, gpt2_encode_docs, gpt2_encoding
 from prepare.common import (SourceMissing, argument_parser, find_files, load_dataset, positive_int,
@@ -68,7 +69,6 @@ def tokenize(batch):
 
 def shards(splits, num_shards=1024):
     """(split, ids) of each tokenised split, in contiguous shards of documents."""
-    from tqdm import tqdm
     for name, ds in splits.items():
         n = min(num_shards, len(ds))  # no empty shard
         for i in tqdm(range(n), desc=f'writing {name}'):
