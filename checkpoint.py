@@ -14,6 +14,7 @@ import shlex
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from contextlib import suppress
@@ -72,6 +73,18 @@ def load_checkpoint(path, device='cpu', ckpt=None, weights=None, **overrides):
                  f"({' '.join(str(err).split())[:300]}): use another checkpoint, or train again")
     model.project_delta()  # as train.py keeps it
     return model.eval().to(device), ckpt
+
+
+def code_commit(folder):
+    """The commit of the git repository that holds folder (+'-dirty'), or POPE_COMMIT where set."""
+    if os.environ.get('POPE_COMMIT'):
+        return os.environ['POPE_COMMIT']
+    git = ['git', '-C', folder, 'describe', '--always', '--dirty', '--exclude=*']
+    try:
+        out = subprocess.run(git, capture_output=True, text=True, timeout=10).stdout.strip()
+        return out or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def rng_state(device_type):
@@ -267,6 +280,7 @@ class RunFolder:
 
     def finish(self, final, examples, eval_iters, max_iters, ctx_lengths):
         """final.json, and the end of the run in words: which numbers are which, where files are."""
+        final = {**final, 'commit': code_commit(os.path.dirname(os.path.abspath(__file__)))}
         text = json.dumps(final, indent=1)
         self.save(self.final, lambda tmp: pathlib.Path(tmp).write_text(text))
         early = final.get('early_stop', {}).get('reason')

@@ -8,30 +8,17 @@ import contextlib
 import json
 import os
 import re
-import subprocess
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from checkpoint import load_checkpoint  # noqa: F401 (sample.py and the tests import it from here)
+from checkpoint import code_commit, load_checkpoint  # noqa: F401 (the tools import them from here)
 from model import ABSOLUTE  # noqa: F401 (the tools import it from here)
 from prepare.common import check_writable, encoding, parser  # noqa: F401 (parser: for sample.py)
 from prepare.data import read_tokens
 
 DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'  # the default --device
-
-
-def code_commit(folder):
-    """The commit of the git repository that holds folder (+'-dirty'), or POPE_COMMIT where set."""
-    if os.environ.get('POPE_COMMIT'):
-        return os.environ['POPE_COMMIT']
-    git = ['git', '-C', folder, 'describe', '--always', '--dirty', '--exclude=*']
-    try:
-        out = subprocess.run(git, capture_output=True, text=True, timeout=10).stdout.strip()
-        return out or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def device_arg(text):

@@ -271,6 +271,7 @@ def test_the_end_of_a_run_says_which_numbers_are_which_and_where_the_files_are(s
                          "(the numbers above)")
     # the run's files name its settings: final.json the whole config, the log what differs from the defaults
     assert final['config']['n_embd'] == 32 and final['config']['dataset'] == 'stream'
+    assert final['commit'] == checkpoint.code_commit(ROOT)  # the code that ran: each number pinned to a commit
     said = next(line for line in lines if line.startswith("config, where it is not train.py's default: "))
     assert "n_embd=32" in said and "dataset='stream'" in said and 'pope_mu' not in said
 
