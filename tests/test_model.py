@@ -3,6 +3,7 @@
 import itertools
 import math
 import os
+import types
 
 import pytest
 import torch
@@ -447,6 +448,26 @@ def test_a_name_without_an_implementation_is_refused():
         GPT(GPTConfig(pos_emb='pope_quarter'))
 
 
+SHORT_T = model.pope_kernel.SHORT_T
+
+
+@pytest.mark.parametrize('cuda,dtype,d,T,path', [
+    (True, torch.bfloat16, 64, SHORT_T, 'triton'),  # short sequences at d 64: the all-Triton path's small tiles
+    (True, torch.float32, 64, 47, 'triton'),
+    (True, torch.bfloat16, 64, SHORT_T + 1, 'fused'),  # else Triton around cuDNN's attention
+    (True, torch.bfloat16, 128, 47, 'fused'),
+    (True, torch.float16, 32, 47, 'fused'),
+    (True, torch.float64, 64, 47, 'sdpa'),  # the kernels take no float64: the reference through SDPA
+    (False, torch.float32, 64, 47, 'sdpa'),  # no GPU
+])
+def test_auto_picks_the_attention_path_from_device_dtype_head_dim_and_length(cuda, dtype, d, T, path):
+    """model.pope_path, the one place that picks PoPE's attention: 'auto' by device, dtype, head dim and length (a
+    stand-in for q, as the CPU has no CUDA tensor); any other attn_impl is taken as given."""
+    q = types.SimpleNamespace(is_cuda=cuda, dtype=dtype, shape=(2, 4, T, d))
+    assert model.pope_path('auto', q) == path
+    assert [model.pope_path(impl, q) for impl in model.CHOICES['attn_impl'][1:]] == ['torch', 'sdpa', 'fused', 'triton']
+
+
 @pytest.mark.parametrize('impl', ['sdpa', 'triton'])
 def test_pope_model_is_one_graph(impl):
     """torch.compile traces the PoPE model, its attention included (the kernel's stages are opaque custom ops), as
@@ -588,7 +609,8 @@ def test_kernel_and_model_name_the_same_magnitudes():
 def test_replication_model_flags_norm_untied_head_and_init():
     """norm='layernorm' with bias=True has LayerNorm biases; tie_embeddings=False gives the output layer its own
     weights and bias, padded like the tied one (the loss still ignores the padding); init='torch' keeps PyTorch's
-    initialisation (embedding N(0, 1)) instead of GPT-2's N(0, 0.02)."""
+    initialisation (embedding N(0, 1)) instead of GPT-2's N(0, 0.02), 0.02 / sqrt(2 n_layer) on the residual
+    projections."""
     kw = dict(block_size=16, vocab_size=70, n_layer=2, n_head=2, n_embd=32, pos_emb='pope', attn_impl='sdpa')
     torch.manual_seed(0)
     m = GPT(GPTConfig(**kw, norm='layernorm', bias=True, tie_embeddings=False, init='torch'))
@@ -602,6 +624,11 @@ def test_replication_model_flags_norm_untied_head_and_init():
     g = GPT(GPTConfig(**kw))  # the defaults: RMSNorm, tied, GPT-2 init
     assert isinstance(g.h[0].ln_1, torch.nn.RMSNorm) and g.wte.weight is g.lm_head.weight and g.lm_head.bias is None
     assert 0.015 < g.wte.weight[:70].std() < 0.025
+    deep = GPT(GPTConfig(**{**kw, 'n_layer': 8, 'n_embd': 128}))  # GPT-2's residual projections: 0.02 / sqrt(2 L)
+    for name, p in deep.named_parameters():
+        if name.endswith('c_proj.weight') or name.endswith('c_fc.weight'):
+            want = 0.02 / 4 if name.endswith('c_proj.weight') else 0.02
+            assert abs(p.std().item() / want - 1) < 0.05, (name, p.std().item(), want)
     with pytest.raises(ValueError, match='norm'):
         GPT(GPTConfig(**kw, norm='batchnorm'))
 
@@ -646,6 +673,8 @@ def test_learned_positions_are_a_table_of_block_size_rows_added_to_the_tokens():
     assert torch.allclose(block_input(m, idx), m.wte(idx) + torch.arange(72.).view(9, 8)[:6])
     with pytest.raises(ValueError, match='stop at block_size=9'):
         m(torch.zeros(1, 10, dtype=torch.long))
+    total = sum(p.numel() for p in m.parameters())  # the count leaves the position table out, as nanoGPT's
+    assert m.get_num_params() == total - 9 * 8 and m.get_num_params(non_embedding=False) == total
 
 
 def test_rope_frequencies_are_base_to_the_minus_2i_over_d():
@@ -691,7 +720,7 @@ def test_alibi_slopes_are_press_et_al_on_half_the_heads(n_head):
 
 
 def test_pope_delta_inits():
-    """'zero': delta exactly 0; 'uniform': in [-2 pi, 0] and not all equal; 'none': no delta parameter at all."""
+    """'zero': delta exactly 0; 'uniform': drawn from all of [-2 pi, 0]; 'none': no delta parameter at all."""
     kw = dict(block_size=8, vocab_size=11, n_layer=2, n_head=2, n_embd=32, pos_emb='pope')
     torch.manual_seed(0)
     zero = GPT(GPTConfig(**kw, pope_delta='zero'))
@@ -700,8 +729,10 @@ def test_pope_delta_inits():
     uniform = GPT(GPTConfig(**kw, pope_delta='uniform'))
     for b in uniform.h:
         d = b.attn.delta.detach()
-        assert d.shape == (2, 16) and d.min() >= -2 * math.pi and d.max() <= 0 and d.std() > 0.5
+        assert d.shape == (2, 16) and d.min() >= -2 * math.pi and d.max() <= 0
         assert d.unique().numel() == d.numel()  # drawn, not a constant
+    drawn = torch.cat([b.attn.delta.detach().flatten() for b in uniform.h])  # 64 draws span the range
+    assert drawn.min() < -1.5 * math.pi and drawn.max() > -0.5 * math.pi
     none = GPT(GPTConfig(**kw, pope_delta='none'))
     assert all(b.attn.delta is None for b in none.h)
     assert not any(name.endswith('delta') for name, _ in none.named_parameters())

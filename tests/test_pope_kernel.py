@@ -49,6 +49,7 @@ def make_inputs(B, H, Tq, Tk, d, dtype, seed=0, n_kv_head=None):
     Hkv = n_kv_head or H
     q = torch.randn(B, H, Tq, d, generator=g).to(dtype)
     k, v = (torch.randn(B, Hkv, Tk, d, generator=g).to(dtype) for _ in range(2))
+    q.view(-1)[::7], k.view(-1)[::5] = 0.0, 0.0  # exact zeros, where relu's gradient is torch's 0
     delta = torch.rand(H, d, generator=g) * -2 * math.pi  # Uniform(-2pi, 0), as clamped by the model
     return [x.to(DEVICE) for x in (q, k, v, delta)]
 
@@ -102,6 +103,7 @@ SHAPES = [
     (1, 2, 33, 50, 32, False, 10),
     (1, 1, 40, 70, 128, True, 5),  # queries not at the end of the keys
     (1, 1, 80, 110, 32, True, 30),  # a key block's last row one before a query tile's edge (the dk, dv tile bounds)
+    (1, 1, 20, 37, 64, True, 17),  # a query tile's last key the first of a key tile (the forward's, dq's last tile)
 ]
 shape_id = lambda s: "B{}H{}Tq{}Tk{}d{}{}off{}".format(*s[:5], "causal" if s[5] else "full", s[6])
 

@@ -552,6 +552,23 @@ def test_loss_on_all_tokens_is_the_loss_that_trains(workdir):
     assert p.returncode != 0 and "loss_on='some'" in p.stderr
 
 
+def test_the_learning_rate_warms_up_linearly_then_follows_a_cosine_to_min_lr(workdir, capsys):
+    """get_lr, read from the log lines: (it + 1) / (warmup + 1) of learning_rate during warmup, then half a cosine
+    from learning_rate down to min_lr at lr_decay_iters, min_lr after it (nanoGPT's schedule)."""
+    lr, low, warmup, decay = 1e-3, 1e-4, 3, 10
+    assert train_here(workdir, *TINY, *STREAM, '--max_iters=12', '--eval_interval=100', f'--learning_rate={lr}',
+                      f'--min_lr={low}', f'--warmup_iters={warmup}', f'--lr_decay_iters={decay}',
+                      '--out_dir=lr_run') is None
+    printed = re.findall(r'iter (\d+): loss [0-9.]+, lr ([0-9.e+-]+),', capsys.readouterr().out)
+
+    def want(it):  # the step that ends at iteration it + 1
+        if it < warmup:
+            return lr * (it + 1) / (warmup + 1)
+        ratio = min(1.0, (it - warmup) / (decay - warmup))
+        return low + 0.5 * (1 + math.cos(math.pi * ratio)) * (lr - low)
+    assert [(int(i), float(x)) for i, x in printed] == [(it + 1, float(f'{want(it):.2e}')) for it in range(12)]
+
+
 def torchrun(cwd, *args):
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
     return subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',
