@@ -569,6 +569,24 @@ def test_the_learning_rate_warms_up_linearly_then_follows_a_cosine_to_min_lr(wor
     assert [(int(i), float(x)) for i, x in printed] == [(it + 1, float(f'{want(it):.2e}')) for it in range(12)]
 
 
+def test_micro_batches_give_the_gradient_of_their_whole_batch(workdir, monkeypatch):
+    """gradient_accumulation_steps micro-batches of batch_size rows give the gradient of one batch of all of them
+    (the same rows, with example_order='epochs'), each micro-batch's loss divided by their number; and each micro-step
+    of each step reads rows of its own. (AdamW's step would hide a wrong scale: the gradient's norm is read where
+    train.py clips it.)"""
+    norms, clip = [], torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, 'clip_grad_norm_', lambda params, limit: norms.append(clip(params, limit)))
+    rows = []  # the rows of every training micro-batch (evaluation's are larger)
+    monkeypatch.setattr('prepare.data.example_batch',
+                        lambda x, *a: (rows.extend(x.tolist()) if len(x) <= 8 else None) or example_batch(x, *a))
+    for accumulate, size, steps in ((1, 8, 1), (2, 4, 2)):
+        assert train_here(workdir, POPE, *TINY, f'--max_iters={steps}', '--example_order=epochs',
+                          f'--batch_size={size}', f'--gradient_accumulation_steps={accumulate}',
+                          f'--out_dir=accumulate{accumulate}') is None
+    assert len(norms) == 3 and norms[1].item() == pytest.approx(norms[0].item(), rel=1e-5)
+    assert len(rows) == 24 and rows[8:16] == rows[:8] and len({tuple(r) for r in rows[8:]}) == 16
+
+
 def torchrun(cwd, *args):
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
     return subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2',

@@ -1,0 +1,198 @@
+"""Mutation check of the suite: each entry of MUTANTS breaks one thing on purpose (a text replaced once in a file),
+and the tests named beside it must then fail. A mutant that survives names a gap in the tests.
+
+    python tests/test_mutants.py            # every mutant, in a copy of the tree (about 45 minutes on two cores)
+    python tests/test_mutants.py K7 M2      # some, by their ids
+
+pytest runs the one quick test below: every mutant still names text that occurs once in its file, so the table
+follows the code it breaks.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = 'tests/test_model.py tests/test_generate.py'
+KERNEL = 'tests/test_pope_kernel.py'
+BOTH = f'{MODEL} {KERNEL}'
+DECODE = f'{KERNEL} tests/test_generate.py'
+LOSS = 'tests/test_ce_kernel.py tests/test_model.py'
+GEN = 'tests/test_generate.py'
+TRAIN = 'tests/test_train.py'
+EVAL = 'tests/test_eval.py tests/test_reliability.py'
+PRETRAINED = 'tests/test_pretrained.py'
+GGUF = 'tests/test_gguf.py'
+
+# (id, file, text, its replacement, the tests that must fail)
+MUTANTS = [
+    # model.py: PoPE's reference, the attention paths, the other encodings, the GPT
+    ('M1', 'model.py', 'device=device) / d)', 'device=device) / (2 * d))', BOTH),
+    ('M2', 'model.py', 'phi = phi - delta.to', 'phi = phi + delta.to', BOTH),
+    ('M3', 'model.py', '1.0 / math.sqrt(q.shape[-1]) if', '1.0 / math.sqrt(2 * q.shape[-1]) if', BOTH),
+    ('M4', 'model.py', 'q.shape[-2] <= pope_kernel.SHORT_T', 'q.shape[-2] >= pope_kernel.SHORT_T', MODEL),
+    ('M5', 'model.py', 'return s[None, :] <= t[:, None]', 'return s[None, :] < t[:, None]', BOTH),
+    ('M6', 'model.py', '        if causal:\n            att = att.masked_fill',
+     '        if False:\n            att = att.masked_fill', BOTH),
+    ('M7', 'model.py', "    att = att.masked_fill(~visible, float('-inf'))\n", '', MODEL),
+    ('M8', 'model.py', 'mask = visible if bias is None else', 'mask = None if bias is None else', MODEL),
+    ('M9', 'model.py', '(1 - gamma) * theta / yarn_scale + gamma * theta',
+     'gamma * theta / yarn_scale + (1 - gamma) * theta', MODEL),
+    ('M10', 'model.py', 'x1 * sin + x2 * cos', 'x1 * sin - x2 * cos', MODEL),
+    ('M11', 'model.py', '2 ** (-8 * (i + 1) / h)', '2 ** (-8 * i / h)', MODEL),
+    ('M12', 'model.py', 'return -self.slopes[:, None, None]', 'return self.slopes[:, None, None]', MODEL),
+    ('M13', 'model.py', '= (pos * inv).sin(), (pos * inv).cos()', '= (pos * inv).cos(), (pos * inv).sin()', MODEL),
+    ('M14', 'model.py', '0.1 * math.log(config.yarn_scale) + 1.0', '0.07 * math.log(config.yarn_scale) + 1.0',
+     MODEL),
+    ('M15', 'model.py', 'theta[len(theta) // 2:] = 0.0', 'theta[:len(theta) // 2] = 0.0', BOTH),
+    ('M16', 'model.py', 'delta.clamp_(-2 * math.pi, 0.0)', 'delta.clamp_(-math.pi, 0.0)', 'tests/test_eval.py'),
+    ('M17', 'model.py', 'uniform_(self.delta, -2 * math.pi, 0.0)', 'uniform_(self.delta, -math.pi, 0.0)', MODEL),
+    ('M18', 'model.py', " and not n.endswith('delta')]", ']', MODEL),
+    ('M19', 'model.py', 'attn = 6 * (qk_width + 1)', 'attn = 6 * qk_width', MODEL),
+    ('M20', 'model.py', 'std=0.02 / math.sqrt(2 * config.n_layer)', 'std=0.02 / math.sqrt(config.n_layer)', MODEL),
+    ('M21', 'model.py', "masked = logits.masked_fill(self.vocab_padding, float('-inf'))", 'masked = logits',
+     MODEL),
+    ('M22', 'model.py', 'pope_polar(q, input_pos, self.theta, self.delta, self.mu)',
+     'pope_polar(q, input_pos, self.theta, None, self.mu)', MODEL),
+    ('M23', 'model.py', "pope_polar(k, s, self.theta, mu='identity')", 'pope_polar(k, s, self.theta, mu=self.mu)',
+     MODEL),
+    ('M24', 'model.py', '(table[:T] if input_pos is None else table[input_pos])', 'table[:T]', MODEL),
+    ('M25', 'model.py', 'return n - self.wpe.weight.numel() if non_embedding and self.wpe is not None else n',
+     'return n', MODEL),
+    ('M26', 'model.py', '.expand(-1, -1, n_head // x.shape[1], -1, -1).flatten(1, 2)',
+     '.flatten(1, 2).repeat(1, n_head // x.shape[1], 1, 1)', BOTH),
+    ('M27', 'model.py', "'relu': F.relu,", "'relu': F.leaky_relu,", BOTH),
+    # pope_kernel.py: the prologue, the epilogue, the all-Triton attention, its bounds and checks
+    ('K1', 'pope_kernel.py', 'sin_phi * cos_delta - cos_phi * sin_delta)', 'sin_phi * cos_delta + cos_phi * sin_delta)',
+     KERNEL),
+    ('K2', 'pope_kernel.py', 'dx = (dX * cos_phi + dY * sin_phi)', 'dx = (dX * cos_phi - dY * sin_phi)', KERNEL),
+    ('K3', 'pope_kernel.py', 'g = mu * (dX * sin_phi - dY * cos_phi)', 'g = mu * (dX * sin_phi + dY * cos_phi)',
+     KERNEL),
+    ('K4', 'pope_kernel.py', '-(dtq.sum((0, 1, 2)) + dtk.sum((0, 1, 2)))', '-(dtq.sum((0, 1, 2)) - dtk.sum((0, 1, 2)))',
+     BOTH),
+    ('K5', 'pope_kernel.py', 'tl.where(x > 0.0, 1.0, 0.0)', 'tl.where(x >= 0.0, 1.0, 0.0)', KERNEL),
+    ('K6', 'pope_kernel.py', 'tl.maximum(x, 0.0) + LN2 * log2_y', 'tl.maximum(x, 0.0) + log2_y', KERNEL),
+    ('K7', 'pope_kernel.py', '(offs_s[None, :] <= q_offset + offs_m[:, None])',
+     '(offs_s[None, :] < q_offset + offs_m[:, None])', KERNEL),
+    ('K8', 'pope_kernel.py', 'alpha = tl.exp2(m_i - m_new)', 'alpha = tl.exp2(m_new - m_i)', KERNEL),
+    ('K9', 'pope_kernel.py', 'q_offset, 0) // BLOCK_M * BLOCK_M  #', 'q_offset, 0) // BLOCK_M * BLOCK_M + BLOCK_M  #',
+     KERNEL),
+    ('K10', 'pope_kernel.py', '(dk * sm_scale).to(', 'dk.to(', KERNEL),
+    ('K11', 'pope_kernel.py', '(acc * sm_scale).to(', 'acc.to(', KERNEL),
+    ('K12', 'pope_kernel.py', 'pos[None, :Tk] <= pos[q_offset:', 'pos[None, :Tk] < pos[q_offset:', KERNEL),
+    ('K13', 'pope_kernel.py', '(Tq > Tk, ', '(False, ', KERNEL),
+    ('K14', 'pope_kernel.py', 'K += (b * (H // G) + h // G)', 'K += (b * (H // G) + h % (H // G))', KERNEL),
+    ('K15', 'pope_kernel.py', 'dtype=torch.float64, device=theta.device)[:, None] * theta.double()',
+     'dtype=torch.float32, device=theta.device)[:, None] * theta.float()', BOTH),
+    ('K16', 'pope_kernel.py', 'tl.minimum((p0 + 1) // BLOCK_N', 'tl.minimum((p0 + BLOCK_M) // BLOCK_N', KERNEL),
+    ('K17', 'pope_kernel.py', 'tl.minimum(Tk, p0 + BLOCK_M)', 'tl.minimum(Tk, p0 + BLOCK_M - 1)', KERNEL),
+    ('K18', 'pope_kernel.py', 'q_offset, 0), BLOCK_M) * BLOCK_M  #', 'q_offset, 0), BLOCK_M) * BLOCK_M - BLOCK_M  #',
+     KERNEL),
+    ('K19', 'pope_kernel.py', 'tl.store(D + bh * Tq + offs_m, l_i,', 'tl.store(D + bh * Tq + offs_m, l_i * 0.0,',
+     KERNEL),
+    ('K20', 'pope_kernel.py', '    for g in range(G):\n', '    for g in range(1):\n', KERNEL),
+    ('K21', 'pope_kernel.py', '_prologue_epilogue(q, qp, None, cos, sin, delta, None, None, q_offset, mu)',
+     '_prologue_epilogue(q, qp, None, cos, sin, delta, None, None, 0, mu)', KERNEL),
+    ('K22', 'pope_kernel.py', 'pos_g = (pos0 + t).to(tl.float32) * g', 'pos_g = t.to(tl.float32) * g', BOTH),
+    # pope_decode.py: generation's one-token step
+    ('D1', 'pope_decode.py', 'u = qc * cos_a + qs * sin_a', 'u = qc * cos_a - qs * sin_a', DECODE),
+    ('D2', 'pope_decode.py', 'x = tl.where(keep, x, float("-inf"))', 'x = x', DECODE),
+    ('D3', 'pope_decode.py', 'tl.load(L_IN + rows) * weight', 'tl.load(L_IN + rows)', DECODE),
+    ('D4', 'pope_decode.py', 'n = tl.minimum(tl.load(N), L)', 'n = tl.load(N)', DECODE),
+    ('D5', 'pope_decode.py', 'k = K + b * stride_kz + (h // G) * stride_kh',
+     'k = K + b * stride_kz + (h % (H // G)) * stride_kh', DECODE),
+    # ce_kernel.py: the training loss
+    ('C1', 'ce_kernel.py', 'valid = (t >= 0) & (t < V)', 'valid = (t >= 0)', LOSS),
+    ('C2', 'ce_kernel.py', 'g = tl.where(t >= 0, tl.load(DLOSS + row), 0.0)', 'g = tl.load(DLOSS + row)', LOSS),
+    ('C3', 'ce_kernel.py', 'mask=cols < V, other=float("-inf")).to(tl.float32)\n    t =',
+     'mask=cols < Vp, other=float("-inf")).to(tl.float32)\n    t =', LOSS),
+    ('C4', 'ce_kernel.py', 'return loss.sum() / (targets != -1).sum()', 'return loss.mean()', LOSS),
+    ('C5', 'ce_kernel.py', 'mask=cols < V, other=float("-inf")).to(tl.float32)\n        m_new',
+     'mask=cols < V + 1, other=float("-inf")).to(tl.float32)\n        m_new', LOSS),
+    # generate.py: sampling and the sliding window of absolute positions
+    ('G1', 'generate.py', 'logits = logits.float() / temperature', 'logits = logits.float() * temperature', GEN),
+    ('G2', 'generate.py', 'logits < v[:, [-1]]', 'logits < v[:, [0]]', GEN),
+    ('G3', 'generate.py', 'return (p / -torch.rand_like(p).log()).argmax(-1)', 'return p.argmax(-1)', GEN),
+    ('G4', 'generate.py', 'if n == T or n > max_len:', 'if n == T or n > max_len + 1:', GEN),
+    # train.py: the schedule, accumulation, evaluation, checkpoints
+    ('T1', 'train.py', 'learning_rate * (it + 1) / (warmup_iters + 1)', 'learning_rate * it / warmup_iters', TRAIN),
+    ('T2', 'train.py', '0.5 * (1.0 + math.cos(math.pi * ratio))', '0.5 * (1.0 - math.cos(math.pi * ratio))', TRAIN),
+    ('T3', 'train.py', '    if it > lr_decay_iters:', '    if it > lr_decay_iters + 1:', TRAIN),
+    ('T4', 'train.py', 'scaler.scale(loss / len(ixs))', 'scaler.scale(loss)', TRAIN),
+    ('T5', 'train.py', "sample_ix('train', iter_num * gradient_accumulation_steps + m)",
+     "sample_ix('train', iter_num + m)", TRAIN),
+    ('T6', 'train.py', 'loss_sum + loss.float() * n_tok, count + n_tok', 'loss_sum + loss.float() * 8, count + 8',
+     TRAIN),
+    ('T7', 'train.py', 'len(data[split]) - block_size, block_size)', 'len(data[split]) - block_size, block_size // 2)',
+     TRAIN),
+    ('T8', 'train.py', 'is_best, best_val_loss = val_loss < best_val_loss,', 'is_best, best_val_loss = True,', TRAIN),
+    # pretrained.py: GPT-2's and Llama's weights, a conversion to PoPE
+    ('P1', 'pretrained.py', "CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight',", "CONV1D = ('attn.c_attn.weight',",
+     PRETRAINED),
+    ('P2', 'pretrained.py', '.transpose(1, 2).reshape(w.shape)', '.reshape(w.shape)', GGUF),
+    ('P3', 'pretrained.py', "new['pope_delta'] = 'zero'", "new['pope_delta'] = 'uniform'", PRETRAINED),
+    ('P4', 'pretrained.py', "pos_base=float(llama('rope.freq_base') or 1e4)", 'pos_base=1e4', GGUF),
+    ('P5', 'pretrained.py', "GELU = {'gelu_new': 'tanh'", "GELU = {'gelu_new': 'none'", PRETRAINED),
+    # eval/: the windows of the extrapolation and context losses, frequency usage
+    ('E1', 'eval/__init__.py', 'tokens[1:m + 1].view(-1, L)', 'tokens[:m].view(-1, L)', 'tests/test_quick_start.py'),
+    ('E2', 'eval/frequency_usage.py', 'x[..., n:2 * n] ** 2', 'x[..., 1:n + 1] ** 2', EVAL),
+    ('E3', 'eval/frequency_usage.py', 'm.double().mean(2).sum((0, 1))', 'm.double().sum(2).sum((0, 1))', EVAL),
+    ('E4', 'eval/extrapolation.py', '* (full < longest)', '* 0', EVAL),
+    ('E5', 'eval/extrapolation.py', 'data[1:].view(n, L))] if n', 'data[:-1].view(n, L))] if n', EVAL),
+    ('E6', 'eval/extrapolation.py', 'if b - a > longest]', 'if b - a >= longest]', EVAL),
+    ('E7', 'eval/extrapolation.py', "if trained_yarn else model_args['block_size']", '', EVAL),
+]
+
+
+def test_every_mutant_names_text_found_once_in_its_file():
+    for name, path, text, new, _ in MUTANTS:
+        with open(os.path.join(ROOT, path), encoding='utf-8') as f:
+            assert f.read().count(text) == 1 and new != text, f'{name}: {text!r} is not once in {path}'
+
+
+def main(names):
+    chosen = [m for m in MUTANTS if not names or m[0] in names]
+    test_every_mutant_names_text_found_once_in_its_file()
+    tree = tempfile.mkdtemp(prefix='mutants-')
+    try:
+        return run_mutants(chosen, tree)
+    finally:
+        shutil.rmtree(tree)
+
+
+def run_mutants(chosen, tree):
+    """Each mutant in a copy of the working tree's files, its tests run until the first failure."""
+    files = subprocess.run(['git', 'ls-files'], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for path in files.split():
+        os.makedirs(os.path.join(tree, os.path.dirname(path)), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, path), os.path.join(tree, path))
+    pytest = [sys.executable, '-m', 'pytest', '-x', '-q', '-p', 'no:cacheprovider']
+    named = sorted({t for m in chosen for t in m[4].split()})  # first, unchanged: they pass
+    if subprocess.run(pytest + named, cwd=tree, capture_output=True).returncode != 0:
+        sys.exit(f'the tests fail before any change ({" ".join(named)}): mend them first')
+    survived = []
+    for name, path, text, new, tests in chosen:
+        with open(os.path.join(tree, path), encoding='utf-8') as f:
+            source = f.read()
+        with open(os.path.join(tree, path), 'w', encoding='utf-8') as f:
+            f.write(source.replace(text, new))
+        start = time.time()
+        run = subprocess.run(pytest + tests.split(), cwd=tree, capture_output=True, text=True)
+        with open(os.path.join(tree, path), 'w', encoding='utf-8') as f:
+            f.write(source)
+        failed = [line for line in run.stdout.splitlines() if line.startswith('FAILED')]
+        verdict = 'killed' if run.returncode == 1 and failed else 'SURVIVED' if run.returncode == 0 \
+            else f'error (pytest exit {run.returncode})'
+        print(f'{name:4} {verdict:8} {time.time() - start:4.0f} s  {path}: {text.strip()[:50]!r}'
+              + (f'  by {failed[0][7:].split(" - ")[0]}' if failed else ''), flush=True)
+        if verdict != 'killed':
+            survived.append(name)
+    print(f'{len(chosen) - len(survived)} of {len(chosen)} mutants killed'
+          + (f'; not killed: {" ".join(survived)}' if survived else ''))
+    return 1 if survived else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
