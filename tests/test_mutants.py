@@ -1,7 +1,7 @@
 """Mutation check of the suite: each entry of MUTANTS breaks one thing on purpose (a text replaced once in a file),
 and the tests named beside it must then fail. A mutant that survives names a gap in the tests.
 
-    python tests/test_mutants.py            # every mutant, in a copy of the tree (about 45 minutes on two cores)
+    python tests/test_mutants.py            # every mutant, in a copy of the tree (35 minutes on two cores)
     python tests/test_mutants.py K7 M2      # some, by their ids
 
 pytest runs the one quick test below: every mutant still names text that occurs once in its file, so the table
