@@ -1,7 +1,7 @@
 """Mutation check of the suite: each entry of MUTANTS breaks one thing on purpose (a text replaced once in a file),
 and the tests named beside it must then fail. A mutant that survives names a gap in the tests.
 
-    python tests/test_mutants.py            # every mutant, in a copy of the tree (35 minutes on two cores)
+    python tests/test_mutants.py            # every mutant, in a copy of the tree (about 45 minutes on two cores)
     python tests/test_mutants.py K7 M2      # some, by their ids
 
 pytest runs the one quick test below: every mutant still names text that occurs once in its file, so the table
@@ -128,6 +128,16 @@ MUTANTS = [
     ('T7', 'train.py', 'len(data[split]) - block_size, block_size)', 'len(data[split]) - block_size, block_size // 2)',
      TRAIN),
     ('T8', 'train.py', 'is_best, best_val_loss = val_loss < best_val_loss,', 'is_best, best_val_loss = True,', TRAIN),
+    # configurator.py and checkpoint.py: the config's merge and checks, resume
+    ('R1', 'configurator.py', 'val = float(val) if want is float and type(val) is int else val', 'val = val', TRAIN),
+    ('R2', 'configurator.py', 'for k in POSITIVE if config[k] < 1]', 'for k in POSITIVE if config[k] < 0]', TRAIN),
+    ('R3', 'configurator.py', '(lambda c: 0 <= c.dropout < 1,', '(lambda c: 0 <= c.dropout <= 1,', TRAIN),
+    ('R4', 'configurator.py', "if k not in given | set(LOCAL)})", 'if k not in given})', TRAIN),
+    ('R5', 'configurator.py', "'dataset', 'loss_on', 'example_order',", "'loss_on', 'example_order',", TRAIN),
+    ('R6', 'configurator.py', 'return n_ctx // longest * longest, lengths, note', 'return n_ctx, lengths, note',
+     f'{TRAIN} tests/test_quick_start.py'),
+    ('R7', 'checkpoint.py', "    torch.set_rng_state(checkpoint['rng']['torch'].cpu())\n", '', TRAIN),
+    ('R8', 'checkpoint.py', "    optimizer.load_state_dict(checkpoint['optimizer'])\n", '', TRAIN),
     # pretrained.py: GPT-2's and Llama's weights, a conversion to PoPE
     ('P1', 'pretrained.py', "CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight',", "CONV1D = ('attn.c_attn.weight',",
      PRETRAINED),

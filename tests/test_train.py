@@ -329,6 +329,9 @@ def test_a_checkpoint_to_start_from_is_read_or_refused_before_anything_is_remove
 
 def test_resume_goes_on_with_the_checkpoints_config_and_refuses_other_data(workdir, stream_run, capsys):
     d, _ = copy_run(stream_run, 'go_on')
+    ckpt = torch.load(d / 'ckpt.pt', weights_only=False)  # as if saved on another machine: its attn_impl stays there
+    ckpt['config']['attn_impl'] = 'torch'
+    torch.save(ckpt, d / 'ckpt.pt')
     for flag, said in (('--dataset=indirect_indexing', "dataset='indirect_indexing' (checkpoint: 'stream')"),
                        ('--loss_on=all', "loss_on='all' (checkpoint: 'target')"),
                        ('--example_order=epochs', "example_order='epochs' (checkpoint: 'random')"),
@@ -336,7 +339,8 @@ def test_resume_goes_on_with_the_checkpoints_config_and_refuses_other_data(workd
         msg = train_here(workdir, '--out_dir=go_on', '--init_from=resume', flag)
         assert msg == (f"init_from='resume' goes on with go_on/ckpt.pt as it was trained, but {said}: drop these "
                        "flags, or fine-tune from it with --init_from=go_on/ckpt.pt and a new out_dir"), msg
-    # no config file, no flags but max_iters: the run goes on as it was (data, batch, schedule, evaluation)
+    # no config file, no flags but max_iters: the run goes on as it was (data, batch, schedule, evaluation), on this
+    # machine's keys (configurator.LOCAL: device, dtype, attn_impl...)
     assert train_here(workdir, '--out_dir=go_on', '--init_from=resume', '--max_iters=6') is None
     assert "resume: the config of go_on/ckpt.pt, but max_iters=6 (was 4)" in capsys.readouterr().out
     old = torch.load(stream_run[0] / 'ckpt.pt', weights_only=False)['config']
