@@ -1,7 +1,7 @@
 """Mutation check of the suite: each entry of MUTANTS breaks one thing on purpose (a text replaced once in a file),
 and the tests named beside it must then fail. A mutant that survives names a gap in the tests.
 
-    python tests/test_mutants.py            # every mutant, in a copy of the tree (about 45 minutes on two cores)
+    python tests/test_mutants.py            # every mutant, in a copy of the tree (slow: each runs its tests)
     python tests/test_mutants.py K7 M2      # some, by their ids
 
 pytest runs the one quick test below: every mutant still names text that occurs once in its file, so the table
@@ -175,7 +175,7 @@ def main(names):
 def run_mutants(chosen, tree):
     """Each mutant in a copy of the working tree's files, its tests run until the first failure."""
     files = subprocess.run(['git', 'ls-files'], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    for path in files.split():
+    for path in files.splitlines():
         os.makedirs(os.path.join(tree, os.path.dirname(path)), exist_ok=True)
         shutil.copy2(os.path.join(ROOT, path), os.path.join(tree, path))
     pytest = [sys.executable, '-m', 'pytest', '-x', '-q', '-p', 'no:cacheprovider']
