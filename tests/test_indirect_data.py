@@ -86,6 +86,19 @@ def test_probe_finds_the_fields_in_every_layout(tmp_path, variant):
         assert meta['itos'][row[f['q_last'][i]]] == sep[-1]  # the last input token closes the shift
 
 
+def test_each_split_holds_examples_of_its_own(tmp_path):
+    """train, val and test come from seeds of their own (seed * 1000 + 0, 1, 2): no val or test row is a
+    training row, so the scores are of examples the model has not seen."""
+    made(tmp_path, 'indirect_indexing', n=300)
+    rows = {s: np.fromfile(tmp_path / 'indirect_indexing' / f'{s}.bin', np.uint8).reshape(-1, ii.ROW_LEN)
+            for s in ('train', 'val', 'test')}
+    train = {r.tobytes() for r in rows['train']}
+    assert not any(r.tobytes() in train for s in ('val', 'test') for r in rows[s])
+    assert not {r.tobytes() for r in rows['val']} & {r.tobytes() for r in rows['test']}
+    for i, split in enumerate(('train', 'val', 'test')):
+        assert np.array_equal(rows[split], ii.make_split(300, i))
+
+
 def test_large_splits_are_made_in_chunks(monkeypatch):
     """Chunk 0 is the split as one stream of its seed (so 1M-row splits are as before); the other
     chunks have seeds of their own; the parallel path gives the same rows."""

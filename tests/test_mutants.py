@@ -25,6 +25,9 @@ TRAIN = 'tests/test_train.py'
 EVAL = 'tests/test_eval.py tests/test_reliability.py'
 PRETRAINED = 'tests/test_pretrained.py'
 GGUF = 'tests/test_gguf.py'
+PREP = 'tests/test_prepare.py'
+INDIRECT = 'tests/test_indirect_data.py'
+BATCHES = f'{TRAIN}::test_example_batch_targets {TRAIN}::test_stream_batch_targets_are_the_next_tokens'
 
 # (id, file, text, its replacement, the tests that must fail)
 MUTANTS = [
@@ -153,6 +156,40 @@ MUTANTS = [
     ('E5', 'eval/extrapolation.py', 'data[1:].view(n, L))] if n', 'data[:-1].view(n, L))] if n', EVAL),
     ('E6', 'eval/extrapolation.py', 'if b - a > longest]', 'if b - a >= longest]', EVAL),
     ('E7', 'eval/extrapolation.py', "if trained_yarn else model_args['block_size']", '', EVAL),
+    # prepare/: the token files and meta.json, the staging folder, batches, each data set's splits and encoding
+    ('S1', 'prepare/common.py', 'writers[split].write(ids if eot is None else np.append(ids, eot))',
+     'writers[split].write(ids)', PREP),
+    ('S2', 'prepare/common.py', 'return np.min_scalar_type(vocab_size - 1)', 'return np.min_scalar_type(vocab_size)',
+     PREP),
+    ('S3', 'prepare/common.py', 'self.count += ids.size', 'self.count = ids.size', PREP),
+    ('S4', 'prepare/common.py', "for k in ('kind', 'tokenizer', 'vocab_size')", "for k in ('kind', 'tokenizer')", PREP),
+    ('S5', 'prepare/common.py', 'if os.path.exists(old):', 'if False:', PREP),
+    ('S6', 'prepare/common.py', 'if pid.isdigit() and not _alive(int(pid)):', 'if pid.isdigit():', PREP),
+    ('S7', 'prepare/data.py', 'x, y = w[:, :-1].contiguous(), w[:, 1:].contiguous()',
+     'x, y = w[:, :-1].contiguous(), w[:, :-1].contiguous()', BATCHES),
+    ('S8', 'prepare/data.py', 'return x, nxt.masked_fill(nxt == pad_id, -1)', 'return x, nxt', BATCHES),
+    ('S9', 'prepare/data.py', 'rows.gather(1, last)', 'rows.gather(1, last - 1)', f'{BATCHES} {INDIRECT}'),
+    ('S10', 'prepare/data.py', 'elif counted is not None and n != counted:', 'elif False:', PREP),
+    ('S11', 'prepare/data.py', 'np.random.default_rng((*seed, epoch))', 'np.random.default_rng(tuple(seed))',
+     INDIRECT),
+    ('S12', 'prepare/indirect_indexing.py', 'letters[src + shift]])', 'letters[src - shift]])', INDIRECT),
+    ('S13', 'prepare/indirect_indexing.py', 'seed * 1000 + i,', 'seed * 1000,', INDIRECT),
+    ('S14', 'prepare/indirect_indexing.py', "start = 0 if pad == 'right' else row_len - len(ids)", 'start = 0',
+     INDIRECT),
+    ('S15', 'prepare/linux_c.py', "group = '/'.join(os.path.dirname(path).split('/')[:GROUP_DEPTH])",
+     'group = os.path.dirname(path)', PREP),
+    ('S16', 'prepare/linux_c.py', 'hexdigest()[:8], 16) % 100', 'hexdigest()[:8], 16) % 50', PREP),
+    ('S17', 'prepare/shakespeare.py', "'train': [n for n in names if n not in VAL_PLAYS + TEST_PLAYS]",
+     "'train': [n for n in names if n not in VAL_PLAYS]", PREP),
+    ('S18', 'prepare/shakespeare_char.py', "itos = sorted(set(''.join(texts.values())))",
+     "itos = list(set(''.join(texts.values())))", PREP),
+    ('S19', 'prepare/genome.py', '_POW = 4 ** np.arange(K - 1, -1, -1, dtype=np.int64)',
+     '_POW = 4 ** np.arange(K, dtype=np.int64)', PREP),
+    ('S20', 'prepare/jsb_chorales.py', 'for v in list(chord)[:4] + [-1] * (4 - len(chord))]',
+     'for v in list(chord)[:4]]', PREP),
+    ('S21', 'prepare/maestro.py', "for shift in (range(-3, 4) if s == 'train' else (0,))]",
+     'for shift in range(-3, 4)]', PREP),
+    ('S22', 'prepare/bpe.py', "'smollm': True", "'smollm': False", f'{GGUF}::test_gguf_tokenizer'),
 ]
 
 

@@ -180,6 +180,23 @@ def test_open_data_checks_the_ids_up_to_the_end_of_a_large_split(tmp_path, monke
     assert len(data.open_data('big')[1]['train']) == n
 
 
+def test_open_data_refuses_a_split_of_another_length_than_meta_json_says(tmp_path, monkeypatch):
+    """A split cut short (a copy that stopped) is one line naming the command that makes it again,
+    not a smaller data set trained on."""
+    d = str(tmp_path / 'data' / 'tiny')
+    work = start_dataset(d)
+    write_tokens(os.path.join(work, 'train.bin'), [1, 2, 2, 1], 3)
+    write_meta(work, **ITOS3, tokens={'train': 4}, source='test')
+    monkeypatch.chdir(tmp_path)
+    assert data.open_data('tiny')[1]['train'].tolist() == [1, 2, 2, 1]
+    with open(os.path.join(d, 'train.bin'), 'r+b') as f:
+        f.truncate(3)
+    with pytest.raises(SystemExit, match=r'^data/tiny/train\.bin holds 3 tokens where meta\.json says 4 '
+                       r'\(uint8 tokens\): the data is damaged or of another preparation; run '
+                       r'`python -m prepare\.tiny` again$'):
+        data.open_data('tiny')
+
+
 def test_the_quick_data_set_is_made_on_first_use_and_every_data_set_names_its_command(tmp_path,
                                                                                       monkeypatch):
     """prepare.data calls the scripts by their module names (no import of one in prepare.common):
@@ -188,6 +205,10 @@ def test_the_quick_data_set_is_made_on_first_use_and_every_data_set_names_its_co
     data.make_on_first_use('shakespeare_char')
     meta, splits = data.open_data('shakespeare_char')
     assert meta['vocab_size'] == 65 and all(len(splits[s]) for s in SPLITS)
+    # the characters in sorted order: the same ids from every preparation, so that a model trained
+    # on one reads another's data
+    assert meta['itos'] == sorted(meta['itos']) and meta['itos'][:3] == ['\n', ' ', '!']
+    assert splits['train'][:12].tolist() == [18, 39, 51, 50, 43, 58, 0, 0, 11, 13, 30, 1]  # Hamlet\n\nACT
     assert [data.remake_command(d) for d in ('indirect_indexing_short', 'genome', 'linux_c',
                                                'linux_c_smollm2')] == [
         'python -m prepare.indirect_indexing --variant=indirect_indexing_short',
@@ -391,6 +412,9 @@ def test_jsb_mapping():
     assert jsb.encode_piece([[60, 55, 52, 48], [-1, 55, 52.0, 36]]).tolist() == [
         61, 56, 53, 49, 0, 56, 53, 37]
     assert jsb.encode_value(float('nan')) == 0 and jsb.encode_value(None) == 0
+    # a chord of fewer voices is filled with rests: every step stays four tokens (S, A, T, B)
+    assert jsb.encode_piece([[60, 55], [62, 55, 53, 47], []]).tolist() == [
+        61, 56, 0, 0, 63, 56, 54, 48, 0, 0, 0, 0]
     assert jsb.decode([61, 56, 53, 49, 0, 89]) == '60 55 52 48 -1 |'
     with pytest.raises(ValueError):
         jsb.encode_value(88)
@@ -1015,9 +1039,10 @@ def test_a_folder_filled_while_the_data_is_made_is_kept(tmp_path):
 
 def test_two_preparations_at_once_do_not_break_each_other(tmp_path):
     d = str(tmp_path / 'ds')
-    first, second = start_dataset(d), start_dataset(d)  # two runs making the same data set
-    assert first != second
+    first = start_dataset(d)  # two runs making the same data set
     write_tokens(os.path.join(first, 'train.bin'), [1, 1], 3)
+    second = start_dataset(d)  # started while the first writes: the first's staging folder stays
+    assert first != second and os.listdir(first) == ['train.bin']
     write_tokens(os.path.join(second, 'train.bin'), [2, 2, 2], 3)
     write_meta(first, **ITOS3, tokens={'train': 2}, source='1')
     assert tokens(d, 'train').tolist() == [1, 1]
