@@ -434,6 +434,34 @@ def test_zero_shot_offline_end_to_end(gpt2_ckpts, tmp_path):
     assert not (tmp_path / 'no').exists()
 
 
+def test_zero_shot_scores_are_percent_and_a_group_the_mean_of_its_subtasks():
+    """lm-eval's acc in % (an --offline task's under its own name); a group that reports none (BLiMP): the unweighted
+    mean of its subtasks; a task not run: None."""
+    from eval.zero_shot import task_acc
+    results = {'lambada_openai': {'acc,none': 0.25, 'perplexity,none': 30.0}, 'piqa_offline': {'acc,none': 0.5},
+               'blimp_anaphor': {'acc,none': 0.75}, 'blimp_island': {'acc,none': 0.25, 'acc_norm,none': 0.5}}
+    assert task_acc(results, 'lambada_openai') == 25.0 and task_acc(results, 'piqa') == 50.0
+    assert task_acc(results, 'blimp') == 50.0 and task_acc(results, 'hellaswag') is None
+
+
+def test_zero_shot_table_puts_ours_and_the_papers_side_by_side():
+    """A row per checkpoint with the mean of its columns ('-' where one is missing), 'RoPE / PoPE' in that order,
+    and the paper's numbers at the size nearest on a log scale (500M: 774M, though 253M is nearer in millions)."""
+    from eval.zero_shot import COLUMNS, PAPER, side_by_side
+    rows = [dict(label='a', pos_emb='pope', scores=dict(zip(COLUMNS, [11, 21, 31, 41, 51, None]))),
+            dict(label='b', pos_emb='rope', scores=dict(zip(COLUMNS, [10, 20, 30, 40, 50, 62])))]
+    text = side_by_side(rows, 300e6)
+    assert '| a (pope) | 11.00 | 21.00 | 31.00 | 41.00 | 51.00 | - | - |' in text
+    assert '| b (rope) | 10.00 | 20.00 | 30.00 | 40.00 | 50.00 | 62.00 | 35.33 |' in text
+    assert '| ours: RoPE / PoPE | 10.00 / 11.00 | 20.00 / 21.00 |' in text and '| 35.33 / - |' in text
+    rope, pope = PAPER['253M']
+    assert (f'| paper 253M: RoPE / PoPE | {rope[0]:.2f} / {pope[0]:.2f} | {rope[1]:.2f} / {pope[1]:.2f} |'
+            f' {rope[2]:.2f} / {pope[2]:.2f} | {rope[3]:.2f} / {pope[3]:.2f} | {rope[4]:.2f} / {pope[4]:.2f} | '
+            f'{rope[5]:.2f} / {pope[5]:.2f} | {sum(rope) / 6:.2f} / {sum(pope) / 6:.2f} |') in text
+    assert '| paper 774M: RoPE / PoPE | 35.95 / 36.89 |' in side_by_side(rows, 500e6)
+    assert '| paper 124M: RoPE / PoPE | 28.74 / 27.67 |' in side_by_side(rows, 130e6)
+
+
 # -----------------------------------------------------------------------------
 # eval.indirect_probe chance: exact chance levels of the indirect-indexing task
 
@@ -504,6 +532,23 @@ def test_learning_curves_draw_one_panel_per_metric(tmp_path, monkeypatch):
     assert got == [[([4, 8], [0.1, 0.5]), ([4, 8], [0.2, 0.9])],
                    [([4, 8], [0.5, 0.75]), ([4, 8], [0.9, 1.15])]]
     assert [t.get_text() for t in axes[-1].get_legend().get_texts()] == ['run0', 'run1']
+
+
+def test_learning_curves_give_the_seeds_of_a_run_one_colour(tmp_path, monkeypatch):
+    """Labels that differ only in their last word ('PoPE seed 1', 'PoPE seed 2') share a colour and differ in line
+    style; the next run ('RoPE seed 1') gets the next colour."""
+    import eval.learning_curves as lc
+    logs = []
+    for i in range(3):
+        path = tmp_path / f'run{i}.jsonl'
+        path.write_text('{"iter": 0, "val_loss": 4.0}\n{"iter": 5, "val_loss": 3.0}\n')
+        logs.append(str(path))
+    drawn = {}
+    monkeypatch.setattr(lc, 'save_figure', lambda fig, path, dpi: drawn.update(fig=fig))
+    lc.main([logs[0], '--label', 'PoPE seed 1', logs[1], '--label', 'PoPE seed 2', logs[2], '--label', 'RoPE seed 1',
+             '--out', str(tmp_path / 'c.png')])
+    lines = drawn['fig'].axes[0].get_lines()
+    assert [(line.get_color(), line.get_linestyle()) for line in lines] == [('C0', '-'), ('C0', '--'), ('C1', '-')]
 
 
 def test_ablations_table_averages_the_seeds_of_each_run(tmp_path):

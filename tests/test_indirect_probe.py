@@ -97,3 +97,34 @@ def test_probe_and_table_end_to_end(runs, tmp_path, capsys):
     assert '| fake_s2 | 1000 (cut) | 60.0 | 60.0 | 60.0 | 500 | 1000 | - |  |' in text
     assert '| pope | 1 |' in text and '| fake | 1 | 60.0 | 60.0 +- 0.0 |' in text
     assert '3.6 |' in text  # the chance level of the 'next' task, 1 / (L - 1) on average
+
+
+def test_probe_counts_each_example_once_whatever_its_batches(runs):
+    """The probe's accuracy is train.py's test accuracy on the same rows (the argmax at the last input against the
+    answer); its attention is a mean over examples: batches of 25 (25, 25, 10) give what one batch of 60 does."""
+    data = str(runs / 'data' / 'indirect_indexing_next')
+    for name in ('pope_s1', 'rope_s1'):
+        ckpt = str(runs / f'out-{name}' / 'ckpt.pt')
+        final = json.load(open(runs / f'out-{name}' / 'final.json'))
+        assert probe(ckpt, data, n=100, batch=30)['acc'] == pytest.approx(final['test_acc'], abs=1e-6)
+        a, b = probe(ckpt, data, n=60, batch=25), probe(ckpt, data, n=60, batch=60)
+        assert a['acc'] == b['acc'] and a['acc_per_shift'] == b['acc_per_shift']
+        for k, v in a['attention'].items():
+            for m in ('weight', 'top'):
+                torch.testing.assert_close(torch.tensor(v[m]), torch.tensor(b['attention'][k][m]))
+
+
+def test_table_of_runs_and_of_their_groups(tmp_path):
+    """Per run: the final test accuracy (final.json's, or the last evaluation's if it was cut), the best one, the
+    first step at each threshold; per group of seeds: each seed's and the mean +- the sample std (ddof 1)."""
+    for name, accs, final in (('out-x_s1', (0.1, 0.7, 0.6), 0.62), ('out-x_s2', (0.2, 0.5, 0.8), None)):
+        (tmp_path / name).mkdir()
+        with open(tmp_path / name / 'eval_log.jsonl', 'w') as f:
+            for i, a in enumerate(accs):
+                f.write(json.dumps({'iter': 100 * i, 'test_acc': a, 'train_acc': a}) + '\n')
+        if final is not None:
+            (tmp_path / name / 'final.json').write_text(json.dumps({'iter': 200, 'test_acc': final}))
+    text = table([str(tmp_path / 'out-x_s2'), str(tmp_path / 'out-x_s1')], thresholds=(0.2, 0.5, 0.9))
+    assert '| x_s1 | 200 | 62.0 | 70.0 | 60.0 | 100 | 100 | - |  |' in text
+    assert '| x_s2 | 200 (cut) | 80.0 | 80.0 | 80.0 | 0 | 100 | - |  |' in text
+    assert '| x | 2 | 62.0 / 80.0 | 71.0 +- 12.7 |' in text  # std of 62, 80: 18 / sqrt 2

@@ -25,6 +25,16 @@ def test_t_test_p_against_closed_forms(t):
     assert study.t_test_p(4.303, 2) == pytest.approx(0.05, abs=2e-4)
 
 
+def test_paired_differences_that_are_all_the_same():
+    """Arms that differ by the same amount in every pair: t infinite, p 0; arms that do not differ: no evidence,
+    t and p nan (not p = 0); one pair: no test."""
+    assert study.paired([1.5, 2.5], [1.0, 2.0]) == (0.5, 0.0, math.inf, 0.0, 2)
+    mean, sd, t, p, n = study.paired([2.1, 2.1], [2.1, 2.1])
+    assert (mean, sd, n) == (0.0, 0.0, 2) and math.isnan(t) and math.isnan(p)
+    mean, sd, t, p, n = study.paired([1.5], [1.25])
+    assert (mean, n) == (0.25, 1) and all(map(math.isnan, (sd, t, p)))
+
+
 def write_arm(root, enc, seed, val, test, doc_losses, ft=True, params=50.86):
     """An arm's files as reproduce.sh leaves them, with the given losses (without the fine-tune's: FINETUNE=0, and
     an ablation's arm, enc 'pope-nosoftplus' and the like)."""
@@ -144,6 +154,7 @@ def test_the_sizes_pair_their_seeds_and_draw_the_gap(tmp_path):
     assert '| 8 x 512 | 50.9M | 1, 2 | 1.5200 +- 0.0141 (1.5300, 1.5100) |' in section
     assert '| 12 x 768 | 123.6M | 1 | 1.2900 (1.2900) | 1.3000 (1.3000) | -0.0100 | - (one pair) |' in section
     assert section.index('| 4 x 256 |') < section.index('| 8 x 512 |') < section.index('| 12 x 768 |')
+    assert '| 2.1000 +- 0.0000 (2.1000, 2.1000) | +0.0000 +- 0.0000 | nan |' in section  # 16M test: no difference
     assert '124M 21.55 -> 21.33 (-0.0103); 253M 18.88 -> 18.55 (-0.0176); 774M 15.85 -> 15.45 (-0.0256)' in section
     inside = page[page.index('inside documents'):page.index('across documents')]
     assert '| RoPE 16M+YaRN s=10 (no fine-tune) (seeds 1, 2) | 2.0000 +- 0.0000' in inside
@@ -247,3 +258,28 @@ def test_the_frequency_usage_section_reads_each_seeds_pair(tmp_path):
     assert '| PoPE | k | 1 | 0.33-1.00 | 1.00-4.50 | 7 0 |' in page  # 4 / 12 = 0.33 where the 9 is in the low half
     assert ('range [-1.000, 0.000], mean -0.219, 50% exactly 0, 38% below -0.1 rad' in page)
     assert os.path.getsize(tmp_path / 'frequency_usage.png') > 10000
+
+
+def test_the_figures_draw_the_mean_of_the_paired_seeds_and_each_gap(tmp_path, monkeypatch):
+    """extrapolation.png: each model's line the mean over the seeds with both arms (not an unpaired arm's);
+    sizes.png: each seed's PoPE - RoPE val loss at its size's parameters, and the mean through them."""
+    pytest.importorskip('matplotlib')
+    drawn, real = {}, study.save_figure
+    monkeypatch.setattr(study, 'save_figure', lambda fig, path, **kw: (drawn.update({os.path.basename(path): fig}),
+                                                                        real(fig, path, **kw)))
+    for seed, gap, docs in ((1, 0.03, [1.0, 1.2, 1.5, 2.0, 2.2]), (2, 0.01, [2.0, 2.2, 2.5, 3.0, 3.2])):
+        write_arm(tmp_path, 'rope', seed, 1.5, 1.6, docs)
+        write_arm(tmp_path, 'pope', seed, 1.5 + gap, 1.6, docs)
+        write_arm(tmp_path, 'rope-16m', seed, 2.0, 2.1, docs, params=16.1)
+        write_arm(tmp_path, 'pope-16m', seed, 2.0 - 2 * gap, 2.1, docs, params=16.1)
+    write_arm(tmp_path, 'pope', 3, 9.0, 9.0, [9.0] * 5)  # no RoPE of its seed: in no line
+    study.main([str(tmp_path)])
+    lines = {line.get_label(): line for line in drawn['extrapolation.png'].axes[0].get_lines()}
+    assert lines['PoPE'].get_xdata().tolist() == LENGTHS
+    assert lines['PoPE'].get_ydata().tolist() == pytest.approx([1.5, 1.7, 2.0, 2.5, 2.7])
+    assert lines['RoPE+YaRN s=10 (no fine-tune)'].get_ydata().tolist() == pytest.approx([2.5, 2.7, 3.0, 3.5, 3.7])
+    ax = drawn['sizes.png'].axes[0]
+    points = sorted(tuple(xy) for c in ax.collections for xy in c.get_offsets().tolist())
+    assert [x for xy in points for x in xy] == pytest.approx([16.1, -0.06, 16.1, -0.02, 50.86, 0.01, 50.86, 0.03])
+    mean = ax.get_lines()[0]
+    assert mean.get_xdata().tolist() == [16.1, 50.86] and mean.get_ydata().tolist() == pytest.approx([-0.04, 0.02])

@@ -28,6 +28,19 @@ GGUF = 'tests/test_gguf.py'
 PREP = 'tests/test_prepare.py'
 INDIRECT = 'tests/test_indirect_data.py'
 BATCHES = f'{TRAIN}::test_example_batch_targets {TRAIN}::test_stream_batch_targets_are_the_next_tokens'
+STUDY = 'tests/test_linux_c_study.py'
+SEEDS = 'tests/test_indirect_seeds.py'
+REACH = 'tests/test_attention_reach.py'
+PROBE = 'tests/test_indirect_probe.py'
+PROBE_TABLE = f'{PROBE}::test_table_of_runs_and_of_their_groups'
+CURVES = ('tests/test_eval.py::test_learning_curves_draw_one_panel_per_metric '
+          'tests/test_eval.py::test_learning_curves_give_the_seeds_of_a_run_one_colour')
+ZERO = ('tests/test_eval.py::test_adapter_loglikelihood '
+        'tests/test_eval.py::test_zero_shot_scores_are_percent_and_a_group_the_mean_of_its_subtasks '
+        'tests/test_eval.py::test_zero_shot_table_puts_ours_and_the_papers_side_by_side')
+ABLATIONS = ('tests/test_eval.py::test_ablations_table_averages_the_seeds_of_each_run '
+             'tests/test_eval.py::test_the_ablations_table_is_made_from_the_published_scores')
+CONVERSION = 'tests/test_pretrained.py::test_conversion_table_is_made_from_the_published_runs'
 
 # (id, file, text, its replacement, the tests that must fail)
 MUTANTS = [
@@ -156,6 +169,21 @@ MUTANTS = [
     ('E5', 'eval/extrapolation.py', 'data[1:].view(n, L))] if n', 'data[:-1].view(n, L))] if n', EVAL),
     ('E6', 'eval/extrapolation.py', 'if b - a > longest]', 'if b - a >= longest]', EVAL),
     ('E7', 'eval/extrapolation.py', "if trained_yarn else model_args['block_size']", '', EVAL),
+    # eval/: attention reach's heads and tasks, the learning curves' colours, the indirect probe, zero-shot scores
+    ('E8', 'eval/attention_reach.py', 'att = a.detach().softmax(-1)', 'att = a.detach()', REACH),
+    ('E9', 'eval/attention_reach.py', 'T - 2 - torch.arange(n)', 'T - 1 - torch.arange(n)', REACH),
+    ('E10', 'eval/attention_reach.py', 'letters.argsort()', 'letters', REACH),
+    ('E11', 'eval/learning_curves.py', "group = label.rsplit(' ', 1)[0]", 'group = label', CURVES),
+    ('E12', 'eval/indirect_probe.py', 'np.std(accs, ddof=1)', 'np.std(accs)', PROBE_TABLE),
+    ('E13', 'eval/indirect_probe.py', 'attention_to(maps, g[qn], k)) * len(x)', 'attention_to(maps, g[qn], k))', PROBE),
+    ('E14', 'eval/indirect_probe.py', "logits[b, g['q_last']].argmax(-1)", "logits[b, g['q_last'] - 1].argmax(-1)",
+     PROBE),
+    ('E15', 'eval/indirect_probe.py', "pct(max(r['test_acc'] for r in log))", "pct(log[-1]['test_acc'])", PROBE_TABLE),
+    ('E16', 'eval/zero_shot.py', 'lp.gather(-1, target[:, None]).sum().item()',
+     'lp.gather(-1, target[:, None]).mean().item()', ZERO),
+    ('E17', 'eval/zero_shot.py', "return 100 * results[name]['acc,none']", "return results[name]['acc,none']", ZERO),
+    ('E18', 'eval/zero_shot.py', 'pa, pb = (with_mean(v) for v in PAPER[size])',
+     'pb, pa = (with_mean(v) for v in PAPER[size])', ZERO),
     # prepare/: the token files and meta.json, the staging folder, batches, each data set's splits and encoding
     ('S1', 'prepare/common.py', 'writers[split].write(ids if eot is None else np.append(ids, eot))',
      'writers[split].write(ids)', PREP),
@@ -190,6 +218,37 @@ MUTANTS = [
     ('S21', 'prepare/maestro.py', "for shift in (range(-3, 4) if s == 'train' else (0,))]",
      'for shift in range(-3, 4)]', PREP),
     ('S22', 'prepare/bpe.py', "'smollm': True", "'smollm': False", f'{GGUF}::test_gguf_tokenizer'),
+    # results/linux_c/study.py: the paired differences and their t-test, the mean over seeds, sizes, the paper, figures
+    ('Y1', 'results/linux_c/study.py', 'd = [p - r for p, r in zip(pope, rope)]',
+     'd = [r - p for p, r in zip(pope, rope)]', STUDY),
+    ('Y2', 'results/linux_c/study.py', 'sd = statistics.stdev(d)', 'sd = statistics.pstdev(d)', STUDY),
+    ('Y3', 'results/linux_c/study.py', 't_test_p(t, len(d) - 1)', 't_test_p(t, len(d))', STUDY),
+    ('Y4', 'results/linux_c/study.py', 'return max(0.0, 1 - 2 * total * h / 3)', 'return max(0.0, 0.5 - total * h / 3)',
+     STUDY),
+    ('Y5', 'results/linux_c/study.py', "for s in seeds] for e in ('pope', 'rope'))",
+     "for s in (seeds if e == 'pope' else seeds[::-1])] for e in ('pope', 'rope'))", STUDY),
+    ('Y6', 'results/linux_c/study.py', 'return f"{statistics.mean(values):.4f}{sd}', 'return f"{values[0]:.4f}{sd}',
+     STUDY),
+    ('Y7', 'results/linux_c/study.py', "SHAPES = {'-16m': '4 x 256', '': '8 x 512', '-124m': '12 x 768'}",
+     "SHAPES = {'-16m': '4 x 256', '-124m': '12 x 768'}", STUDY),
+    ('Y8', 'results/linux_c/study.py', 'for m, (r, p) in PAPER_SIZES.items())', 'for m, (p, r) in PAPER_SIZES.items())',
+     STUDY),
+    ('Y9', 'results/linux_c/study.py', "by.get(('pope', a['seed']))", "by.get(('pope', 1))", STUDY),
+    ('Y10', 'results/linux_c/study.py', "and a['seed'] in seeds", 'and True', STUDY),
+    ('Y11', 'results/linux_c/study.py', "gaps = [[p['final']['val_loss'] - r['final']['val_loss']",
+     "gaps = [[r['final']['val_loss'] - p['final']['val_loss']", STUDY),
+    # results/indirect_indexing/: the rank test, the steps to a threshold, the solve rate, a layout's ingredients
+    ('Y12', 'results/indirect_indexing/seeds.py', 'extreme = sum(abs(gehan(split)) >= observed',
+     'extreme = sum(gehan(split) >= observed', SEEDS),
+    ('Y13', 'results/indirect_indexing/seeds.py', "if r['test_acc'] >= t), None)", "if r['test_acc'] > t), None)",
+     SEEDS),
+    ('Y14', 'results/indirect_indexing/seeds.py', " if ok or r['complete']]", ']', SEEDS),
+    ('Y15', 'results/indirect_indexing/layouts.py', "'20-40', 'yes', 'no'),", "'20-40', 'yes', 'yes'),", SEEDS),
+    # results/ablations/ and results/conversion/: the mean over seeds, a conversion's own source, its best val loss
+    ('Y16', 'results/ablations/table.py', 'lambda v: sum(v) / len(v)', 'lambda v: v[-1]', ABLATIONS),
+    ('Y17', 'results/conversion/table.py', "{run.split('-')[0]}-s{seed}", 'rope-s{seed}', CONVERSION),
+    ('Y18', 'results/conversion/table.py', "best = lambda log: min(e['val_loss'] for e in log)",
+     "best = lambda log: log[-1]['val_loss']", CONVERSION),
 ]
 
 

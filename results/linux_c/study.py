@@ -114,9 +114,10 @@ def encoding(label):
 
 def t_test_p(t, df):
     """Two-sided p-value of Student's t with df degrees of freedom: 1 - the integral of its density
-    over [-|t|, |t|] (Simpson's rule on 20,000 intervals; exact to ~1e-9 for a few seeds' t)."""
+    over [-|t|, |t|] (Simpson's rule on 20,000 intervals; exact to ~1e-9 for a few seeds' t); nan
+    for a t of nan."""
     if not math.isfinite(t):
-        return 0.0
+        return math.nan if math.isnan(t) else 0.0
     n, a, h = 20000, abs(t), abs(t) / 20000
     log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
     density = lambda x: math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
@@ -125,12 +126,16 @@ def t_test_p(t, df):
 
 
 def paired(pope, rope):
-    """(mean, sd, t, p, n) of the differences pope[i] - rope[i]."""
+    """(mean, sd, t, p, n) of the differences pope[i] - rope[i]; where they are all the same number,
+    t is infinite and p 0, or both nan where that number is 0 (no difference is no evidence)."""
     d = [p - r for p, r in zip(pope, rope)]
     mean = statistics.mean(d)
-    sd = statistics.stdev(d) if len(d) > 1 else float('nan')
-    t = mean / (sd / math.sqrt(len(d))) if len(d) > 1 and sd > 0 else float('nan')
-    return mean, sd, t, t_test_p(t, len(d) - 1) if len(d) > 1 else float('nan'), len(d)
+    if len(d) < 2:
+        return mean, math.nan, math.nan, math.nan, len(d)
+    sd = statistics.stdev(d)
+    t = mean / (sd / math.sqrt(len(d))) if sd > 0 else math.copysign(math.inf, mean) if mean \
+        else math.nan
+    return mean, sd, t, t_test_p(t, len(d) - 1), len(d)
 
 
 def named(seeds, mean=False):
