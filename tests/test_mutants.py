@@ -41,6 +41,8 @@ ZERO = ('tests/test_eval.py::test_adapter_loglikelihood '
 ABLATIONS = ('tests/test_eval.py::test_ablations_table_averages_the_seeds_of_each_run '
              'tests/test_eval.py::test_the_ablations_table_is_made_from_the_published_scores')
 CONVERSION = 'tests/test_pretrained.py::test_conversion_table_is_made_from_the_published_runs'
+T = f'{TRAIN}::test_'  # one test of test_train.py, the test that catches the mutant (the whole file is slow)
+SAMPLE = 'tests/test_reliability.py::test_sample_prints_what_generate_draws_at_its_flags'
 
 # (id, file, text, its replacement, the tests that must fail)
 MUTANTS = [
@@ -132,6 +134,15 @@ MUTANTS = [
     ('G2', 'generate.py', 'logits < v[:, [-1]]', 'logits < v[:, [0]]', GEN),
     ('G3', 'generate.py', 'return (p / -torch.rand_like(p).log()).argmax(-1)', 'return p.argmax(-1)', GEN),
     ('G4', 'generate.py', 'if n == T or n > max_len:', 'if n == T or n > max_len + 1:', GEN),
+    # sample.py's flags, and the position of each token a step feeds through the cache
+    ('G5', 'sample.py', 'temperature=args.temperature,', 'temperature=1.0,', SAMPLE),
+    ('G6', 'sample.py', 'top_k=args.top_k, compile', 'top_k=None, compile', SAMPLE),
+    ('G7', 'sample.py', 'torch.manual_seed(args.seed)', 'torch.manual_seed(1337)', SAMPLE),
+    ('G8', 'sample.py', 'generate(model, x, args.max_new_tokens,', 'generate(model, x, args.max_new_tokens // 2,',
+     SAMPLE),
+    ('G9', 'generate.py', 'cache=cache, input_pos=input_pos)\n    input_pos += 1',
+     'cache=cache, input_pos=input_pos + 1)\n    input_pos += 1',
+     f'{GEN}::test_greedy_tokens_are_the_argmax_of_full_forward_passes'),
     # train.py: the schedule, accumulation, evaluation, checkpoints
     ('T1', 'train.py', 'learning_rate * (it + 1) / (warmup_iters + 1)', 'learning_rate * it / warmup_iters', TRAIN),
     ('T2', 'train.py', '0.5 * (1.0 + math.cos(math.pi * ratio))', '0.5 * (1.0 - math.cos(math.pi * ratio))', TRAIN),
@@ -144,6 +155,21 @@ MUTANTS = [
     ('T7', 'train.py', 'len(data[split]) - block_size, block_size)', 'len(data[split]) - block_size, block_size // 2)',
      TRAIN),
     ('T8', 'train.py', 'is_best, best_val_loss = val_loss < best_val_loss,', 'is_best, best_val_loss = True,', TRAIN),
+    # train.py: final_weights, the last evaluation, the optimizer's groups, clip and rate
+    ('T9', 'train.py', "        raw_model.load_state_dict(best['model'])\n", '',
+     f'{T}final_scores_the_best_checkpoint_when_final_weights_is_best'),
+    ('T10', 'train.py', '(iter_num % eval_interval == 0 or iter_num == max_iters)', '(iter_num % eval_interval == 0)',
+     f'{T}loss_on_all_tokens_is_the_loss_that_trains'),
+    ('T11', 'train.py', "decay_all=weight_decay_on == 'all'", 'decay_all=True',
+     f'{T}delta_stays_in_range_and_trainable[ours]'),
+    ('T12', 'train.py', 'clip_grad_norm_(model.parameters(), grad_clip)', 'clip_grad_norm_(model.parameters(), 1.0)',
+     f'{T}micro_batches_give_the_gradient_of_their_whole_batch'),
+    ('T13', 'train.py', "torch.is_tensor(group['lr']) else lr", "torch.is_tensor(group['lr']) else learning_rate",
+     f'{T}the_learning_rate_warms_up_linearly_then_follows_a_cosine_to_min_lr'),
+    ('T14', 'train.py', 'run.check_val_loss(val_loss, best_val_loss,', 'run.check_val_loss(val_loss, 1e9,',
+     f'{T}a_run_is_never_lost'),
+    ('T15', 'train.py', 'run.early_stop(early_stop_acc, early_stop_evals)', 'run.early_stop(early_stop_acc, 1)',
+     f'{T}early_stop_ends_a_run_at_the_val_accuracy_threshold'),
     # configurator.py and checkpoint.py: the config's merge and checks, resume
     ('R1', 'configurator.py', 'val = float(val) if want is float and type(val) is int else val', 'val = val', TRAIN),
     ('R2', 'configurator.py', 'for k in POSITIVE if config[k] < 1]', 'for k in POSITIVE if config[k] < 0]', TRAIN),
@@ -154,6 +180,24 @@ MUTANTS = [
      f'{TRAIN} tests/test_quick_start.py'),
     ('R7', 'checkpoint.py', "    torch.set_rng_state(checkpoint['rng']['torch'].cpu())\n", '', TRAIN),
     ('R8', 'checkpoint.py', "    optimizer.load_state_dict(checkpoint['optimizer'])\n", '', TRAIN),
+    # the run folder: resume's fixed model keys, divergence, early stop, the atomic save, the lock, Ctrl-C
+    ('R9', 'configurator.py', 'fixed = [k for k in MODEL_KEYS if k not in LOCAL] + [', 'fixed = [',
+     f'{T}resume_goes_on_with_the_checkpoints_config_and_refuses_other_data'),
+    ('R10', 'checkpoint.py', 'val_loss > best_val_loss + divergence_margin',
+     'val_loss > best_val_loss + 2 * divergence_margin',
+     f'{T}the_divergence_check_and_early_stop_read_the_margin_and_the_last_evaluations'),
+    ('R11', 'checkpoint.py', 'min(recent) >= acc', 'max(recent) >= acc',
+     f'{T}the_divergence_check_and_early_stop_read_the_margin_and_the_last_evaluations'),
+    ('R12', 'checkpoint.py', 'self.records[-evals:]', 'self.records[:evals]',
+     f'{T}the_divergence_check_and_early_stop_read_the_margin_and_the_last_evaluations'),
+    ('R13', 'checkpoint.py', "write(path + '.tmp')\n            os.replace(path + '.tmp', path)", 'write(path)',
+     f'{T}a_failed_save_stops_with_one_line_and_keeps_the_last_checkpoint'),
+    ('R14', 'checkpoint.py', '            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)\n', '',
+     f'{T}a_busy_out_dir_stops_a_second_run'),
+    ('R15', 'checkpoint.py', 'if self.saving and not self.signal_waiting:', 'if False:',
+     f'{T}a_ctrl_c_just_after_ckpt_is_renamed_names_that_checkpoint'),
+    ('R16', 'configurator.py', "resume_flags = [f'--{k}={config[k]}' for k in MACHINE if k in given]",
+     'resume_flags = []', f'{T}ctrl_c_says_which_checkpoint_is_intact_and_how_to_go_on[2]'),
     # pretrained.py: GPT-2's and Llama's weights, a conversion to PoPE
     ('P1', 'pretrained.py', "CONV1D = ('attn.c_attn.weight', 'attn.c_proj.weight',", "CONV1D = ('attn.c_attn.weight',",
      PRETRAINED),

@@ -104,7 +104,26 @@ def test_sample_prints_no_bos_in_the_answer(data, tmp_path, monkeypatch, capsys)
 
 
 # ----------------------------------------------------------------------------------------------------
-# sample.py: devices, sizes, checkpoints
+# sample.py: its flags, devices, sizes, checkpoints
+
+def test_sample_prints_what_generate_draws_at_its_flags(data, tmp_path, monkeypatch, capsys):
+    """--seed, --temperature, --top_k and --max_new_tokens reach generate: sample.py prints the tokens generate draws
+    from the same model, seeded alike, at those settings (a model of peaked logits: each flag changes the draws)."""
+    from checkpoint import load_checkpoint
+    from generate import generate
+    meta = read_meta(str(data / 'chars'))
+    path = save_ckpt(str(tmp_path / 'run'), meta, block_size=64)
+    ckpt = torch.load(path, weights_only=False)
+    ckpt['model']['wte.weight'] *= 10  # (tied to the output layer)
+    torch.save(ckpt, path)
+    for seed, temperature, top_k, n in ((7, 2.5, None, 30), (3, 2.5, 2, 24)):
+        flags = [f'--seed={seed}', f'--temperature={temperature}', f'--max_new_tokens={n}'] + \
+            [f'--top_k={top_k}'] * (top_k is not None)
+        code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--start=abc', '--device=cpu', *flags)
+        torch.manual_seed(seed)  # as sample.py: seeded, then the model made (its init draws too) and run
+        model, _ = load_checkpoint(path)
+        want = generate(model, torch.tensor([[0, 1, 2]]), n, temperature=temperature, top_k=top_k)[0]
+        assert code is None and out.out.splitlines()[0] == ''.join(meta['itos'][i] for i in want), out.out
 
 @pytest.mark.parametrize('device,says', [('foo', "'foo': use cpu, cuda or cuda:<n>"),
                                          ('cuda:7' if torch.cuda.device_count() else 'cuda', 'torch finds')])

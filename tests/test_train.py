@@ -571,6 +571,9 @@ def test_the_learning_rate_warms_up_linearly_then_follows_a_cosine_to_min_lr(wor
         ratio = min(1.0, (it - warmup) / (decay - warmup))
         return low + 0.5 * (1 + math.cos(math.pi * ratio)) * (lr - low)
     assert [(int(i), float(x)) for i, x in printed] == [(it + 1, float(f'{want(it):.2e}')) for it in range(12)]
+    # the rate the optimizer stepped with, not only the one printed: the last step's, in every group
+    groups = torch.load(workdir / 'lr_run' / 'ckpt.pt', weights_only=False)['optimizer']['param_groups']
+    assert [g['lr'] for g in groups] == [pytest.approx(want(11))] * len(groups) == [pytest.approx(low)] * 2
 
 
 def test_micro_batches_give_the_gradient_of_their_whole_batch(workdir, monkeypatch):
@@ -578,16 +581,18 @@ def test_micro_batches_give_the_gradient_of_their_whole_batch(workdir, monkeypat
     (the same rows, with example_order='epochs'), each micro-batch's loss divided by their number; and each micro-step
     of each step reads rows of its own. (AdamW's step would hide a wrong scale: the gradient's norm is read where
     train.py clips it.)"""
-    norms, clip = [], torch.nn.utils.clip_grad_norm_
-    monkeypatch.setattr(torch.nn.utils, 'clip_grad_norm_', lambda params, limit: norms.append(clip(params, limit)))
+    norms, limits, clip = [], [], torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, 'clip_grad_norm_',
+                        lambda params, limit: limits.append(limit) or norms.append(clip(params, limit)))
     rows = []  # the rows of every training micro-batch (evaluation's are larger)
     monkeypatch.setattr('prepare.data.example_batch',
                         lambda x, *a: (rows.extend(x.tolist()) if len(x) <= 8 else None) or example_batch(x, *a))
     for accumulate, size, steps in ((1, 8, 1), (2, 4, 2)):
         assert train_here(workdir, POPE, *TINY, f'--max_iters={steps}', '--example_order=epochs',
                           f'--batch_size={size}', f'--gradient_accumulation_steps={accumulate}',
-                          f'--out_dir=accumulate{accumulate}') is None
+                          '--grad_clip=0.25', f'--out_dir=accumulate{accumulate}') is None
     assert len(norms) == 3 and norms[1].item() == pytest.approx(norms[0].item(), rel=1e-5)
+    assert limits == [0.25] * 3  # clipped at --grad_clip
     assert len(rows) == 24 and rows[8:16] == rows[:8] and len({tuple(r) for r in rows[8:]}) == 16
 
 
@@ -803,6 +808,21 @@ def test_a_data_file_changed_under_the_run_is_one_line(tmp_path):
     with pytest.raises(SystemExit) as e:
         folder.check_unchanged(tokens)
     assert f'{path} changed while the run read it (now 50 bytes, 100 when it began)' in str(e.value)
+
+
+def test_the_divergence_check_and_early_stop_read_the_margin_and_the_last_evaluations(tmp_path):
+    """A run stops once val loss exceeds the best so far by more than divergence_margin (at it: goes on; 0: never),
+    and ends early once val accuracy reaches early_stop_acc at each of the last early_stop_evals evaluations."""
+    folder = checkpoint.RunFolder(str(tmp_path / 'out'))
+    folder.check_val_loss(4.0, 1.0, 3.0, 10)  # at the margin: goes on
+    folder.check_val_loss(90.0, 1.0, 0.0, 10)  # margin 0: never stops
+    with pytest.raises(SystemExit, match=r'^val loss 4.01 at iter 10 exceeds the best so far \(1\) by more than '
+                                         r'divergence_margin=3.0: stopping without saving'):
+        folder.check_val_loss(4.01, 1.0, 3.0, 10)
+    folder.records = [{'iter': 0, 'val_acc': 0.0}, {'iter': 2, 'val_acc': 0.95}, {'iter': 4, 'val_acc': 0.9}]
+    assert folder.early_stop(0.9, 2) == 'val_acc >= 0.9 at 2 evaluations in a row'
+    assert folder.early_stop(0.95, 2) is None  # the last evaluation fell below it
+    assert folder.early_stop(0.9, 3) is None and folder.early_stop(0.0, 2) is None  # iter 0's 0.0; 0.0: never
 
 
 def test_the_log_lines_of_a_cpu_run_give_no_mfu(stream_run):
