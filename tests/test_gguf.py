@@ -6,6 +6,7 @@ conversion to PoPE; and the packaged SmolLM2-135M-Instruct where it is installed
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,12 +22,12 @@ from test_train import run, train_here
 gguf = pytest.importorskip('gguf')
 pytest.importorskip('tokenizers')
 
-# the tiny BPE of the files: two control tokens, the 256 byte symbols of GPT-2's alphabet, then
+# the tiny BPE of the files: three control tokens, the 256 byte symbols of GPT-2's alphabet, then
 # the merged tokens
-SPECIALS = ['<|endoftext|>', '<|im_start|>']
+SPECIALS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>']
 MERGES = [('Ġ', 't'), ('h', 'e'), ('Ġt', 'he'), ('Ġ', 'c'), ('a', 't'), ('Ġc', 'at'), ('1', '2'),
-          ('i', 'n')]
-L, C, H, HKV, FFN, CTX, BASE, EPS = 2, 64, 4, 2, 96, 64, 100000.0, 1e-5
+          ('i', 'n'), ('t', 'h')]  # ('t', 'h') last: ' the' is Ġt + he, not Ġ + th + e
+L, C, H, HKV, FFN, CTX, BASE, EPS = 2, 64, 4, 2, 96, 64, 100000.0, 1e-6  # (eps: not the default)
 
 
 def byte_alphabet():
@@ -81,7 +82,7 @@ def write_gguf(path, weights, tied, pre):
     writer.add_token_types([3 if t in SPECIALS else 1 for t in TOKENS])
     writer.add_token_merges([f'{a} {b}' for a, b in MERGES])
     writer.add_bos_token_id(ID['<|im_start|>'])
-    writer.add_eos_token_id(ID['<|endoftext|>'])
+    writer.add_eos_token_id(ID['<|im_end|>'])  # (an instruct file's: the end of a turn)
     Q8_0 = gguf.GGMLQuantizationType.Q8_0
     writer.add_tensor('token_embd.weight', gguf.quants.quantize(weights['embd'], Q8_0),
                       raw_dtype=Q8_0)
@@ -149,6 +150,7 @@ def test_gguf_logits_equal_transformers(files, kind):
 
 def test_gguf_tokenizer(files):
     tied, untied = common.encoding(str(files['tied'][0])), common.encoding(str(files['untied'][0]))
+    # after each document <|endoftext|>, which the vocabulary has, not the end of a turn (eos)
     assert (tied.n_vocab, tied.eot_token) == (V, ID['<|endoftext|>'])
     # the merges apply in their order; ' the' is one token, ' cat' one (Ġc + at), a word with no
     # merge its bytes
@@ -192,6 +194,23 @@ def test_gguf_refusals(files, tmp_path):
     writer.close()
     with pytest.raises(SystemExit, match="architecture 'qwen2': only 'llama' is read here"):
         pretrained.read_source(str(other))
+    # a llama that is not the one read here: RoPE scaled, on part of a head, or experts
+    for name, add in (('rope.scaling.type', lambda w: w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)),
+                      ('rope.dimension_count', lambda w: w.add_rope_dimension_count(C // H // 2)),
+                      ('expert_count', lambda w: w.add_expert_count(4))):
+        other = tmp_path / f'{name}.gguf'
+        writer = gguf.GGUFWriter(str(other), 'llama')
+        for size, value in ((writer.add_block_count, L), (writer.add_context_length, CTX),
+                            (writer.add_embedding_length, C), (writer.add_head_count, H),
+                            (writer.add_feed_forward_length, FFN)):
+            size(value)
+        add(writer)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        with pytest.raises(SystemExit, match=rf"has {re.escape(name)}=.*: read here is Llama with RoPE"):
+            pretrained.read_source(str(other))
 
 
 def test_sample_and_a_data_set_in_its_tokens_and_the_conversion_to_pope(files, tmp_path, capsys):

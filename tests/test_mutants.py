@@ -25,6 +25,7 @@ TRAIN = 'tests/test_train.py'
 EVAL = 'tests/test_eval.py tests/test_reliability.py'
 PRETRAINED = 'tests/test_pretrained.py'
 GGUF = 'tests/test_gguf.py'
+GGUF_LOGITS = f'{GGUF}::test_gguf_logits_equal_transformers'
 PREP = 'tests/test_prepare.py'
 INDIRECT = 'tests/test_indirect_data.py'
 BATCHES = f'{TRAIN}::test_example_batch_targets {TRAIN}::test_stream_batch_targets_are_the_next_tokens'
@@ -205,6 +206,21 @@ MUTANTS = [
     ('P3', 'pretrained.py', "new['pope_delta'] = 'zero'", "new['pope_delta'] = 'uniform'", PRETRAINED),
     ('P4', 'pretrained.py', "pos_base=float(llama('rope.freq_base') or 1e4)", 'pos_base=1e4', GGUF),
     ('P5', 'pretrained.py', "GELU = {'gelu_new': 'tanh'", "GELU = {'gelu_new': 'none'", PRETRAINED),
+    ('P6', 'pretrained.py', "Hkv, tensors = llama('attention.head_count_kv') or H,", 'Hkv, tensors = H,', GGUF_LOGITS),
+    ('P7', 'pretrained.py', 'unpermute(k, Hkv)', 'unpermute(k, H)', GGUF_LOGITS),
+    ('P8', 'pretrained.py', "norm_eps=float(llama('attention.layer_norm_rms_epsilon') or 1e-5)", 'norm_eps=1e-5',
+     GGUF_LOGITS),
+    ('P9', 'pretrained.py', 'F.pad(wte if head is None else head,', 'F.pad(wte,', f'{GGUF_LOGITS}[untied]'),
+    ('P10', 'pretrained.py', '(0, 0, 0, -V % 64))', '(0, 0, 0, -V % 32))', GGUF_LOGITS),
+    ('P11', 'pretrained.py', 'torch.cat([gate, up])', 'torch.cat([up, gate])', GGUF_LOGITS),
+    ('P12', 'pretrained.py', 'if llama(k) not in (None, ok)]', 'if llama(k) not in (None, ok, llama(k))]',
+     f'{GGUF}::test_gguf_refusals'),
+    ('P13', 'pretrained.py', 'if head is not None and wte is not None and not torch.equal(head, wte):', 'if False:',
+     f'{PRETRAINED}::test_a_head_untied_from_the_embedding_is_refused'),
+    ('P14', 'pretrained.py', "old['wpe.weight'] = old['wpe.weight'][:n]", "old['wpe.weight'] = old['wpe.weight'][-n:]",
+     f'{PRETRAINED}::test_a_shorter_context_keeps_gpt2s_first_positions'),
+    ('P15', 'pretrained.py', 'if sizes != GPT2_MODELS[init_from]:', 'if False:',
+     f'{PRETRAINED}::test_gpt2_by_name_is_fetched_from_the_hub_and_checked_against_its_sizes'),
     # eval/: the windows of the extrapolation and context losses, frequency usage
     ('E1', 'eval/__init__.py', 'tokens[1:m + 1].view(-1, L)', 'tokens[:m].view(-1, L)', 'tests/test_quick_start.py'),
     ('E2', 'eval/frequency_usage.py', 'x[..., n:2 * n] ** 2', 'x[..., 1:n + 1] ** 2', EVAL),
@@ -262,6 +278,13 @@ MUTANTS = [
     ('S21', 'prepare/maestro.py', "for shift in (range(-3, 4) if s == 'train' else (0,))]",
      'for shift in range(-3, 4)]', PREP),
     ('S22', 'prepare/bpe.py', "'smollm': True", "'smollm': False", f'{GGUF}::test_gguf_tokenizer'),
+    ('S23', 'prepare/bpe.py', "self.eot_token = ids.get('<|endoftext|>', gguf_field(",
+     "self.eot_token = (gguf_field(", f'{GGUF}::test_gguf_tokenizer'),
+    ('S24', 'prepare/bpe.py', "'tokenizer.ggml.merges', [])]", "'tokenizer.ggml.merges', [])][::-1]",
+     f'{GGUF}::test_gguf_tokenizer'),
+    ('S25', 'prepare/bpe.py', 'if kind == 3]', 'if kind == 1]', f'{GGUF}::test_gguf_tokenizer'),
+    ('S26', 'prepare/bpe.py', 'ByteLevel(add_prefix_space=False', 'ByteLevel(add_prefix_space=True',
+     f'{GGUF}::test_gguf_tokenizer'),
     # results/linux_c/study.py: the paired differences and their t-test, the mean over seeds, sizes, the paper, figures
     ('Y1', 'results/linux_c/study.py', 'd = [p - r for p, r in zip(pope, rope)]',
      'd = [r - p for p, r in zip(pope, rope)]', STUDY),
