@@ -133,8 +133,10 @@ def paired(pope, rope):
     if len(d) < 2:
         return mean, math.nan, math.nan, math.nan, len(d)
     sd = statistics.stdev(d)
-    t = mean / (sd / math.sqrt(len(d))) if sd > 0 else math.copysign(math.inf, mean) if mean \
-        else math.nan
+    if sd > 0:
+        t = mean / (sd / math.sqrt(len(d)))
+    else:  # every pair differs alike: certain, unless the difference is 0
+        t = math.copysign(math.inf, mean) if mean else math.nan
     return mean, sd, t, t_test_p(t, len(d) - 1), len(d)
 
 
