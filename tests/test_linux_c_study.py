@@ -4,6 +4,7 @@ import importlib.util
 import json
 import math
 import os
+import subprocess
 
 import pytest
 
@@ -239,6 +240,14 @@ def test_the_committed_study_page_is_what_the_script_makes_and_the_readme_quotes
     quoted = re.findall(r'\d\.\d{4}', readme[readme.index('## The study: three pairs of seeds'):])
     missing = set(quoted) - set(re.findall(r'\d\.\d{4}', made))
     assert len(quoted) >= 25 and not missing, sorted(missing)
+    # every published arm names the commit it ran at, one of this repository's (where its history is here)
+    commits = re.findall(r'^\| \S+_s\d+ \|.* \| (\S+) \|$', made, re.M)
+    assert len(commits) == len(os.listdir(tmp_path / 'runs')) and '-' not in commits, commits
+    shallow = subprocess.run(['git', '-C', ROOT, 'rev-parse', '--is-shallow-repository'],
+                             capture_output=True, text=True).stdout.strip()
+    if shallow == 'false':  # (a checkout with its whole history)
+        git = ['git', '-C', ROOT, 'cat-file', '-e']
+        assert all(subprocess.run(git + [f'{c}^{{commit}}']).returncode == 0 for c in set(commits))
 
 
 def test_the_frequency_usage_section_reads_each_seeds_pair(tmp_path):

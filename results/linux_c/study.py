@@ -70,6 +70,9 @@ def read_arm(folder):
            'final': read_json(path('pretrain', 'final.json')),
            'log': read_json(path('pretrain', 'eval_log.jsonl'), lines=True),
            'ft_final': read_json(ft) if os.path.exists(ft) else None, 'losses': {}, 'about': {}}
+    # the code it ran: train.py writes it into final.json; the earliest arms have it in a file
+    arm['commit'] = arm['final'].get('commit') or (open(path('commit')).read().strip()
+                                                   if os.path.exists(path('commit')) else '-')
     try:  # train.py's line '50.93M parameters, pope, 32,768 tokens per iteration, ...'
         with open(path('pretrain.log')) as f:
             found = re.search(r'([\d.]+)M parameters, [^,]+, ([\d,]+) tokens per iteration',
@@ -170,9 +173,10 @@ def page(arms, folder):
         f, ft = a['final'], a['ft_final']
         rows.append([a['name'], f['iter'], f"{f['iter'] * a['tokens_per_iter'] / 1e6:.0f}M",
                      f"{f['minutes']:.1f}", f"{f['val_loss']:.4f}", f"{f['test_loss']:.4f}",
-                     ft['iter'] if ft else '-', f"{ft['test_loss']:.4f}" if ft else '-'])
+                     ft['iter'] if ft else '-', f"{ft['test_loss']:.4f}" if ft else '-',
+                     a['commit'][:7]])
     lines += [markdown_table(['arm', 'steps', 'tokens', 'minutes', 'val loss', 'test loss',
-                              'fine-tune steps', 'test loss after (at 4096)'], rows), '',
+                              'fine-tune steps', 'test loss after (at 4096)', 'commit'], rows), '',
               '## In distribution (context 1024, the whole splits)', '']
     rows = []
     for split in ('val', 'test') if seeds else ():
