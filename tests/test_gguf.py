@@ -170,6 +170,26 @@ def test_gguf_tokenizer(files):
     assert [len(x) for x in tied.encode_ordinary_batch(['the', ' the cat'])] == [2, 2]
 
 
+def test_gguf_tokenizer_without_endoftext_ends_a_document_with_eos(tmp_path):
+    # a vocabulary with no <|endoftext|>: after each document the file's end-of-sequence id
+    tokens = ['<|im_start|>', '<|im_end|>'] + byte_alphabet()
+    path = tmp_path / 'instruct.gguf'
+    writer = gguf.GGUFWriter(str(path), 'llama')
+    writer.add_tokenizer_model('gpt2')
+    writer.add_tokenizer_pre('gpt-2')
+    writer.add_token_list(tokens)
+    writer.add_token_types([3, 3] + [1] * 256)
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    enc = common.encoding(str(path))
+    assert (enc.n_vocab, enc.eot_token) == (258, 1)
+    assert enc.encode_ordinary('hi') == [2 + ord('h'), 2 + ord('i')]
+
+
 def test_unpermute_inverts_llama_cpp(files):
     w = torch.randn(HKV * 16, 8, dtype=torch.float64)
     permuted = torch.from_numpy(llama_cpp_permute(w.numpy(), HKV))

