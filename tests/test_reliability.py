@@ -5,7 +5,6 @@ under a running evaluation. Tiny models and data made here (CPU)."""
 
 import json
 import os
-import runpy
 import subprocess
 import sys
 
@@ -16,6 +15,7 @@ import torch
 from model import GPT, GPTConfig
 from prepare import indirect_indexing as ii
 from prepare.data import read_meta
+from test_train import sample_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,16 +47,9 @@ def data(tmp_path_factory):
     return d
 
 
-def sample(monkeypatch, capsys, *argv):
-    """sample.py run in this process: (exit message or None, stdout)."""
-    monkeypatch.setattr(sys, 'argv', ['sample.py', *argv])
-    monkeypatch.chdir(ROOT)
-    try:
-        runpy.run_path(os.path.join(ROOT, 'sample.py'), run_name='__main__')
-        code = None
-    except SystemExit as e:
-        code = e.code
-    return code, capsys.readouterr()
+def sample(capsys, *argv):
+    """sample.py run in this process, in the repository's folder: (exit message or None, what it printed)."""
+    return sample_here(ROOT, *argv), capsys.readouterr()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -85,18 +78,18 @@ def test_a_well_posed_question_still_passes(data):
     assert ii.question('ABCDEFGHIJKLMNOPQRST, T, -15', meta)[-5:] == [ii.ITOS.index(c) for c in ',-15,']
 
 
-def test_sample_refuses_an_ill_posed_question_in_one_line(data, tmp_path, monkeypatch, capsys):
+def test_sample_refuses_an_ill_posed_question_in_one_line(data, tmp_path, capsys):
     save_ckpt(str(tmp_path / 'run'), read_meta(str(data / 'indirect_indexing')))
-    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--start=ABCDEFGHIJKLMNOPQRST,Z,+1,',
+    code, out = sample(capsys, f'--out_dir={tmp_path / "run"}', '--start=ABCDEFGHIJKLMNOPQRST,Z,+1,',
                        '--device=cpu')
     assert code == "--start: the source 'Z' is not a letter of the string 'ABCDEFGHIJKLMNOPQRST': ask for one of " \
                    "its letters" and out.out == ''
 
 
-def test_sample_prints_no_bos_in_the_answer(data, tmp_path, monkeypatch, capsys):
+def test_sample_prints_no_bos_in_the_answer(data, tmp_path, capsys):
     meta = read_meta(str(data / 'indirect_indexing_bos'))
     save_ckpt(str(tmp_path / 'bos'), meta)
-    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "bos"}', '--start=ABCDEFGHIJKLMNOPQRST,C,+2,',
+    code, out = sample(capsys, f'--out_dir={tmp_path / "bos"}', '--start=ABCDEFGHIJKLMNOPQRST,C,+2,',
                        '--device=cpu')
     assert code is None, code
     answer = out.out.splitlines()[0]
@@ -106,7 +99,7 @@ def test_sample_prints_no_bos_in_the_answer(data, tmp_path, monkeypatch, capsys)
 # ----------------------------------------------------------------------------------------------------
 # sample.py: its flags, devices, sizes, checkpoints
 
-def test_sample_prints_what_generate_draws_at_its_flags(data, tmp_path, monkeypatch, capsys):
+def test_sample_prints_what_generate_draws_at_its_flags(data, tmp_path, capsys):
     """--seed, --temperature, --top_k and --max_new_tokens reach generate: sample.py prints the tokens generate draws
     from the same model, seeded alike, at those settings (a model of peaked logits: each flag changes the draws)."""
     from checkpoint import load_checkpoint
@@ -119,7 +112,7 @@ def test_sample_prints_what_generate_draws_at_its_flags(data, tmp_path, monkeypa
     for seed, temperature, top_k, n in ((7, 2.5, None, 30), (3, 2.5, 2, 24)):
         flags = [f'--seed={seed}', f'--temperature={temperature}', f'--max_new_tokens={n}'] + \
             [f'--top_k={top_k}'] * (top_k is not None)
-        code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--start=abc', '--device=cpu', *flags)
+        code, out = sample(capsys, f'--out_dir={tmp_path / "run"}', '--start=abc', '--device=cpu', *flags)
         torch.manual_seed(seed)  # as sample.py: seeded, then the model made (its init draws too) and run
         model, _ = load_checkpoint(path)
         want = generate(model, torch.tensor([[0, 1, 2]]), n, temperature=temperature, top_k=top_k)[0]
@@ -127,44 +120,44 @@ def test_sample_prints_what_generate_draws_at_its_flags(data, tmp_path, monkeypa
 
 @pytest.mark.parametrize('device,says', [('foo', "'foo': use cpu, cuda or cuda:<n>"),
                                          ('cuda:7' if torch.cuda.device_count() else 'cuda', 'torch finds')])
-def test_sample_bad_device_is_one_line(data, tmp_path, monkeypatch, capsys, device, says):
+def test_sample_bad_device_is_one_line(data, tmp_path, capsys, device, says):
     save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)
-    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', f'--device={device}', '--start=abc')
+    code, out = sample(capsys, f'--out_dir={tmp_path / "run"}', f'--device={device}', '--start=abc')
     assert code == 2 and says in out.err.splitlines()[-1] and 'Traceback' not in out.err  # argparse's error line
 
 
 @pytest.mark.parametrize('argv', [['--max_new_tokens=1000000000'], ['--num_samples=100000000'],
                                   ['--num_samples=100000', '--max_new_tokens=100000']])
-def test_sample_refuses_what_cannot_fit(data, tmp_path, monkeypatch, capsys, argv):
+def test_sample_refuses_what_cannot_fit(data, tmp_path, capsys, argv):
     save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)
-    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu', '--start=abc', *argv)
+    code, out = sample(capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu', '--start=abc', *argv)
     assert isinstance(code, str) and 'ask for fewer tokens or samples' in code and 'GiB free on cpu' in code
 
 
 @pytest.mark.parametrize('pos_emb', ['learned', 'sinusoidal'])
-def test_sample_refuses_a_prompt_beyond_an_absolute_context(data, tmp_path, monkeypatch, capsys, pos_emb):
+def test_sample_refuses_a_prompt_beyond_an_absolute_context(data, tmp_path, capsys, pos_emb):
     save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), pos_emb, block_size=16)
-    code, _ = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu', '--start=' + 'a' * 17)
+    code, _ = sample(capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu', '--start=' + 'a' * 17)
     assert code == f"--start is 17 tokens, longer than the 16 this model reads ({pos_emb} positions stop at " \
                    "block_size): give a shorter prompt"
 
 
 @pytest.mark.parametrize('content', [b'\xff\xfe\x00binary\x80', b'caf\xe9 latin-1'])
-def test_sample_on_a_prompt_file_that_is_not_utf8_text_is_one_line(data, tmp_path, monkeypatch, capsys,
+def test_sample_on_a_prompt_file_that_is_not_utf8_text_is_one_line(data, tmp_path, capsys,
                                                                   content):
     save_ckpt(str(tmp_path / 'run'), json.loads((data / 'chars' / 'meta.json').read_text()), block_size=16)
     (tmp_path / 'prompt.bin').write_bytes(content)
-    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu',
+    code, out = sample(capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu',
                        f'--start=FILE:{tmp_path / "prompt.bin"}')
     assert code == f"--start=FILE:{tmp_path / 'prompt.bin'} is not UTF-8 text: give a text file"
 
 
 @pytest.mark.parametrize('drop', ['itos', 'tokenizer'])
-def test_sample_on_a_data_set_without_a_vocabulary_is_one_line(data, tmp_path, monkeypatch, capsys, drop):
+def test_sample_on_a_data_set_without_a_vocabulary_is_one_line(data, tmp_path, capsys, drop):
     meta = json.loads((data / 'chars' / 'meta.json').read_text())
     del meta[drop]
     save_ckpt(str(tmp_path / 'run'), meta, block_size=16)
-    code, out = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu', '--start=abc')
+    code, out = sample(capsys, f'--out_dir={tmp_path / "run"}', '--device=cpu', '--start=abc')
     assert code == (f"the model's meta (its data set's meta.json) has no '{drop}': this model cannot turn "
                     "text into tokens; prepare its data set with `python -m prepare.<name>` and train again")
 
@@ -178,9 +171,9 @@ def broken_ckpt(tmp_path, data):
     return path
 
 
-def test_sample_on_weights_that_do_not_fit_is_one_line(data, tmp_path, monkeypatch, capsys):
+def test_sample_on_weights_that_do_not_fit_is_one_line(data, tmp_path, capsys):
     broken_ckpt(tmp_path, data)
-    code, _ = sample(monkeypatch, capsys, f'--out_dir={tmp_path / "broken"}', '--device=cpu', '--start=abc')
+    code, _ = sample(capsys, f'--out_dir={tmp_path / "broken"}', '--device=cpu', '--start=abc')
     assert isinstance(code, str) and 'its weights do not fit the model its model_args describe' in code
     assert 'use another checkpoint, or train again' in code and '\n' not in code
 
