@@ -44,6 +44,7 @@ ABLATIONS = ('tests/test_eval.py::test_ablations_table_averages_the_seeds_of_eac
 CONVERSION = 'tests/test_pretrained.py::test_conversion_table_is_made_from_the_published_runs'
 T = f'{TRAIN}::test_'  # one test of test_train.py, the test that catches the mutant (the whole file is slow)
 SAMPLE = 'tests/test_reliability.py::test_sample_prints_what_generate_draws_at_its_flags'
+SAMPLE_ARGS = f'{T}sample_bad_arguments_exit_with_a_clear_message'
 OWT_SPLIT = f'{PREP}::test_openwebtext_splits_the_documents_as_nanogpt'
 OWT_SOURCE = f'{PREP}::test_openwebtext_reads_the_files_of_the_first_extension_in_source'
 BAD_SOURCE = f'{PREP}::test_a_bad_source_is_one_line_and_writes_nothing'
@@ -149,6 +150,10 @@ MUTANTS = [
     ('G9', 'generate.py', 'cache=cache, input_pos=input_pos)\n    input_pos += 1',
      'cache=cache, input_pos=input_pos + 1)\n    input_pos += 1',
      f'{GEN}::test_greedy_tokens_are_the_argmax_of_full_forward_passes'),
+    # sample.py's arguments (generate.py's SAMPLE_CHECKS): an infinite temperature, an empty prompt
+    ('G10', 'generate.py', "(lambda a: 0 < a.temperature < float('inf'),", '(lambda a: 0 < a.temperature,',
+     SAMPLE_ARGS),
+    ('G11', 'generate.py', "(lambda a: a.start != '',", '(lambda a: True,', SAMPLE_ARGS),
     # train.py: the schedule, accumulation, evaluation, checkpoints
     ('T1', 'train.py', 'learning_rate * (it + 1) / (warmup_iters + 1)', 'learning_rate * it / warmup_iters', TRAIN),
     ('T2', 'train.py', '0.5 * (1.0 + math.cos(math.pi * ratio))', '0.5 * (1.0 - math.cos(math.pi * ratio))', TRAIN),
