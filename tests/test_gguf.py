@@ -63,6 +63,14 @@ def random_llama(seed):
     return dict(embd=w(V, C, scale=1.0), norm=1 + w(C), output=w(V, C), layers=layers)
 
 
+def close(writer):
+    """gguf's writer: its header, metadata and tensors to the file, in that order."""
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def write_gguf(path, weights, tied, pre):
     """A llama GGUF file as llama.cpp's convert script writes one: its metadata, the BPE, q and k
     permuted, the token embedding in Q8_0 (the rest float32); no output matrix when tied."""
@@ -97,10 +105,7 @@ def write_gguf(path, weights, tied, pre):
                             ('ffn_gate', layer['gate']), ('ffn_up', layer['up']),
                             ('ffn_down', layer['down'])):
             writer.add_tensor(f'blk.{i}.{name}.weight', value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    close(writer)
 
 
 @pytest.fixture(scope='module')
@@ -181,10 +186,7 @@ def test_gguf_tokenizer_without_endoftext_ends_a_document_with_eos(tmp_path):
     writer.add_token_types([3, 3] + [1] * 256)
     writer.add_bos_token_id(0)
     writer.add_eos_token_id(1)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    close(writer)
     enc = common.encoding(str(path))
     assert (enc.n_vocab, enc.eot_token) == (258, 1)
     assert enc.encode_ordinary('hi') == [2 + ord('h'), 2 + ord('i')]
@@ -208,10 +210,7 @@ def test_gguf_refusals(files, tmp_path):
     other = tmp_path / 'other.gguf'  # an architecture that is not llama
     writer = gguf.GGUFWriter(str(other), 'qwen2')
     writer.add_block_count(1)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    close(writer)
     with pytest.raises(SystemExit, match="architecture 'qwen2': only 'llama' is read here"):
         pretrained.read_source(str(other))
     # a llama that is not the one read here: RoPE scaled, on part of a head, or experts
@@ -225,10 +224,7 @@ def test_gguf_refusals(files, tmp_path):
                             (writer.add_feed_forward_length, FFN)):
             size(value)
         add(writer)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.close()
+        close(writer)
         with pytest.raises(SystemExit, match=rf"has {re.escape(name)}=.*: read here is Llama with RoPE"):
             pretrained.read_source(str(other))
 

@@ -991,7 +991,7 @@ def bad_inputs(root):
 def test_a_bad_source_is_one_line_and_writes_nothing(tmp_path, script, argv, message):
     if script in ('shakespeare', 'pg19', 'openwebtext'):
         need_gpt2()
-    if script == 'openwebtext' or script == 'pg19' and '--source' not in argv:
+    if script == 'openwebtext' or (script == 'pg19' and '--source' not in argv):
         pytest.importorskip('datasets')
     bad_inputs(tmp_path)
     before = files_under(tmp_path)

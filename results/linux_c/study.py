@@ -71,8 +71,10 @@ def read_arm(folder):
            'log': read_json(path('pretrain', 'eval_log.jsonl'), lines=True),
            'ft_final': read_json(ft) if os.path.exists(ft) else None, 'losses': {}, 'about': {}}
     # the code it ran: train.py writes it into final.json; the earliest arms have it in a file
-    arm['commit'] = arm['final'].get('commit') or (open(path('commit')).read().strip()
-                                                   if os.path.exists(path('commit')) else '-')
+    arm['commit'] = arm['final'].get('commit') or '-'
+    if arm['commit'] == '-' and os.path.exists(path('commit')):
+        with open(path('commit')) as f:
+            arm['commit'] = f.read().strip()
     try:  # train.py's line '50.93M parameters, pope, 32,768 tokens per iteration, ...'
         with open(path('pretrain.log')) as f:
             found = re.search(r'([\d.]+)M parameters, [^,]+, ([\d,]+) tokens per iteration',
